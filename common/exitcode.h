@@ -1,0 +1,21 @@
+/* Exit codes of every rdcp program; documented in docs/rdcp.1.md. They follow
+ * rsync's numbering where rsync has the same meaning. */
+#ifndef RDCP_COMMON_EXITCODE_H
+#define RDCP_COMMON_EXITCODE_H
+
+enum {
+	RD_EXIT_OK       = 0,
+	RD_EXIT_USAGE    = 1,   /* bad command line */
+	RD_EXIT_SELECT   = 3,   /* source or destination unusable */
+	RD_EXIT_START    = 5,   /* could not start the remote side */
+	RD_EXIT_CONN     = 10,  /* connection failed or lost */
+	RD_EXIT_FILEIO   = 11,  /* file I/O error */
+	RD_EXIT_PROTO    = 12,  /* protocol error: the peer sent garbage */
+	RD_EXIT_AUTH     = 15,  /* data connection failed authentication */
+	RD_EXIT_NORDMA   = 16,  /* RDMA asked for but not available */
+	RD_EXIT_SIGNAL   = 20,  /* interrupted by a signal */
+	RD_EXIT_PARTIAL  = 23,  /* partial transfer: some entries failed */
+	RD_EXIT_VANISHED = 24,  /* partial transfer: source files vanished */
+};
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * Messages to stderr, prefixed with the program name ("rdcp: ...").
+ * log_err() and log_warn() are thread-safe (one write per message).
+ */
+#ifndef RDCP_COMMON_LOG_H
+#define RDCP_COMMON_LOG_H
+
+extern const char *log_prog;   /* set by main(); default "rdcp" */
+
+void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Render bytes as "1.23 GiB" into buf (at least 16 bytes); returns buf. */
+char *log_bytes(char *buf, unsigned long long bytes);
+/* Render a path for a message: control characters and invalid bytes as \ooo. */
+char *log_path(char *buf, size_t cap, const char *path);
+
+#endif

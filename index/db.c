@@ -1,0 +1,405 @@
+/*
+ * The SQLite index: one database per tree root, WAL mode, one transaction per
+ * scan, prepared statements. Every row carries a checksum of its fields so
+ * that damage SQLite cannot see (a flipped bit in a hash) costs a rehash,
+ * never a wrong answer. Anything we cannot trust is rebuilt with a warning.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "index/idx_int.h"
+
+#define DB_APP_ID  0x52444358   /* "RDCX" */
+#define DB_VERSION 1
+
+struct idx_db {
+	sqlite3 *h;
+	char *path;
+	char *root;
+};
+
+static const char schema[] =
+	"PRAGMA application_id = 1380205400;"   /* DB_APP_ID */
+	"PRAGMA user_version = 1;"
+	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+	"CREATE TABLE entries("
+	" path BLOB PRIMARY KEY, type INTEGER NOT NULL, mode INTEGER NOT NULL,"
+	" uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL,"
+	" mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+	" dev INTEGER NOT NULL, ino INTEGER NOT NULL, nlink INTEGER NOT NULL,"
+	" rdev INTEGER NOT NULL, link BLOB, hash BLOB NOT NULL, chunks BLOB,"
+	" chk INTEGER NOT NULL) WITHOUT ROWID;";
+
+_Static_assert(DB_APP_ID == 1380205400, "schema literal must match DB_APP_ID");
+
+/* Checksum over every stored field of e, path included. */
+static int64_t row_chk(const struct idx_entry *e)
+{
+	uint8_t fixed[8 * 8 + 6 * 4 + 2];
+	uint8_t *p = fixed;
+	put_u8(p++, e->type);
+	put_u8(p++, 0);
+	put_u32(p, e->mode);  p += 4;
+	put_u32(p, e->uid);   p += 4;
+	put_u32(p, e->gid);   p += 4;
+	put_u32(p, e->nlink); p += 4;
+	put_u32(p, e->nchunks); p += 4;
+	put_u32(p, (uint32_t)strlen(e->path)); p += 4;
+	put_u64(p, e->size);  p += 8;
+	put_u64(p, (uint64_t)e->mtime_ns); p += 8;
+	put_u64(p, (uint64_t)e->ctime_ns); p += 8;
+	put_u64(p, e->dev);   p += 8;
+	put_u64(p, e->ino);   p += 8;
+	put_u64(p, e->rdev);  p += 8;
+	put_u64(p, e->link ? strlen(e->link) : 0); p += 8;
+	put_u64(p, DB_VERSION); p += 8;
+	XXH3_state_t st;
+	XXH3_INITSTATE(&st);
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, fixed, (size_t)(p - fixed));
+	XXH3_64bits_update(&st, e->path, strlen(e->path));
+	if (e->link)
+		XXH3_64bits_update(&st, e->link, strlen(e->link));
+	XXH3_64bits_update(&st, e->hash, IDX_HASH_LEN);
+	if (e->nchunks)
+		XXH3_64bits_update(&st, e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
+	return (int64_t)XXH3_64bits_digest(&st);
+}
+
+static void db_remove_files(const char *path)
+{
+	char aux[4096];
+	unlink(path);
+	snprintf(aux, sizeof aux, "%s-wal", path);
+	unlink(aux);
+	snprintf(aux, sizeof aux, "%s-shm", path);
+	unlink(aux);
+}
+
+static int db_int(sqlite3 *h, const char *sql, int64_t *v)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(s, 0);
+	if (rc == SQLITE_ROW || rc == SQLITE_DONE)   /* no row: *v unchanged */
+		rc = SQLITE_OK;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Check an opened database: NULL if usable, else why not (static text). */
+static const char *db_verify(struct idx_db *db, int *fresh)
+{
+	int64_t app = 0, ver = 0, tables = 0;
+	*fresh = 0;
+	if (sqlite3_exec(db->h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK ||
+	    db_int(db->h, "PRAGMA application_id", &app) != SQLITE_OK ||
+	    db_int(db->h, "PRAGMA user_version", &ver) != SQLITE_OK ||
+	    db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK)
+		return "not a readable SQLite database";
+	if (app == 0 && ver == 0 && tables == 0) {
+		*fresh = 1;
+		return NULL;
+	}
+	if (app != DB_APP_ID)
+		return "not an rdcp index";
+	if (ver != DB_VERSION)
+		return "written by another version of rdcp";
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db->h, "PRAGMA quick_check", -1, &s, NULL) != SQLITE_OK)
+		return "damaged";
+	int ok = sqlite3_step(s) == SQLITE_ROW &&
+	         strcmp((const char *)sqlite3_column_text(s, 0), "ok") == 0;
+	sqlite3_finalize(s);
+	if (!ok)
+		return "damaged";
+	if (sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key='root'", -1, &s,
+	                       NULL) != SQLITE_OK)
+		return "damaged";
+	const char *why = "damaged";
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		const char *r = (const char *)sqlite3_column_text(s, 0);
+		why = r && strcmp(r, db->root) == 0 ? NULL : "made for another tree";
+	}
+	sqlite3_finalize(s);
+	return why;
+}
+
+static int db_create(struct idx_db *db)
+{
+	char *err = NULL;
+	if (sqlite3_exec(db->h, schema, NULL, NULL, &err) != SQLITE_OK)
+		goto fail;
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db->h, "INSERT INTO meta VALUES('root', ?1)", -1, &s,
+	                       NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_text(s, 1, db->root, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	return 0;
+fail:
+	log_err("index %s: cannot create: %s", db->path, err ? err : sqlite3_errmsg(db->h));
+	sqlite3_free(err);
+	return -EIO;
+}
+
+static int db_connect(struct idx_db *db)
+{
+	int rc = sqlite3_open_v2(db->path, &db->h,
+	                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	                         SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_err("index %s: cannot open: %s", db->path,
+		        db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+		sqlite3_close(db->h);
+		db->h = NULL;
+		return -EIO;
+	}
+	sqlite3_busy_timeout(db->h, 10000);
+	sqlite3_exec(db->h, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	return 0;
+}
+
+int idx_db_reset(struct idx_db *db, const char *why)
+{
+	int fresh;
+	log_warn("index %s: %s; rebuilding it (every file will be hashed)", db->path, why);
+	sqlite3_close(db->h);
+	db->h = NULL;
+	db_remove_files(db->path);
+	if (db_connect(db) < 0 || db_verify(db, &fresh) || !fresh)
+		return -EIO;
+	return db_create(db);
+}
+
+int idx_db_open(const char *path, const char *root, struct idx_db **out)
+{
+	struct idx_db *db = calloc(1, sizeof *db);
+	if (!db || !(db->path = strdup(path)) || !(db->root = strdup(root))) {
+		idx_db_close(db);
+		return -ENOMEM;
+	}
+	int fresh;
+	if (db_connect(db) < 0)
+		goto fail;
+	const char *why = db_verify(db, &fresh);
+	if (why) {
+		if (idx_db_reset(db, why) < 0)
+			goto fail;
+	} else if (fresh && db_create(db) < 0) {
+		goto fail;
+	}
+	*out = db;
+	return 0;
+fail:
+	idx_db_close(db);
+	return -EIO;
+}
+
+void idx_db_close(struct idx_db *db)
+{
+	if (!db)
+		return;
+	sqlite3_close(db->h);
+	free(db->path);
+	free(db->root);
+	free(db);
+}
+
+/* Fill e from the current row; 0 if the row is sound, else -EBADMSG. */
+static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link)
+{
+	int plen = sqlite3_column_bytes(s, 0);
+	const void *p = sqlite3_column_blob(s, 0);
+	if (plen < 0 || plen > IDX_PATH_MAX || (plen && !p))
+		return -EBADMSG;
+	if (plen)
+		memcpy(path, p, (size_t)plen);
+	path[plen] = '\0';
+	if (plen && idx_path_check(path, (size_t)plen) < 0)
+		return -EBADMSG;
+	*e = (struct idx_entry){
+		.path = path,
+		.type = (uint8_t)sqlite3_column_int(s, 1),
+		.mode = (uint32_t)sqlite3_column_int64(s, 2),
+		.uid = (uint32_t)sqlite3_column_int64(s, 3),
+		.gid = (uint32_t)sqlite3_column_int64(s, 4),
+		.size = (uint64_t)sqlite3_column_int64(s, 5),
+		.mtime_ns = sqlite3_column_int64(s, 6),
+		.ctime_ns = sqlite3_column_int64(s, 7),
+		.dev = (uint64_t)sqlite3_column_int64(s, 8),
+		.ino = (uint64_t)sqlite3_column_int64(s, 9),
+		.nlink = (uint32_t)sqlite3_column_int64(s, 10),
+		.rdev = (uint64_t)sqlite3_column_int64(s, 11),
+	};
+	if (e->type < IDX_REG || e->type > IDX_SOCK)
+		return -EBADMSG;
+	int llen = sqlite3_column_bytes(s, 12);
+	if (sqlite3_column_type(s, 12) != SQLITE_NULL) {
+		if (llen <= 0 || llen > IDX_LINK_MAX)
+			return -EBADMSG;
+		memcpy(link, sqlite3_column_blob(s, 12), (size_t)llen);
+		link[llen] = '\0';
+		if (strlen(link) != (size_t)llen)
+			return -EBADMSG;
+		e->link = link;
+	}
+	if (sqlite3_column_bytes(s, 13) != IDX_HASH_LEN)
+		return -EBADMSG;
+	memcpy(e->hash, sqlite3_column_blob(s, 13), IDX_HASH_LEN);
+	e->nchunks = e->type == IDX_REG ? idx_nchunks(e->size) : 0;
+	if ((size_t)sqlite3_column_bytes(s, 14) != (size_t)e->nchunks * IDX_HASH_LEN)
+		return -EBADMSG;
+	e->chunks = (uint8_t *)sqlite3_column_blob(s, 14);   /* copied by the caller */
+	if (row_chk(e) != sqlite3_column_int64(s, 15))
+		return -EBADMSG;
+	return 0;
+}
+
+int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
+{
+	sqlite3_stmt *s = NULL;
+	char *path = malloc(IDX_PATH_MAX + 1), link[IDX_LINK_MAX + 1];
+	uint64_t bad = 0;
+	int rc = -ENOMEM;
+	*scan_ns = 0;
+	if (!path)
+		goto out;
+	rc = -EIO;
+	if (db_int(db->h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
+		goto out;
+	if (sqlite3_prepare_v2(db->h,
+	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
+	        "rdev,link,hash,chunks,chk FROM entries", -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	int step;
+	while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+		struct idx_entry e;
+		if (row_read(s, &e, path, link) < 0) {
+			bad++;
+			continue;
+		}
+		rc = idx_manifest_add(out, &e);
+		if (rc < 0)
+			goto out;
+	}
+	rc = step == SQLITE_DONE ? 0 : -EIO;
+	if (rc == 0 && bad)
+		log_warn("index %s: %llu damaged rows ignored (their files will be hashed again)",
+		         db->path, (unsigned long long)bad);
+out:
+	sqlite3_finalize(s);
+	free(path);
+	if (rc == 0)
+		idx_manifest_sort(out);
+	else
+		idx_manifest_free(out);
+	return rc;
+}
+
+static int bind_row(sqlite3_stmt *s, const struct idx_entry *e)
+{
+	sqlite3_bind_blob(s, 1, e->path, (int)strlen(e->path), SQLITE_STATIC);
+	sqlite3_bind_int(s, 2, e->type);
+	sqlite3_bind_int64(s, 3, e->mode);
+	sqlite3_bind_int64(s, 4, e->uid);
+	sqlite3_bind_int64(s, 5, e->gid);
+	sqlite3_bind_int64(s, 6, (int64_t)e->size);
+	sqlite3_bind_int64(s, 7, e->mtime_ns);
+	sqlite3_bind_int64(s, 8, e->ctime_ns);
+	sqlite3_bind_int64(s, 9, (int64_t)e->dev);
+	sqlite3_bind_int64(s, 10, (int64_t)e->ino);
+	sqlite3_bind_int64(s, 11, e->nlink);
+	sqlite3_bind_int64(s, 12, (int64_t)e->rdev);
+	if (e->link)
+		sqlite3_bind_blob(s, 13, e->link, (int)strlen(e->link), SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 13);
+	sqlite3_bind_blob(s, 14, e->hash, IDX_HASH_LEN, SQLITE_STATIC);
+	if (e->nchunks)
+		sqlite3_bind_blob(s, 15, e->chunks, (int)(e->nchunks * IDX_HASH_LEN),
+		                  SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 15);
+	sqlite3_bind_int64(s, 16, row_chk(e));
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int del_row(sqlite3_stmt *s, const char *path)
+{
+	sqlite3_bind_blob(s, 1, path, (int)strlen(path), SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
+                 const struct idx_manifest *now, int64_t scan_ns)
+{
+	sqlite3_stmt *ins = NULL, *del = NULL, *meta = NULL;
+	int rc = -EIO;
+	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO entries VALUES"
+	        "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)", -1, &ins,
+	        NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &del,
+	        NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1)",
+	        -1, &meta, NULL) != SQLITE_OK)
+		goto fail;
+	/* Merge the two sorted lists: write only what changed. */
+	size_t i = 0, j = 0;
+	while (i < old->n || j < now->n) {
+		int c = i == old->n ? 1 : j == now->n ? -1
+		        : strcmp(old->e[i].path, now->e[j].path);
+		if (c < 0) {
+			if (del_row(del, old->e[i].path) < 0)
+				goto fail;
+			i++;
+			continue;
+		}
+		const struct idx_entry *e = &now->e[j++];
+		const struct idx_entry *o = c == 0 ? &old->e[i++] : NULL;
+		if (e->flags & IDX_F_UNSTABLE) {
+			/* changed while we read it: keep no hash, hash it next time */
+			if (o && del_row(del, e->path) < 0)
+				goto fail;
+			continue;
+		}
+		if (o && row_chk(o) == row_chk(e))
+			continue;
+		if (bind_row(ins, e) < 0)
+			goto fail;
+	}
+	sqlite3_bind_int64(meta, 1, scan_ns);
+	if (sqlite3_step(meta) != SQLITE_DONE)
+		goto fail;
+	if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	rc = 0;
+	goto out;
+fail:
+	log_err("index %s: cannot update: %s", db->path, sqlite3_errmsg(db->h));
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+out:
+	sqlite3_finalize(ins);
+	sqlite3_finalize(del);
+	sqlite3_finalize(meta);
+	return rc;
+}

@@ -1,0 +1,39 @@
+/* Private to index/: shared between the walker, the database and the scan. */
+#ifndef RDCP_INDEX_INT_H
+#define RDCP_INDEX_INT_H
+
+#include <sqlite3.h>
+#include <string.h>
+
+#include "index/index.h"
+
+/*
+ * Hash len bytes of fd from off with pread into buf (cap bytes), XXH3-128
+ * canonical into out. *got is how many bytes were actually there (less than
+ * len if the file shrank). Returns 0 or -errno.
+ */
+int idx_hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, size_t cap,
+                   uint8_t out[IDX_HASH_LEN], uint64_t *got);
+
+/*
+ * Walk the tree under root_fd into out (unsorted). Regular files whose
+ * fingerprint (size, mtime, ctime, inode) matches their entry in old (sorted,
+ * may be empty) and that are older than trust_before_ns take their hash from
+ * it; all others are hashed. Uses `threads` threads.
+ */
+int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
+             int threads, struct idx_manifest *out, struct idx_stats *st);
+
+struct idx_db;
+/* Open (creating or rebuilding as needed) the index at path for root. */
+int  idx_db_open(const char *path, const char *root, struct idx_db **out);
+/* Load every trustworthy row, sorted by path; *scan_ns: when it was taken. */
+int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns);
+/* Bring the stored rows from old to now, in one transaction. */
+int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
+                  const struct idx_manifest *now, int64_t scan_ns);
+/* Throw the stored index away (with a warning) and start an empty one. */
+int  idx_db_reset(struct idx_db *db, const char *why);
+void idx_db_close(struct idx_db *db);
+
+#endif

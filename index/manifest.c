@@ -1,0 +1,334 @@
+/* The manifest container and its wire encoding (docs/protocol.md). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/wire.h"
+#include "index/index.h"
+
+#define MF_MAGIC   0x52444d46u   /* "RDMF" */
+#define MF_VERSION 1
+#define MF_HDR_LEN 20
+#define MF_MIN_ENTRY 26          /* smallest possible encoded entry */
+
+static void entry_free(struct idx_entry *e)
+{
+	free(e->path);
+	free(e->link);
+	free(e->chunks);
+}
+
+void idx_manifest_free(struct idx_manifest *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n; i++)
+		entry_free(&m->e[i]);
+	free(m->e);
+	memset(m, 0, sizeof *m);
+}
+
+static struct idx_entry *manifest_push(struct idx_manifest *m)
+{
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 256;
+		struct idx_entry *e = realloc(m->e, cap * sizeof *e);
+		if (!e)
+			return NULL;
+		m->e = e;
+		m->cap = cap;
+	}
+	struct idx_entry *e = &m->e[m->n++];
+	memset(e, 0, sizeof *e);
+	return e;
+}
+
+int idx_manifest_add(struct idx_manifest *m, const struct idx_entry *src)
+{
+	struct idx_entry *e = manifest_push(m);
+	if (!e)
+		return -ENOMEM;
+	*e = *src;
+	e->path = strdup(src->path);
+	e->link = src->link ? strdup(src->link) : NULL;
+	e->chunks = NULL;
+	if (src->chunks && src->nchunks) {
+		e->chunks = malloc((size_t)src->nchunks * IDX_HASH_LEN);
+		if (e->chunks)
+			memcpy(e->chunks, src->chunks, (size_t)src->nchunks * IDX_HASH_LEN);
+	}
+	if (!e->path || (src->link && !e->link) || (src->chunks && src->nchunks && !e->chunks)) {
+		entry_free(e);
+		m->n--;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(((const struct idx_entry *)a)->path,
+	              ((const struct idx_entry *)b)->path);
+}
+
+struct hl_key {
+	uint64_t dev, ino;
+	size_t idx;
+};
+
+static int cmp_hl(const void *a, const void *b)
+{
+	const struct hl_key *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Group regular files with nlink > 1 by (dev, ino); the first in path order
+ * leads. Without memory for the keys, hardlinks are simply not grouped. */
+static void manifest_link_groups(struct idx_manifest *m)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		m->e[i].hlink = 0;
+		if (m->e[i].type == IDX_REG && m->e[i].nlink > 1)
+			n++;
+	}
+	if (n < 2)
+		return;
+	struct hl_key *k = malloc(n * sizeof *k);
+	if (!k)
+		return;
+	n = 0;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->e[i].type == IDX_REG && m->e[i].nlink > 1)
+			k[n++] = (struct hl_key){ m->e[i].dev, m->e[i].ino, i };
+	qsort(k, n, sizeof *k, cmp_hl);
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && k[j].dev == k[i].dev && k[j].ino == k[i].ino)
+			j++;
+		if (j - i > 1)
+			for (size_t g = i; g < j; g++)
+				m->e[k[g].idx].hlink = (uint32_t)(k[i].idx + 1);
+		i = j;
+	}
+	free(k);
+}
+
+void idx_manifest_sort(struct idx_manifest *m)
+{
+	if (m->n > 1)
+		qsort(m->e, m->n, sizeof *m->e, cmp_path);
+	manifest_link_groups(m);
+}
+
+const struct idx_entry *idx_manifest_find(const struct idx_manifest *m,
+                                          const char *path)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(m->e[mid].path, path);
+		if (c == 0)
+			return &m->e[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int idx_path_check(const char *path, size_t len)
+{
+	if (len == 0 || len > IDX_PATH_MAX || memchr(path, '\0', len))
+		return -EINVAL;
+	if (path[0] == '/' || path[len - 1] == '/')
+		return -EINVAL;
+	const char *p = path, *end = path + len;
+	while (p < end) {
+		const char *s = memchr(p, '/', (size_t)(end - p));
+		size_t n = s ? (size_t)(s - p) : (size_t)(end - p);
+		if (n == 0 || n > 255)
+			return -EINVAL;
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return -EINVAL;
+		p += n + 1;
+	}
+	return 0;
+}
+
+int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len)
+{
+	struct wire_wr w = { 0 };
+	wr_u32(&w, MF_MAGIC);
+	wr_u8(&w, MF_VERSION);
+	wr_u8(&w, 0);
+	wr_u16(&w, 0);
+	wr_u32(&w, (uint32_t)IDX_CHUNK_SIZE);
+	wr_u64(&w, m->n);
+	const char *prev = "";
+	for (size_t i = 0; i < m->n; i++) {
+		const struct idx_entry *e = &m->e[i];
+		size_t plen = strlen(e->path), pre = 0;
+		while (prev[pre] && prev[pre] == e->path[pre] && pre < 0xffff)
+			pre++;
+		wr_u8(&w, e->type);
+		wr_u8(&w, e->flags & IDX_F_UNSTABLE);
+		wr_u16(&w, (uint16_t)pre);
+		wr_u16(&w, (uint16_t)(plen - pre));
+		wr_bytes(&w, e->path + pre, plen - pre);
+		wr_u32(&w, e->mode & 07777);
+		wr_u32(&w, e->uid);
+		wr_u32(&w, e->gid);
+		wr_u64(&w, (uint64_t)e->mtime_ns);
+		switch (e->type) {
+		case IDX_REG:
+			wr_u64(&w, e->size);
+			wr_bytes(&w, e->hash, IDX_HASH_LEN);
+			wr_u32(&w, e->hlink);
+			if (e->nchunks != idx_nchunks(e->size) || (e->nchunks && !e->chunks)) {
+				free(w.buf);
+				return -EINVAL;
+			}
+			wr_bytes(&w, e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
+			break;
+		case IDX_LNK: {
+			size_t l = e->link ? strlen(e->link) : 0;
+			wr_u16(&w, (uint16_t)l);
+			wr_bytes(&w, e->link, l);
+			break;
+		}
+		case IDX_CHR:
+		case IDX_BLK:
+			wr_u64(&w, e->rdev);
+			break;
+		default:
+			break;
+		}
+		prev = e->path;
+	}
+	if (w.bad) {
+		free(w.buf);
+		return -ENOMEM;
+	}
+	*buf = w.buf;
+	*len = w.len;
+	return 0;
+}
+
+static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
+                        size_t index, char *pathbuf, size_t *prevlen)
+{
+	struct idx_entry e = { 0 };
+	e.type = rd_u8(r);
+	uint8_t flags = rd_u8(r);
+	size_t pre = rd_u16(r), slen = rd_u16(r);
+	const uint8_t *suffix = rd_take(r, slen);
+	if (r->bad || e.type < IDX_REG || e.type > IDX_SOCK || (flags & ~IDX_F_UNSTABLE))
+		return -EBADMSG;
+	if (pre > *prevlen || pre + slen > IDX_PATH_MAX)
+		return -EBADMSG;
+	memcpy(pathbuf + pre, suffix, slen);
+	size_t plen = pre + slen;
+	pathbuf[plen] = '\0';
+	if (index == 0 && plen == 0) {
+		if (e.type != IDX_DIR)   /* only the root may have the empty path */
+			return -EBADMSG;
+	} else if (idx_path_check(pathbuf, plen) < 0) {
+		return -EBADMSG;
+	}
+	/* strictly increasing: sorted and unique */
+	if (index > 0 && strcmp(out->e[index - 1].path, pathbuf) >= 0)
+		return -EBADMSG;
+	*prevlen = plen;
+	e.flags = flags;
+	e.mode = rd_u32(r);
+	e.uid = rd_u32(r);
+	e.gid = rd_u32(r);
+	e.mtime_ns = (int64_t)rd_u64(r);
+	if (e.mode & ~07777u)
+		return -EBADMSG;
+	const uint8_t *chunks = NULL;
+	const uint8_t *target = NULL;
+	size_t tlen = 0;
+	switch (e.type) {
+	case IDX_REG: {
+		e.size = rd_u64(r);
+		const uint8_t *h = rd_take(r, IDX_HASH_LEN);
+		e.hlink = rd_u32(r);
+		if (r->bad || e.size > ((uint64_t)1 << 60))
+			return -EBADMSG;
+		memcpy(e.hash, h, IDX_HASH_LEN);
+		e.nchunks = idx_nchunks(e.size);
+		chunks = rd_take(r, (size_t)e.nchunks * IDX_HASH_LEN);
+		/* a group leads with its own index; followers point back to a leader */
+		if (e.hlink > index + 1)
+			return -EBADMSG;
+		if (e.hlink && e.hlink <= index) {
+			const struct idx_entry *l = &out->e[e.hlink - 1];
+			if (l->type != IDX_REG || l->hlink != e.hlink)
+				return -EBADMSG;
+		}
+		break;
+	}
+	case IDX_LNK:
+		tlen = rd_u16(r);
+		target = rd_take(r, tlen);
+		if (r->bad || tlen == 0 || tlen > IDX_LINK_MAX || memchr(target, '\0', tlen))
+			return -EBADMSG;
+		break;
+	case IDX_CHR:
+	case IDX_BLK:
+		e.rdev = rd_u64(r);
+		break;
+	default:
+		break;
+	}
+	if (r->bad)
+		return -EBADMSG;
+	struct idx_entry *d = manifest_push(out);
+	if (!d)
+		return -ENOMEM;
+	*d = e;
+	d->path = strdup(pathbuf);
+	if (target && (d->link = malloc(tlen + 1))) {
+		memcpy(d->link, target, tlen);
+		d->link[tlen] = '\0';
+	}
+	if (e.nchunks && (d->chunks = malloc((size_t)e.nchunks * IDX_HASH_LEN)))
+		memcpy(d->chunks, chunks, (size_t)e.nchunks * IDX_HASH_LEN);
+	if (!d->path || (target && !d->link) || (e.nchunks && !d->chunks))
+		return -ENOMEM;
+	return 0;
+}
+
+int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out)
+{
+	struct wire_rd r = { buf, buf + len, 0 };
+	memset(out, 0, sizeof *out);
+	uint32_t magic = rd_u32(&r);
+	uint8_t version = rd_u8(&r), flags = rd_u8(&r);
+	uint16_t reserved = rd_u16(&r);
+	uint32_t chunk = rd_u32(&r);
+	uint64_t count = rd_u64(&r);
+	if (r.bad || magic != MF_MAGIC || version != MF_VERSION || flags || reserved ||
+	    chunk != IDX_CHUNK_SIZE || count > (len - MF_HDR_LEN) / MF_MIN_ENTRY)
+		return -EBADMSG;
+	char *pathbuf = malloc(IDX_PATH_MAX + 1);
+	if (!pathbuf)
+		return -ENOMEM;
+	size_t prevlen = 0;
+	int rc = 0;
+	for (uint64_t i = 0; i < count && rc == 0; i++)
+		rc = decode_entry(&r, out, (size_t)i, pathbuf, &prevlen);
+	if (rc == 0 && r.p != r.end)
+		rc = -EBADMSG;   /* trailing garbage */
+	free(pathbuf);
+	if (rc)
+		idx_manifest_free(out);
+	return rc;
+}

@@ -1,0 +1,178 @@
+/* idx_scan(): open the index, walk the tree, bring the index up to date. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/log.h"
+#include "index/idx_int.h"
+
+static int64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* mkdir -p for the directories above path. */
+static int make_parents(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		int rc = mkdir(path, 0700);
+		*p = '/';
+		if (rc < 0 && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+char *idx_default_path(const char *root)
+{
+	char *real = realpath(root, NULL);
+	if (!real)
+		return NULL;
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char base[4096];
+	if (xdg && *xdg == '/')
+		snprintf(base, sizeof base, "%s/rdcp", xdg);
+	else
+		snprintf(base, sizeof base, "%s/.cache/rdcp", home && *home ? home : "/tmp");
+	/* a readable name plus a hash of the full path: unique per root */
+	const char *name = strrchr(real, '/');
+	name = name && name[1] ? name + 1 : "root";
+	char clean[41];
+	size_t n = 0;
+	for (; *name && n < sizeof clean - 1; name++)
+		clean[n++] = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') ||
+		             (*name >= '0' && *name <= '9') || *name == '.' || *name == '-'
+		             ? *name : '_';
+	clean[n] = '\0';
+	char *out = NULL;
+	if (asprintf(&out, "%s/%s-%016llx.db", base, clean,
+	             (unsigned long long)XXH3_64bits(real, strlen(real))) < 0)
+		out = NULL;
+	free(real);
+	return out;
+}
+
+/* Many directories may be open at once while walking: use the hard limit. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void count(struct idx_stats *st, const struct idx_manifest *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const struct idx_entry *e = &m->e[i];
+		st->entries++;
+		switch (e->type) {
+		case IDX_REG: st->files++; st->bytes += e->size; break;
+		case IDX_DIR: st->dirs++; break;
+		case IDX_LNK: st->symlinks++; break;
+		default: st->other++; break;
+		}
+	}
+}
+
+int idx_scan(const char *root, const struct idx_scan_opts *opts,
+             struct idx_manifest *out, struct idx_stats *st)
+{
+	struct idx_manifest old = { 0 };
+	struct idx_db *db = NULL;
+	char *dbpath = NULL, *real = NULL;
+	int64_t last_scan = 0, t0 = now_ns(CLOCK_MONOTONIC);
+	int rc;
+
+	memset(st, 0, sizeof *st);
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		log_err("%s: %s", root, errno == ENOTDIR ? "not a directory" : strerror(errno));
+		return rc;
+	}
+	struct stat rst;
+	real = realpath(root, NULL);
+	if (fstat(fd, &rst) < 0 || !real) {
+		rc = -errno;
+		log_err("%s: %s", root, strerror(errno));
+		goto out;
+	}
+	raise_nofile();
+	if (!opts->no_index) {
+		dbpath = opts->index_path ? strdup(opts->index_path) : idx_default_path(root);
+		if (!dbpath) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		int mrc = opts->index_path ? 0 : make_parents(dbpath);
+		if (mrc < 0)
+			log_warn("%s: cannot create the index directory: %s", dbpath, strerror(-mrc));
+		if (idx_db_open(dbpath, real, &db) < 0) {
+			log_warn("going on without an index: every file will be hashed");
+		} else if (idx_db_load(db, &old, &last_scan) < 0) {
+			/* unreadable rows mid-way: start again from an empty index */
+			if (idx_db_reset(db, "damaged") < 0) {
+				idx_db_close(db);
+				db = NULL;
+			}
+		}
+	}
+	/* The kernel stamps files with the coarse clock: a file written after
+	 * this instant gets a timestamp >= it. */
+	int64_t scan_start = now_ns(CLOCK_REALTIME_COARSE);
+	int threads = opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (threads < 1)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+
+	struct idx_entry *r;
+	rc = idx_manifest_add(out, &(struct idx_entry){ .path = "" });
+	if (rc < 0)
+		goto out;
+	r = &out->e[out->n - 1];
+	r->type = IDX_DIR;
+	r->mode = rst.st_mode & 07777;
+	r->uid = rst.st_uid;
+	r->gid = rst.st_gid;
+	r->mtime_ns = (int64_t)rst.st_mtim.tv_sec * 1000000000 + rst.st_mtim.tv_nsec;
+	r->ctime_ns = (int64_t)rst.st_ctim.tv_sec * 1000000000 + rst.st_ctim.tv_nsec;
+	r->dev = rst.st_dev;
+	r->ino = rst.st_ino;
+	r->nlink = (uint32_t)rst.st_nlink;
+
+	rc = idx_walk(fd, &old, last_scan, threads, out, st);
+	if (rc < 0) {
+		log_err("%s: scan failed: %s", root, strerror(-rc));
+		goto out;
+	}
+	idx_manifest_sort(out);
+	count(st, out);
+	/* the index is written only after a complete walk: a failed scan leaves
+	 * the previous index as it was */
+	if (db && idx_db_store(db, &old, out, scan_start) < 0)
+		log_warn("index %s was not updated; the next scan will hash more", dbpath);
+out:
+	st->seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+	idx_db_close(db);
+	idx_manifest_free(&old);
+	free(dbpath);
+	free(real);
+	close(fd);
+	if (rc < 0)
+		idx_manifest_free(out);
+	return rc;
+}

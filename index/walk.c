@@ -1,0 +1,523 @@
+/*
+ * The tree walker. Directories are read with fdopendir() and their entries
+ * stat'ed with fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW): no path is ever
+ * resolved twice and no symlink is followed. Work is shared by a few threads:
+ * a stack of open directories, and a queue of chunks of large files so that
+ * one big file keeps every core hashing.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "index/idx_int.h"
+
+#define HASH_BUF     (1u << 20)  /* per-thread read buffer */
+#define STACK_MAX    256         /* queued open directories before recursing */
+#define BIG_OPEN_MAX 64          /* large files queued before hashing inline */
+
+struct bigfile {
+	struct bigfile *next;   /* in the chunk queue */
+	int fd;
+	uint32_t nchunks, next_chunk, left;
+	uint8_t *chunks;
+	struct stat st;         /* as opened, to notice change while reading */
+	int worker;             /* whose manifest holds the entry */
+	size_t entry;           /* index into that manifest */
+	int unstable;
+};
+
+struct dirjob {
+	int fd;
+	char *path;
+};
+
+struct walker;
+
+struct worker {
+	struct walker *w;
+	int id;
+	pthread_t tid;
+	struct idx_manifest out;
+	struct idx_stats st;
+	uint8_t *buf;
+};
+
+struct walker {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dirjob *stack;
+	size_t nstack;
+	struct bigfile *bq_head, *bq_tail;  /* files with chunks not yet taken */
+	size_t nbig_open;
+	struct bigfile **big;               /* every large file, for finishing */
+	size_t nbig, capbig;
+	int active;                         /* threads holding a work item */
+	int nomem;
+	const struct idx_manifest *old;
+	int64_t trust_before;
+	struct worker *workers;
+};
+
+static char *join_path(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = malloc(a + b + 2);
+	if (!p)
+		return NULL;
+	if (a) {
+		memcpy(p, dir, a);
+		p[a++] = '/';
+	}
+	memcpy(p + a, name, b + 1);
+	return p;
+}
+
+static void fill_meta(struct idx_entry *e, const struct stat *st)
+{
+	e->size = S_ISREG(st->st_mode) ? (uint64_t)st->st_size : 0;
+	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	e->dev = st->st_dev;
+	e->ino = st->st_ino;
+	e->rdev = st->st_rdev;
+	e->nlink = (uint32_t)st->st_nlink;
+	e->mode = st->st_mode & 07777;
+	e->uid = st->st_uid;
+	e->gid = st->st_gid;
+	switch (st->st_mode & S_IFMT) {
+	case S_IFREG:  e->type = IDX_REG;  break;
+	case S_IFDIR:  e->type = IDX_DIR;  break;
+	case S_IFLNK:  e->type = IDX_LNK;  break;
+	case S_IFIFO:  e->type = IDX_FIFO; break;
+	case S_IFCHR:  e->type = IDX_CHR;  break;
+	case S_IFBLK:  e->type = IDX_BLK;  break;
+	default:       e->type = IDX_SOCK; break;
+	}
+}
+
+static int same_stat(const struct stat *a, const struct stat *b)
+{
+	return a->st_size == b->st_size && a->st_ino == b->st_ino &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Take the hash from the previous index if the file provably did not change. */
+static int reuse_hash(struct walker *w, struct idx_entry *e)
+{
+	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
+	if (!o || o->type != IDX_REG || o->size != e->size || o->ino != e->ino ||
+	    o->mtime_ns != e->mtime_ns || o->ctime_ns != e->ctime_ns)
+		return 0;
+	/* Changed within the clock tick of the last scan: its hash may predate a
+	 * write that left the timestamps equal. Hash again (as git does). */
+	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
+		return 0;
+	if (o->nchunks) {
+		e->chunks = malloc((size_t)o->nchunks * IDX_HASH_LEN);
+		if (!e->chunks)
+			return 0;
+		memcpy(e->chunks, o->chunks, (size_t)o->nchunks * IDX_HASH_LEN);
+		e->nchunks = o->nchunks;
+	}
+	memcpy(e->hash, o->hash, IDX_HASH_LEN);
+	return 1;
+}
+
+static int open_for_read(int dfd, const char *name)
+{
+	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+	int fd = openat(dfd, name, fl | O_NOATIME);
+	if (fd < 0 && errno == EPERM)   /* O_NOATIME needs ownership */
+		fd = openat(dfd, name, fl);
+	return fd;
+}
+
+static void queue_big(struct walker *w, struct bigfile *b)
+{
+	pthread_mutex_lock(&w->mu);
+	if (w->nbig == w->capbig) {
+		size_t cap = w->capbig ? w->capbig * 2 : 64;
+		struct bigfile **nb = realloc(w->big, cap * sizeof *nb);
+		if (!nb) {
+			w->nomem = 1;
+			pthread_mutex_unlock(&w->mu);
+			close(b->fd);
+			free(b->chunks);
+			free(b);
+			return;
+		}
+		w->big = nb;
+		w->capbig = cap;
+	}
+	w->big[w->nbig++] = b;
+	b->next = NULL;
+	if (w->bq_tail)
+		w->bq_tail->next = b;
+	else
+		w->bq_head = b;
+	w->bq_tail = b;
+	w->nbig_open++;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Hash chunk k of b. Called without the lock. */
+static void hash_chunk(struct worker *wk, struct bigfile *b, uint32_t k)
+{
+	uint64_t off = (uint64_t)k * IDX_CHUNK_SIZE;
+	uint64_t len = (uint64_t)b->st.st_size - off;
+	if (len > IDX_CHUNK_SIZE)
+		len = IDX_CHUNK_SIZE;
+	uint64_t got = 0;
+	if (idx_hash_range(b->fd, off, len, wk->buf, HASH_BUF,
+	                   b->chunks + (size_t)k * IDX_HASH_LEN, &got) < 0 || got != len)
+		b->unstable = 1;   /* read error or shrank: not a hash to trust */
+	wk->st.hashed_bytes += got;
+}
+
+/* The last chunk of b is done: see whether the file held still. */
+static void finish_big(struct bigfile *b)
+{
+	struct stat now;
+	if (fstat(b->fd, &now) < 0 || !same_stat(&now, &b->st))
+		b->unstable = 1;
+	close(b->fd);
+	b->fd = -1;
+}
+
+/* Hash a regular file opened from dfd into e (small files inline; large ones
+ * are queued chunk by chunk). Returns 0, or -errno if it cannot be read. */
+static int hash_file(struct worker *wk, int dfd, const char *name, struct idx_entry *e)
+{
+	struct walker *w = wk->w;
+	int fd = open_for_read(dfd, name);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int rc = errno ? -errno : -EAGAIN;
+		close(fd);
+		return rc;   /* swapped for something else since fstatat */
+	}
+	fill_meta(e, &st);   /* what we read is what we describe */
+	wk->st.hashed++;
+	e->flags |= IDX_F_HASHED;
+	uint32_t n = idx_nchunks(e->size);
+	if (n == 0) {
+		uint64_t got;
+		int rc = idx_hash_range(fd, 0, e->size, wk->buf, HASH_BUF, e->hash, &got);
+		struct stat after;
+		if (rc < 0 || got != e->size || fstat(fd, &after) < 0 || !same_stat(&st, &after))
+			e->flags |= IDX_F_UNSTABLE;
+		wk->st.hashed_bytes += got;
+		close(fd);
+		return 0;
+	}
+	struct bigfile *b = calloc(1, sizeof *b);
+	uint8_t *chunks = malloc((size_t)n * IDX_HASH_LEN);
+	if (!b || !chunks) {
+		free(b);
+		free(chunks);
+		close(fd);
+		return -ENOMEM;
+	}
+	*b = (struct bigfile){ .fd = fd, .nchunks = n, .left = n, .chunks = chunks,
+	                       .st = st, .worker = wk->id, .entry = wk->out.n - 1 };
+	pthread_mutex_lock(&w->mu);
+	int inline_hash = w->nbig_open >= BIG_OPEN_MAX;
+	pthread_mutex_unlock(&w->mu);
+	if (!inline_hash) {
+		queue_big(w, b);
+		return 0;
+	}
+	/* Too many large files open already: hash this one here. */
+	for (uint32_t k = 0; k < n; k++)
+		hash_chunk(wk, b, k);
+	finish_big(b);
+	pthread_mutex_lock(&w->mu);
+	if (w->nbig == w->capbig) {
+		size_t cap = w->capbig ? w->capbig * 2 : 64;
+		struct bigfile **nb = realloc(w->big, cap * sizeof *nb);
+		if (nb) {
+			w->big = nb;
+			w->capbig = cap;
+		}
+	}
+	if (w->nbig < w->capbig)
+		w->big[w->nbig++] = b;
+	else
+		w->nomem = 1;
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+static void walk_dir(struct worker *wk, int fd, const char *path);
+
+static void push_dir(struct worker *wk, int fd, char *path)
+{
+	struct walker *w = wk->w;
+	pthread_mutex_lock(&w->mu);
+	if (w->nstack < STACK_MAX) {
+		w->stack[w->nstack++] = (struct dirjob){ fd, path };
+		pthread_cond_signal(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		return;
+	}
+	pthread_mutex_unlock(&w->mu);
+	walk_dir(wk, fd, path);   /* enough queued: go depth-first ourselves */
+	free(path);
+}
+
+static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name)
+{
+	char shown[512];
+	struct stat st;
+	char *path = join_path(dpath, name);
+	if (!path) {
+		wk->w->nomem = 1;
+		return;
+	}
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
+		else
+			log_err("%s: cannot stat: %s", log_path(shown, sizeof shown, path), strerror(errno));
+		wk->st.errors++;
+		free(path);
+		return;
+	}
+	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
+		wk->w->nomem = 1;
+		free(path);
+		return;
+	}
+	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
+	fill_meta(e, &st);
+	int rc = 0;
+	switch (e->type) {
+	case IDX_DIR: {
+		int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cfd < 0) {
+			rc = -errno;
+			break;   /* the directory itself stays listed; its contents are an error */
+		}
+		push_dir(wk, cfd, path);
+		path = NULL;
+		break;
+	}
+	case IDX_LNK: {
+		char buf[IDX_LINK_MAX + 1];
+		ssize_t n = readlinkat(dfd, name, buf, sizeof buf);
+		if (n < 0 || n > IDX_LINK_MAX) {
+			rc = n < 0 ? -errno : -ENAMETOOLONG;
+			wk->out.n--;
+			free(e->path);
+			break;
+		}
+		buf[n] = '\0';
+		e->link = strdup(buf);
+		if (!e->link)
+			wk->w->nomem = 1;
+		break;
+	}
+	case IDX_REG:
+		if (reuse_hash(wk->w, e)) {
+			wk->st.reused++;
+			break;
+		}
+		rc = hash_file(wk, dfd, name, e);
+		if (rc < 0) {
+			e = &wk->out.e[wk->out.n - 1];
+			wk->out.n--;   /* an unreadable file is not in the manifest */
+			free(e->path);
+			free(e->chunks);
+		}
+		break;
+	default:
+		break;
+	}
+	if (rc < 0) {
+		log_err("%s: %s", log_path(shown, sizeof shown, path ? path : name), strerror(-rc));
+		wk->st.errors++;
+	}
+	free(path);
+}
+
+static void walk_dir(struct worker *wk, int fd, const char *path)
+{
+	char shown[512];
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		log_err("%s: cannot read directory: %s",
+		        log_path(shown, sizeof shown, *path ? path : "."), strerror(errno));
+		wk->st.errors++;
+		close(fd);
+		return;
+	}
+	struct dirent *de;
+	errno = 0;
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+		if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0')))
+			continue;
+		one_entry(wk, fd, path, n);
+		errno = 0;
+	}
+	if (errno) {
+		log_err("%s: reading directory: %s",
+		        log_path(shown, sizeof shown, *path ? path : "."), strerror(errno));
+		wk->st.errors++;
+	}
+	closedir(d);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct walker *w = wk->w;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		struct bigfile *b = w->bq_head;
+		if (b) {
+			/* Chunks first: they finish files and release descriptors. */
+			uint32_t k = b->next_chunk++;
+			if (b->next_chunk == b->nchunks) {
+				w->bq_head = b->next;
+				if (!w->bq_head)
+					w->bq_tail = NULL;
+			}
+			w->active++;
+			pthread_mutex_unlock(&w->mu);
+			hash_chunk(wk, b, k);
+			pthread_mutex_lock(&w->mu);
+			if (--b->left == 0) {
+				finish_big(b);
+				w->nbig_open--;
+			}
+			w->active--;
+			continue;
+		}
+		if (w->nstack) {
+			struct dirjob j = w->stack[--w->nstack];
+			w->active++;
+			pthread_mutex_unlock(&w->mu);
+			walk_dir(wk, j.fd, j.path);
+			free(j.path);
+			pthread_mutex_lock(&w->mu);
+			w->active--;
+			continue;
+		}
+		if (w->active == 0)
+			break;
+		pthread_cond_wait(&w->cv, &w->mu);
+	}
+	pthread_cond_broadcast(&w->cv);   /* wake the others: nothing is left */
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Move every worker's entries into out and set the hashes of large files. */
+static int gather(struct walker *w, int threads, struct idx_manifest *out,
+                  struct idx_stats *st)
+{
+	for (size_t i = 0; i < w->nbig; i++) {
+		struct bigfile *b = w->big[i];
+		struct idx_entry *e = &w->workers[b->worker].out.e[b->entry];
+		e->chunks = b->chunks;
+		e->nchunks = b->nchunks;
+		idx_hash_combine(b->chunks, b->nchunks, e->hash);
+		if (b->unstable)
+			e->flags |= IDX_F_UNSTABLE;
+		free(b);
+	}
+	w->nbig = 0;
+	size_t total = out->n;
+	for (int t = 0; t < threads; t++)
+		total += w->workers[t].out.n;
+	if (total > out->cap) {
+		struct idx_entry *e = realloc(out->e, total * sizeof *e);
+		if (!e)
+			return -ENOMEM;
+		out->e = e;
+		out->cap = total;
+	}
+	for (int t = 0; t < threads; t++) {
+		struct worker *wk = &w->workers[t];
+		memcpy(out->e + out->n, wk->out.e, wk->out.n * sizeof *wk->out.e);
+		out->n += wk->out.n;
+		free(wk->out.e);
+		wk->out = (struct idx_manifest){ 0 };
+		st->hashed += wk->st.hashed;
+		st->hashed_bytes += wk->st.hashed_bytes;
+		st->reused += wk->st.reused;
+		st->errors += wk->st.errors;
+	}
+	return 0;
+}
+
+int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
+             int threads, struct idx_manifest *out, struct idx_stats *st)
+{
+	struct walker w = { .old = old, .trust_before = trust_before_ns };
+	int rc = 0;
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	w.stack = calloc(STACK_MAX, sizeof *w.stack);
+	w.workers = calloc((size_t)threads, sizeof *w.workers);
+	if (!w.stack || !w.workers) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	int dfd = dup(root_fd);
+	if (dfd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	w.stack[w.nstack++] = (struct dirjob){ dfd, strdup("") };
+	int started = 0;
+	for (int t = 0; t < threads; t++) {
+		struct worker *wk = &w.workers[t];
+		wk->w = &w;
+		wk->id = t;
+		wk->buf = malloc(HASH_BUF);
+		if (!wk->buf || pthread_create(&wk->tid, NULL, worker_main, wk) != 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		started++;
+	}
+	for (int t = 0; t < started; t++)
+		pthread_join(w.workers[t].tid, NULL);
+	if (started == 0) {
+		close(w.stack[0].fd);
+		free(w.stack[0].path);
+	}
+	if (rc == 0 && w.nomem)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = gather(&w, threads, out, st);
+	for (int t = 0; t < threads; t++) {
+		free(w.workers[t].buf);
+		idx_manifest_free(&w.workers[t].out);
+	}
+out:
+	if (rc && w.big)
+		for (size_t i = 0; i < w.nbig; i++) {
+			free(w.big[i]->chunks);
+			free(w.big[i]);
+		}
+	free(w.big);
+	free(w.stack);
+	free(w.workers);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	return rc;
+}
