@@ -38,7 +38,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check test asan install uninstall clean bench
+.PHONY: all deps check test asan install uninstall clean bench demo fuzz
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -82,6 +82,11 @@ asan: deps
 	  OPT="-O1 -g -fno-omit-frame-pointer" \
 	  MOREFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
+# The README's first command: a real run on a sample tree.
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) ./scripts/demo.sh
+
 bench: all
 	@./benchmarks/run.sh
 
@@ -94,6 +99,18 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGS)))
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD) build-asan -name '*.d' 2>/dev/null)
+
+# Real fuzzing with libFuzzer (clang). FUZZ_SECONDS per target; new inputs
+# land in tests/fuzz/corpus/<target>/ and are replayed by make check.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang \
+	  OPT="-O1 -g" MOREFLAGS="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/librdcp.a
+	@for f in $(FUZZ_SRC); do t=$$(basename $$f .c); \
+	  clang -std=c11 -D_GNU_SOURCE -I. -O1 -g -fsanitize=fuzzer,address,undefined \
+	    $$f build-fuzz/librdcp.a $(LDLIBS) -o build-fuzz/$$t && \
+	  mkdir -p tests/fuzz/corpus/$${t#fuzz_} && \
+	  build-fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$${t#fuzz_} || exit 1; done

@@ -232,6 +232,9 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
 		return -EBADMSG;
 	if (pre > *prevlen || pre + slen > IDX_PATH_MAX)
 		return -EBADMSG;
+	/* the prefix must be the whole common prefix: one canonical encoding */
+	if (slen && pre < 0xffff && pre < *prevlen && pathbuf[pre] == suffix[0])
+		return -EBADMSG;
 	memcpy(pathbuf + pre, suffix, slen);
 	size_t plen = pre + slen;
 	pathbuf[plen] = '\0';

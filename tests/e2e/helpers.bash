@@ -1,0 +1,24 @@
+# Shared by the bats files: binaries from the build, a private scratch dir
+# per test, and a private index cache so tests never touch $HOME.
+RDCP=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdcp
+
+setup() {
+	T=$(mktemp -d "${TMPDIR:-/tmp}/rdcp-e2e-XXXXXX")
+	export XDG_CACHE_HOME=$T/cache
+}
+
+teardown() {
+	rm -rf "$T"
+}
+
+# mk_files DIR N: N small files spread over N/100+1 directories.
+mk_files() {
+	local dir=$1 n=$2 i
+	for ((i = 0; i < n; i++)); do
+		mkdir -p "$dir/d$((i / 100))"
+		printf 'file %d\n' "$i" >"$dir/d$((i / 100))/f$i"
+	done
+}
+
+# settle: step past the filesystem clock tick (see docs/index.md, racy files)
+settle() { sleep 0.05; }

@@ -1,0 +1,443 @@
+/* Unit tests for index/: walker, incremental re-scan, index damage, diff. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "index/index.h"
+#include "tests/unit/helpers.h"
+
+struct fx {
+	char dir[256];    /* scratch root */
+	char tree[300];   /* the tree being scanned */
+	char db[300];     /* its index */
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	snprintf(f->dir, sizeof f->dir, "%s/rdcp-test-XXXXXX", tmpdir());
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->tree, sizeof f->tree, "%s/tree", f->dir);
+	snprintf(f->db, sizeof f->db, "%s/index.db", f->dir);
+	mkdir(f->tree, 0755);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	rm_rf(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Scan f->tree with the index at f->db; the manifest goes to m. */
+static struct idx_stats scan(struct fx *f, struct idx_manifest *m)
+{
+	struct idx_scan_opts o = { .index_path = f->db };
+	struct idx_stats st;
+	idx_manifest_free(m);
+	assert_int_equal(idx_scan(f->tree, &o, m, &st), 0);
+	return st;
+}
+
+static const struct idx_entry *must_find(const struct idx_manifest *m, const char *p)
+{
+	const struct idx_entry *e = idx_manifest_find(m, p);
+	if (!e)
+		fail_msg("entry '%s' missing from the manifest", p);
+	return e;
+}
+
+static void test_odd_names(void **state)
+{
+	struct fx *f = *state;
+	char name255[256];
+	memset(name255, 'n', 255);
+	name255[255] = '\0';
+	const char *names[] = { "with space", "new\nline", "\xff\xfe\x80 not utf-8",
+	                        "tab\there", "-dash", "ünïcødé ✓", name255 };
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		put_file(root, names[i], names[i]);
+	/* 200 levels of 30-byte names: the path is longer than PATH_MAX */
+	int d = dup(root);
+	char deep[200 * 31 + 1] = "";
+	for (int i = 0; i < 200; i++) {
+		char n[32];
+		snprintf(n, sizeof n, "level-%03d-abcdefghijklmnopqrst", i);
+		assert_int_equal(mkdirat(d, n, 0755), 0);
+		int nd = openat(d, n, O_RDONLY | O_DIRECTORY);
+		close(d);
+		d = nd;
+		if (i)
+			strcat(deep, "/");
+		strcat(deep, n);
+	}
+	put_file(d, "bottom", "deep");
+	close(d);
+	close(root);
+	assert_true(strlen(deep) > 4096);
+
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.errors, 0);
+	assert_int_equal(st.files, 8);
+	assert_int_equal(st.dirs, 201);   /* the root and the 200 levels */
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		const struct idx_entry *e = must_find(&m, names[i]);
+		uint8_t h[IDX_HASH_LEN];
+		idx_hash_buf(names[i], strlen(names[i]), h);
+		assert_memory_equal(e->hash, h, IDX_HASH_LEN);
+	}
+	strcat(deep, "/bottom");
+	assert_int_equal(must_find(&m, deep)->size, 4);
+	/* sorted, and every parent comes before its children */
+	for (size_t i = 1; i < m.n; i++)
+		assert_true(strcmp(m.e[i - 1].path, m.e[i].path) < 0);
+	idx_manifest_free(&m);
+}
+
+static void test_symlinks_not_followed(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	mkdirat(root, "real", 0755);
+	put_file(root, "real/inside", "x");
+	assert_int_equal(symlinkat("real", root, "link-to-dir"), 0);
+	assert_int_equal(symlinkat("/etc", root, "abs-link"), 0);
+	assert_int_equal(symlinkat("loop", root, "loop"), 0);
+	assert_int_equal(symlinkat("missing/target", root, "dangling"), 0);
+	close(root);
+
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.errors, 0);
+	assert_int_equal(st.symlinks, 4);
+	assert_int_equal(st.files, 1);
+	assert_string_equal(must_find(&m, "link-to-dir")->link, "real");
+	assert_string_equal(must_find(&m, "abs-link")->link, "/etc");
+	assert_string_equal(must_find(&m, "loop")->link, "loop");
+	assert_int_equal(must_find(&m, "dangling")->type, IDX_LNK);
+	assert_null(idx_manifest_find(&m, "link-to-dir/inside"));
+	assert_null(idx_manifest_find(&m, "abs-link/passwd"));
+	idx_manifest_free(&m);
+}
+
+static void test_hardlinks_detected(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	mkdirat(root, "d", 0755);
+	put_file(root, "a", "same inode");
+	assert_int_equal(linkat(root, "a", root, "d/b", 0), 0);
+	assert_int_equal(linkat(root, "a", root, "z", 0), 0);
+	put_file(root, "other", "same inode");   /* same content, other inode */
+	close(root);
+
+	struct idx_manifest m = { 0 };
+	scan(f, &m);
+	const struct idx_entry *a = must_find(&m, "a"), *b = must_find(&m, "d/b"),
+	                       *z = must_find(&m, "z"), *o = must_find(&m, "other");
+	assert_int_not_equal(a->hlink, 0);
+	assert_int_equal(a->hlink, b->hlink);
+	assert_int_equal(a->hlink, z->hlink);
+	assert_ptr_equal(&m.e[a->hlink - 1], a);   /* the first in path order leads */
+	assert_int_equal(a->nlink, 3);
+	assert_int_equal(o->hlink, 0);
+	idx_manifest_free(&m);
+}
+
+static void test_incremental_rescan(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < 50; i++) {
+		char n[32];
+		snprintf(n, sizeof n, "f%02d", i);
+		put_file(root, n, n);
+	}
+	put_file(root, "victim", "AAAA");
+	put_big(root, "big", 9 << 20, 7);   /* three chunks */
+	settle();   /* let the coarse clock pass the files' timestamps */
+
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, 52);
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 52);
+	assert_int_equal(must_find(&m, "big")->nchunks, 3);
+
+	/* one file touched: exactly one rehash */
+	struct timespec ts[2] = { { 1000000, 5 }, { 1000000, 5 } };
+	assert_int_equal(utimensat(root, "f07", ts, 0), 0);
+	settle();
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 1);
+	assert_true(must_find(&m, "f07")->flags & IDX_F_HASHED);
+
+	/* content changed, size and mtime restored: ctime gives it away */
+	struct stat before;
+	assert_int_equal(fstatat(root, "victim", &before, 0), 0);
+	uint8_t oldh[IDX_HASH_LEN];
+	memcpy(oldh, must_find(&m, "victim")->hash, IDX_HASH_LEN);
+	int fd = openat(root, "victim", O_WRONLY);
+	assert_int_equal(pwrite(fd, "BBBB", 4, 0), 4);
+	close(fd);
+	struct timespec keep[2] = { before.st_atim, before.st_mtim };
+	assert_int_equal(utimensat(root, "victim", keep, 0), 0);
+	settle();
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 1);
+	assert_memory_not_equal(must_find(&m, "victim")->hash, oldh, IDX_HASH_LEN);
+
+	/* replaced by another inode with the same size and mtime: caught too */
+	put_file(root, "victim.new", "CCCC");
+	assert_int_equal(utimensat(root, "victim.new", keep, 0), 0);
+	assert_int_equal(renameat(root, "victim.new", root, "victim"), 0);
+	settle();
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 1);
+	uint8_t h[IDX_HASH_LEN];
+	idx_hash_buf("CCCC", 4, h);
+	assert_memory_equal(must_find(&m, "victim")->hash, h, IDX_HASH_LEN);
+
+	/* one chunk of the big file changed: the file hash follows */
+	memcpy(oldh, must_find(&m, "big")->hash, IDX_HASH_LEN);
+	fd = openat(root, "big", O_WRONLY);
+	assert_int_equal(pwrite(fd, "x", 1, 5 << 20), 1);
+	close(fd);
+	settle();
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 1);
+	assert_memory_not_equal(must_find(&m, "big")->hash, oldh, IDX_HASH_LEN);
+	close(root);
+	idx_manifest_free(&m);
+}
+
+/* The hash of a big file is the hash of its chunk digests (docs/index.md). */
+static void test_chunk_hash_definition(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	uint64_t size = IDX_CHUNK_SIZE * 2 + 12345;
+	put_big(root, "big", size, 3);
+	put_big(root, "exact", IDX_CHUNK_SIZE, 4);   /* exactly one chunk */
+	close(root);
+	struct idx_manifest m = { 0 };
+	scan(f, &m);
+	uint8_t *data = slurp(f->tree, "big", size);
+	uint8_t d[3 * IDX_HASH_LEN], h[IDX_HASH_LEN];
+	for (int i = 0; i < 3; i++) {
+		uint64_t off = (uint64_t)i * IDX_CHUNK_SIZE;
+		uint64_t len = size - off < IDX_CHUNK_SIZE ? size - off : IDX_CHUNK_SIZE;
+		idx_hash_buf(data + off, len, d + i * IDX_HASH_LEN);
+	}
+	idx_hash_combine(d, 3, h);
+	const struct idx_entry *e = must_find(&m, "big");
+	assert_int_equal(e->nchunks, 3);
+	assert_memory_equal(e->chunks, d, sizeof d);
+	assert_memory_equal(e->hash, h, IDX_HASH_LEN);
+	free(data);
+	data = slurp(f->tree, "exact", IDX_CHUNK_SIZE);
+	idx_hash_buf(data, IDX_CHUNK_SIZE, h);
+	e = must_find(&m, "exact");
+	assert_int_equal(e->nchunks, 0);
+	assert_memory_equal(e->hash, h, IDX_HASH_LEN);
+	free(data);
+	idx_manifest_free(&m);
+}
+
+static void scan_twice_expect_full_rehash(struct fx *f, const struct idx_manifest *good)
+{
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, st.files);
+	assert_int_equal(m.n, good->n);
+	for (size_t i = 0; i < m.n; i++)
+		assert_memory_equal(m.e[i].hash, good->e[i].hash, IDX_HASH_LEN);
+	st = scan(f, &m);   /* and the rebuilt index works */
+	assert_int_equal(st.hashed, 0);
+	idx_manifest_free(&m);
+}
+
+static void db_exec(const char *path, const char *sql)
+{
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+	char *err = NULL;
+	if (sqlite3_exec(h, sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sql, err);
+	sqlite3_close(h);
+}
+
+static void test_corrupt_index_rebuilt(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	put_file(root, "one", "1");
+	put_file(root, "two", "22");
+	put_big(root, "big", 5 << 20, 1);
+	close(root);
+	settle();
+	struct idx_manifest good = { 0 };
+	scan(f, &good);
+
+	/* garbage over the whole file */
+	int fd = open(f->db, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "this is not sqlite at all, not even close........", 50), 50);
+	close(fd);
+	scan_twice_expect_full_rehash(f, &good);
+
+	/* a valid SQLite file with wrong hashes and the row checksums left alone */
+	db_exec(f->db, "UPDATE entries SET hash = zeroblob(16)");
+	scan_twice_expect_full_rehash(f, &good);
+
+	/* chunk digests damaged */
+	db_exec(f->db, "UPDATE entries SET chunks = zeroblob(length(chunks)) WHERE chunks IS NOT NULL");
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, 1);
+	assert_memory_equal(must_find(&m, "big")->hash, must_find(&good, "big")->hash, IDX_HASH_LEN);
+	idx_manifest_free(&m);
+
+	/* a future version of the index */
+	db_exec(f->db, "PRAGMA user_version = 99");
+	scan_twice_expect_full_rehash(f, &good);
+
+	/* someone else's SQLite database */
+	unlink(f->db);
+	db_exec(f->db, "CREATE TABLE entries(x); INSERT INTO entries VALUES(1)");
+	scan_twice_expect_full_rehash(f, &good);
+
+	/* truncated in the middle */
+	fd = open(f->db, O_WRONLY);
+	assert_int_equal(ftruncate(fd, 1000), 0);
+	close(fd);
+	scan_twice_expect_full_rehash(f, &good);
+	idx_manifest_free(&good);
+}
+
+static void test_failed_scan_keeps_index(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	put_file(root, "keep", "me");
+	close(root);
+	settle();
+	struct idx_manifest m = { 0 };
+	scan(f, &m);
+	struct stat a, b;
+	assert_int_equal(stat(f->db, &a), 0);
+	char missing[400];
+	snprintf(missing, sizeof missing, "%s/no-such-dir", f->dir);
+	struct idx_scan_opts o = { .index_path = f->db };
+	struct idx_stats st;
+	assert_int_equal(idx_scan(missing, &o, &m, &st), -ENOENT);
+	assert_int_equal(stat(f->db, &b), 0);
+	assert_int_equal(a.st_size, b.st_size);
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	idx_manifest_free(&m);
+}
+
+/* --- diff --- */
+
+static struct idx_entry E(const char *path, uint8_t type, uint64_t size, char h)
+{
+	struct idx_entry e = { .path = (char *)path, .type = type, .size = size,
+	                       .mode = 0644, .mtime_ns = 1000 };
+	memset(e.hash, h, IDX_HASH_LEN);
+	return e;
+}
+
+static void test_diff_classification(void **state)
+{
+	(void)state;
+	struct idx_manifest s = { 0 }, d = { 0 };
+	struct idx_entry e;
+	/* src */
+	idx_manifest_add(&s, &(struct idx_entry){ .path = "", .type = IDX_DIR, .mode = 0755 });
+	e = E("same", IDX_REG, 3, 'a'); idx_manifest_add(&s, &e);
+	e = E("new", IDX_REG, 3, 'a'); idx_manifest_add(&s, &e);
+	e = E("grown", IDX_REG, 4, 'a'); idx_manifest_add(&s, &e);
+	e = E("edited", IDX_REG, 3, 'b'); idx_manifest_add(&s, &e);
+	e = E("chmod", IDX_REG, 3, 'a'); e.mode = 0600; idx_manifest_add(&s, &e);
+	e = E("touched", IDX_REG, 3, 'a'); e.mtime_ns = 2000; idx_manifest_add(&s, &e);
+	e = E("owner", IDX_REG, 3, 'a'); e.uid = 7; idx_manifest_add(&s, &e);
+	e = E("file2dir", IDX_DIR, 0, 0); idx_manifest_add(&s, &e);
+	e = E("dir2link", IDX_LNK, 0, 0); e.link = "x"; idx_manifest_add(&s, &e);
+	e = E("relink", IDX_LNK, 0, 0); e.link = "new-target"; idx_manifest_add(&s, &e);
+	e = E("dirtime", IDX_DIR, 0, 0); e.mtime_ns = 5; idx_manifest_add(&s, &e);
+	/* dst */
+	idx_manifest_add(&d, &(struct idx_entry){ .path = "", .type = IDX_DIR, .mode = 0755 });
+	e = E("same", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("gone", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("grown", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("edited", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("chmod", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("touched", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("owner", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("file2dir", IDX_REG, 3, 'a'); idx_manifest_add(&d, &e);
+	e = E("dir2link", IDX_DIR, 0, 0); idx_manifest_add(&d, &e);
+	e = E("relink", IDX_LNK, 0, 0); e.link = "old-target"; idx_manifest_add(&d, &e);
+	e = E("dirtime", IDX_DIR, 0, 0); idx_manifest_add(&d, &e);
+	idx_manifest_sort(&s);
+	idx_manifest_sort(&d);
+
+	struct { const char *path; enum idx_change_kind k; } want[] = {
+		{ "chmod", IDX_META }, { "dir2link", IDX_TYPE }, { "edited", IDX_CONTENT },
+		{ "file2dir", IDX_TYPE }, { "gone", IDX_REMOVED }, { "grown", IDX_CONTENT },
+		{ "new", IDX_NEW }, { "relink", IDX_CONTENT }, { "touched", IDX_META },
+	};
+	struct idx_diff df;
+	assert_int_equal(idx_diff(&s, &d, 0, &df), 0);
+	assert_int_equal(df.n, sizeof want / sizeof *want);
+	for (size_t i = 0; i < df.n; i++) {
+		const struct idx_entry *x = df.c[i].src ? df.c[i].src : df.c[i].dst;
+		assert_string_equal(x->path, want[i].path);
+		assert_int_equal(df.c[i].kind, want[i].k);
+	}
+	idx_diff_free(&df);
+
+	/* owners and directory times count only when asked */
+	assert_int_equal(idx_diff(&s, &d, IDX_DIFF_OWNER | IDX_DIFF_MTIME_DIRS, &df), 0);
+	assert_int_equal(df.n, sizeof want / sizeof *want + 2);
+	idx_diff_free(&df);
+
+	/* a manifest against itself: nothing */
+	assert_int_equal(idx_diff(&s, &s, IDX_DIFF_OWNER | IDX_DIFF_MTIME_DIRS, &df), 0);
+	assert_int_equal(df.n, 0);
+	idx_diff_free(&df);
+	idx_manifest_free(&s);
+	idx_manifest_free(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_odd_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlinks_not_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hardlinks_detected, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_incremental_rescan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_hash_definition, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_index_rebuilt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_scan_keeps_index, setup, teardown),
+		cmocka_unit_test(test_diff_classification),
+	};
+	return cmocka_run_group_tests_name("index", tests, NULL, NULL);
+}
