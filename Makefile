@@ -114,3 +114,4 @@ fuzz:
 	    $$f build-fuzz/librdcp.a $(LDLIBS) -o build-fuzz/$$t && \
 	  mkdir -p tests/fuzz/corpus/$${t#fuzz_} && \
 	  build-fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$${t#fuzz_} || exit 1; done
+.SECONDARY:

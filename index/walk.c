@@ -451,7 +451,8 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 	}
 	for (int t = 0; t < threads; t++) {
 		struct worker *wk = &w->workers[t];
-		memcpy(out->e + out->n, wk->out.e, wk->out.n * sizeof *wk->out.e);
+		if (wk->out.n)
+			memcpy(out->e + out->n, wk->out.e, wk->out.n * sizeof *wk->out.e);
 		out->n += wk->out.n;
 		free(wk->out.e);
 		wk->out = (struct idx_manifest){ 0 };

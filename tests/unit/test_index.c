@@ -75,7 +75,7 @@ static void test_odd_names(void **state)
 		put_file(root, names[i], names[i]);
 	/* 200 levels of 30-byte names: the path is longer than PATH_MAX */
 	int d = dup(root);
-	char deep[200 * 31 + 1] = "";
+	char deep[200 * 31 + 16] = "";
 	for (int i = 0; i < 200; i++) {
 		char n[32];
 		snprintf(n, sizeof n, "level-%03d-abcdefghijklmnopqrst", i);
