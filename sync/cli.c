@@ -1,0 +1,122 @@
+/* Helpers the programs share: key, sizes, exit codes, reports. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "sync/sync.h"
+
+int sync_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
+{
+	char buf[4096];
+	const char *secret = arg;
+	if (strcmp(arg, "-") == 0 && key_file) {
+		FILE *f = fopen(key_file, "r");
+		if (!f || !fgets(buf, sizeof buf, f)) {
+			log_err("key file %s: %s", key_file, f ? "empty" : strerror(errno));
+			if (f)
+				fclose(f);
+			return -EINVAL;
+		}
+		fclose(f);
+		buf[strcspn(buf, "\r\n")] = '\0';
+		secret = buf;
+	} else if (strcmp(arg, "-") == 0) {
+		secret = getenv("RDCP_KEY");
+		if (!secret) {
+			log_err("KEY is '-' but neither --key-file nor $RDCP_KEY gives a key");
+			return -EINVAL;
+		}
+	}
+	if (!*secret) {
+		log_err("the key is empty");
+		return -EINVAL;
+	}
+	tp_key_derive(secret, strlen(secret), key);
+	explicit_bzero(buf, sizeof buf);
+	return 0;
+}
+
+int sync_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end || v > (~0ull >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int sync_parse_kind(const char *s, enum tp_kind *k)
+{
+	if (strcmp(s, "rdma") == 0)
+		*k = TP_RDMA;
+	else if (strcmp(s, "tcp") == 0)
+		*k = TP_TCP;
+	else if (strcmp(s, "auto") == 0)
+		*k = TP_AUTO;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int sync_exit_code(int rc, const struct pump_stats *st)
+{
+	if (rc >= 0)
+		return RD_EXIT_OK;
+	if (st && st->local)
+		return RD_EXIT_FILEIO;
+	switch (-rc) {
+	case EACCES: return RD_EXIT_AUTH;
+	case ENODEV: return RD_EXIT_NORDMA;
+	case EPROTO: return RD_EXIT_PROTO;
+	case EINTR: case ECANCELED: return RD_EXIT_SIGNAL;
+	case ECONNREFUSED: case ECONNRESET: case ETIMEDOUT: case EHOSTUNREACH:
+	case ENETUNREACH: case EPIPE: case ECONNABORTED:
+		return RD_EXIT_CONN;
+	default:
+		return RD_EXIT_FILEIO;   /* the peer's file I/O error, reported to us */
+	}
+}
+
+void sync_report_error(int rc, const struct pump_stats *st, struct tp_session *s, int sender)
+{
+	char b[16];
+	log_bytes(b, st->bytes);
+	if (st->local)
+		return;   /* already said where it happened */
+	if (s && tp_peer_status(s))
+		log_err("the receiver failed after %s: %s", b, strerror(tp_peer_status(s)));
+	else if (rc == -ECONNRESET || rc == -EPIPE)
+		log_err("lost the connection to the %s after %s: it went away",
+		        sender ? "receiver" : "sender", b);
+	else if (rc == -EPROTO)
+		log_err("the %s sent something that is not the rdcp protocol (after %s)",
+		        sender ? "receiver" : "sender", b);
+	else
+		log_err("transfer failed after %s: %s", b, strerror(-rc));
+}
+
+void sync_report_bw(const char *prog, const struct pump_stats *st, struct tp_session *s)
+{
+	char b[16], p[16];
+	double mbs = st->seconds > 0 ? (double)st->bytes / st->seconds / 1e6 : 0;
+	fprintf(stderr, "%s: %s in %.3f s: %.1f MB/s (%.2f Gbit/s) over %s, %d stream%s, "
+	        "buffer pool %s\n", prog, log_bytes(b, st->bytes), st->seconds, mbs,
+	        mbs * 8 / 1000, tp_kind_name(s), tp_streams(s), tp_streams(s) == 1 ? "" : "s",
+	        log_bytes(p, tp_pool_bytes(s)));
+}

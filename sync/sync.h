@@ -1,0 +1,56 @@
+/*
+ * sync: what runs on top of index/ and transport/. Today: the pumps that
+ * move a byte stream (a pipe or a file) through a transport session, used by
+ * rdsend, rdrecv and rdpipe.
+ *
+ * Conventions as elsewhere: 0 or a negative errno; messages on stderr.
+ */
+#ifndef RDCP_SYNC_H
+#define RDCP_SYNC_H
+
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+struct pump_stats {
+	uint64_t bytes;
+	double seconds;
+	int local;        /* the failure was ours (file I/O), not the link's */
+};
+
+/*
+ * Send everything readable from fd (name is for messages), then end the
+ * session and wait for the receiver's verdict. A regular file is read with
+ * parallel positioned reads from its current offset to its end; anything
+ * else is read sequentially, each message filled before it is sent.
+ */
+int pump_send(struct tp_session *s, int fd, const char *name, struct pump_stats *st);
+
+/*
+ * Receive the whole stream into fd and send the verdict. A regular file (not
+ * O_APPEND) is written with parallel pwrite at each message's offset and cut
+ * to the received length; anything else gets the bytes in order.
+ */
+int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats *st);
+
+/* --- helpers for the programs' command lines --- */
+
+/*
+ * The key: KEY as given, or with KEY "-" the contents of key_file (first
+ * line) if set, else $RDCP_KEY, so it stays out of ps. Returns 0 or -EINVAL
+ * (after saying what is missing).
+ */
+int sync_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN]);
+/* "64M", "1g", "4096": bytes. 0 or -EINVAL. */
+int sync_parse_size(const char *s, uint64_t *out);
+/* "rdma", "tcp", "auto". 0 or -EINVAL. */
+int sync_parse_kind(const char *s, enum tp_kind *k);
+/* The documented exit code (common/exitcode.h) for a pump result. */
+int sync_exit_code(int rc, const struct pump_stats *st);
+/* One line on stderr: why a transfer failed, from the sender's view or not. */
+void sync_report_error(int rc, const struct pump_stats *st, struct tp_session *s,
+                       int sender);
+/* -v: bytes, time, bandwidth, transport, streams, pool size. */
+void sync_report_bw(const char *prog, const struct pump_stats *st, struct tp_session *s);
+
+#endif

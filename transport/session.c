@@ -1,0 +1,229 @@
+/* The public API: backend selection, the buffer pool, dispatch. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "transport/tp_int.h"
+
+struct tp_listener {
+	int tcp_fd;                      /* -1 when not listening on TCP */
+	struct tp_rdma_listener *rdma;   /* NULL when not listening on RDMA */
+	struct tp_opts o;
+};
+
+int tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size)
+{
+	size_t pool = o->pool_size ? o->pool_size : TP_DEF_POOL_SIZE;
+	size_t n = pool / msg_size;
+	if (n < (size_t)streams * 2)
+		n = (size_t)streams * 2;   /* at least two in flight per stream */
+	if (n > 4096)
+		n = 4096;
+	return (int)n;
+}
+
+int tp_pool_init(struct tp_session *s, int nbufs, uint32_t msg_size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t stride = ((size_t)msg_size + page - 1) / page * page;
+	s->mem_len = stride * (size_t)nbufs;
+	/* anonymous mmap: page-aligned (O_DIRECT, registration) and zeroed */
+	s->mem = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE,
+	              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	s->hdrs = calloc((size_t)nbufs, TP_HDR_LEN);
+	s->bufs = calloc((size_t)nbufs, sizeof *s->bufs);
+	if (s->mem == MAP_FAILED || !s->hdrs || !s->bufs) {
+		if (s->mem == MAP_FAILED)
+			s->mem = NULL;
+		tp_pool_free(s);
+		return -ENOMEM;
+	}
+	s->nbufs = nbufs;
+	s->msg_size = msg_size;
+	for (int i = 0; i < nbufs; i++) {
+		s->bufs[i].m.data = s->mem + stride * (size_t)i;
+		s->bufs[i].m.cap = msg_size;
+		s->bufs[i].hdr = s->hdrs + (size_t)i * TP_HDR_LEN;
+		s->bufs[i].next = -1;
+	}
+	return 0;
+}
+
+void tp_pool_free(struct tp_session *s)
+{
+	if (s->mem)
+		munmap(s->mem, s->mem_len);
+	free(s->hdrs);
+	free(s->bufs);
+	s->mem = NULL;
+	s->hdrs = NULL;
+	s->bufs = NULL;
+}
+
+int tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
+              struct tp_listener **out)
+{
+	struct tp_listener *l = calloc(1, sizeof *l);
+	if (!l)
+		return -ENOMEM;
+	l->tcp_fd = -1;
+	l->o = *o;
+	int rc = 0;
+	if (o->kind == TP_RDMA || (o->kind == TP_AUTO && tp_rdma_available())) {
+		rc = tp_rdma_listen(addr, port, &l->rdma);
+		if (rc < 0 && o->kind == TP_RDMA)
+			goto fail;
+		rc = 0;
+	}
+	if (o->kind != TP_RDMA) {
+		rc = tp_tcp_listen(addr, port, &l->tcp_fd);
+		if (rc < 0)
+			goto fail;
+	}
+	*out = l;
+	return 0;
+fail:
+	tp_listener_free(l);
+	return rc;
+}
+
+int tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out)
+{
+	if (!l->rdma)
+		return tp_tcp_accept(l->tcp_fd, &l->o, timeout_ms, out);
+	if (l->tcp_fd < 0)
+		return tp_rdma_accept(l->rdma, &l->o, timeout_ms, out);
+	/* both: whichever kind of sender comes first */
+	struct pollfd p[2] = { { l->tcp_fd, POLLIN, 0 },
+	                       { tp_rdma_listener_fd(l->rdma), POLLIN, 0 } };
+	int rc;
+	do
+		rc = poll(p, 2, timeout_ms);
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return -errno;
+	if (rc == 0)
+		return -ETIMEDOUT;
+	if (p[1].revents)
+		return tp_rdma_accept(l->rdma, &l->o, timeout_ms, out);
+	return tp_tcp_accept(l->tcp_fd, &l->o, timeout_ms, out);
+}
+
+void tp_listener_free(struct tp_listener *l)
+{
+	if (!l)
+		return;
+	if (l->tcp_fd >= 0)
+		close(l->tcp_fd);
+	tp_rdma_listener_free(l->rdma);
+	free(l);
+}
+
+int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
+               struct tp_session **out)
+{
+	if (o->streams < 0 || o->streams > TP_MAX_STREAMS) {
+		log_err("streams: expected 1..%d, got %d", TP_MAX_STREAMS, o->streams);
+		return -EINVAL;
+	}
+	if (o->kind == TP_TCP)
+		return tp_tcp_connect(host, port, o, out);
+	if (o->kind == TP_RDMA)
+		return tp_rdma_connect(host, port, o, out);
+	int rc = tp_rdma_available() ? tp_rdma_connect(host, port, o, out) : -ENODEV;
+	if (rc != -ENODEV)
+		return rc;
+	log_err("no RDMA device reaches %s: using TCP", host);
+	return tp_tcp_connect(host, port, o, out);
+}
+
+int tp_msg_get(struct tp_session *s, struct tp_msg **m)
+{
+	struct tp_buf *b;
+	int rc = s->ops->get(s, &b);
+	if (rc == 0) {
+		b->m.len = 0;
+		b->m.id = b->m.off = 0;
+		*m = &b->m;
+	}
+	return rc;
+}
+
+static struct tp_buf *buf_of(struct tp_msg *m)
+{
+	return (struct tp_buf *)((char *)m - offsetof(struct tp_buf, m));
+}
+
+int tp_msg_send(struct tp_session *s, struct tp_msg *m)
+{
+	struct tp_buf *b = buf_of(m);
+	if (m->len > m->cap) {
+		s->ops->put(s, b);
+		return -EINVAL;
+	}
+	tp_hdr_put(b->hdr, &(struct tp_hdr){ .type = TP_DATA, .len = m->len,
+	                                     .id = m->id, .off = m->off });
+	return s->ops->send(s, b);
+}
+
+void tp_msg_put(struct tp_session *s, struct tp_msg *m)
+{
+	s->ops->put(s, buf_of(m));
+}
+
+int tp_finish(struct tp_session *s)
+{
+	return s->ops->finish(s);
+}
+
+int tp_msg_recv(struct tp_session *s, struct tp_msg **m)
+{
+	struct tp_buf *b;
+	int rc = s->ops->recv(s, &b);
+	if (rc == 0)
+		*m = &b->m;
+	return rc;
+}
+
+void tp_msg_release(struct tp_session *s, struct tp_msg *m)
+{
+	s->ops->release(s, buf_of(m));
+}
+
+int tp_verdict(struct tp_session *s, int status)
+{
+	return s->ops->verdict(s, status);
+}
+
+void tp_close(struct tp_session *s)
+{
+	if (!s)
+		return;
+	s->ops->close(s);
+	tp_pool_free(s);
+	free(s);
+}
+
+const char *tp_kind_name(const struct tp_session *s)
+{
+	return s->ops->name;
+}
+
+size_t tp_pool_bytes(const struct tp_session *s)
+{
+	return s->mem_len;
+}
+
+int tp_streams(const struct tp_session *s)
+{
+	return s->nstreams;
+}
+
+int tp_peer_status(const struct tp_session *s)
+{
+	return s->peer_status;
+}

@@ -1,0 +1,146 @@
+/* Private to transport/: the wire messages, the buffer pool and the session
+ * shared by the TCP and RDMA backends. */
+#ifndef RDCP_TP_INT_H
+#define RDCP_TP_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+#define TP_HDR_LEN     32
+#define TP_NONCE_LEN   32
+#define TP_MAC_LEN     32
+#define TP_PROTO_MAGIC 0x52445450u   /* "RDTP" */
+#define TP_PROTO_VER   1
+#define TP_HELLO_LEN   (4 + 2 + 2 + 4 + 4 + TP_NONCE_LEN)
+#define TP_AUTH_LEN    (2 + 2 + 2 + 2 + 8 + TP_NONCE_LEN + TP_MAC_LEN)
+#define TP_AUTHOK_LEN  TP_MAC_LEN
+#define TP_CTRL_MAX    128           /* largest control message payload */
+
+enum tp_type {
+	TP_DATA = 1,      /* payload: len bytes for (id, off) */
+	TP_CREDIT = 2,    /* RDMA: `credits` more receive buffers are posted */
+	TP_END = 3,       /* this stream is done: id = messages, off = bytes */
+	TP_VERDICT = 4,   /* receiver to sender: id = 0 or an errno value */
+	TP_HELLO = 16,    /* receiver to sender, first: challenge */
+	TP_AUTH = 17,     /* sender to receiver: response + challenge */
+	TP_AUTH_OK = 18,  /* receiver to sender: its response */
+	TP_AUTH_FAIL = 19,
+};
+
+struct tp_hdr {
+	uint8_t type;
+	uint32_t len;
+	uint64_t id, off;
+	uint32_t credits;
+};
+
+void tp_hdr_put(uint8_t *p, const struct tp_hdr *h);
+/* 0, or -EPROTO if p is not a header of ours (reserved bits, type). */
+int  tp_hdr_get(const uint8_t *p, struct tp_hdr *h);
+
+struct tp_hello {
+	uint32_t max_msg;      /* largest payload the receiver takes */
+	uint32_t credits;      /* receive buffers per stream (RDMA) */
+	uint8_t nonce[TP_NONCE_LEN];
+};
+
+struct tp_auth {
+	uint16_t streams, index;
+	uint64_t session;
+	uint8_t nonce[TP_NONCE_LEN];
+	uint8_t mac[TP_MAC_LEN];
+};
+
+void tp_hello_put(uint8_t *p, const struct tp_hello *h);
+int  tp_hello_get(const uint8_t *p, size_t len, struct tp_hello *h);
+void tp_auth_put(uint8_t *p, const struct tp_auth *a);
+int  tp_auth_get(const uint8_t *p, size_t len, struct tp_auth *a);
+
+/* The sender's proof: MAC over both nonces and the stream identity. */
+void tp_auth_mac(const uint8_t key[TP_KEY_LEN], const uint8_t ns[TP_NONCE_LEN],
+                 const struct tp_auth *a, uint8_t out[TP_MAC_LEN]);
+/* The receiver's proof, bound to the sender's nonce and the session. */
+void tp_authok_mac(const uint8_t key[TP_KEY_LEN], const uint8_t ns[TP_NONCE_LEN],
+                   const struct tp_auth *a, uint8_t out[TP_MAC_LEN]);
+/* Constant-time; 0 if equal. */
+int  tp_mac_verify(const uint8_t a[TP_MAC_LEN], const uint8_t b[TP_MAC_LEN]);
+void tp_random(void *buf, size_t len);
+
+/* Handshake steps shared by both backends (pure: no I/O). */
+/* Receiver: fill a HELLO. */
+void tp_hs_hello(struct tp_hello *h, uint32_t max_msg, uint32_t credits);
+/* Sender: given the HELLO payload, build the AUTH payload (TP_AUTH_LEN). */
+int  tp_hs_answer(const uint8_t key[TP_KEY_LEN], const uint8_t *hello, size_t len,
+                  uint64_t session, int streams, int index, struct tp_hello *h,
+                  struct tp_auth *a, uint8_t out[TP_AUTH_LEN]);
+/* Receiver: check an AUTH payload; on success fill the AUTH_OK payload. */
+int  tp_hs_check(const uint8_t key[TP_KEY_LEN], const struct tp_hello *h,
+                 const uint8_t *auth, size_t len, struct tp_auth *a,
+                 uint8_t okmac[TP_MAC_LEN]);
+/* Sender: check the AUTH_OK payload. */
+int  tp_hs_confirm(const uint8_t key[TP_KEY_LEN], const struct tp_hello *h,
+                   const struct tp_auth *a, const uint8_t *ok, size_t len);
+
+/* --- sessions --- */
+
+struct tp_buf {
+	struct tp_msg m;
+	uint8_t *hdr;        /* TP_HDR_LEN bytes, separate from the payload */
+	int next;            /* free list / queue link */
+	int owner;           /* stream whose quota it counts against (receiver) */
+};
+
+struct tp_ops {
+	const char *name;
+	int  (*send)(struct tp_session *s, struct tp_buf *b);
+	int  (*get)(struct tp_session *s, struct tp_buf **b);
+	void (*put)(struct tp_session *s, struct tp_buf *b);
+	int  (*finish)(struct tp_session *s);
+	int  (*recv)(struct tp_session *s, struct tp_buf **b);
+	void (*release)(struct tp_session *s, struct tp_buf *b);
+	int  (*verdict)(struct tp_session *s, int status);
+	void (*close)(struct tp_session *s);
+};
+
+struct tp_session {
+	const struct tp_ops *ops;
+	int nstreams;
+	uint32_t msg_size;
+	int verbose;
+	struct tp_buf *bufs;
+	int nbufs;
+	uint8_t *mem;        /* page-aligned payloads, nbufs * msg_size */
+	uint8_t *hdrs;       /* nbufs * TP_HDR_LEN */
+	size_t mem_len;
+	uint8_t key[TP_KEY_LEN];
+	int peer_status;     /* the receiver's verdict, when it was an error */
+	void *be;            /* backend state */
+};
+
+/* Allocate nbufs buffers of msg_size bytes (page-aligned payloads). */
+int  tp_pool_init(struct tp_session *s, int nbufs, uint32_t msg_size);
+void tp_pool_free(struct tp_session *s);
+/* Buffers for a session of these options: total count, at least 2 per stream. */
+int  tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size);
+
+/* Backends. */
+int  tp_tcp_listen(const char *addr, uint16_t port, int *fd);
+int  tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
+                   struct tp_session **out);
+int  tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
+                    struct tp_session **out);
+
+struct tp_rdma_listener;
+int  tp_rdma_available(void);
+int  tp_rdma_listen(const char *addr, uint16_t port, struct tp_rdma_listener **out);
+int  tp_rdma_listener_fd(struct tp_rdma_listener *l);
+int  tp_rdma_accept(struct tp_rdma_listener *l, const struct tp_opts *o,
+                    int timeout_ms, struct tp_session **out);
+void tp_rdma_listener_free(struct tp_rdma_listener *l);
+/* -ENODEV when no RDMA device serves the route to host. */
+int  tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
+                     struct tp_session **out);
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * transport: move messages of bytes between two processes over RDMA
+ * (librdmacm + libibverbs) or TCP, behind one API. Knows nothing of files.
+ *
+ * A session is N parallel streams (TCP connections or RDMA queue pairs) to
+ * one peer. Data flows one way, from the connecting side (the sender) to the
+ * listening side (the receiver); the receiver answers with a verdict at the
+ * end. Every message carries (id, off, len), so the receiver can place it
+ * whichever stream delivered it; messages of one stream arrive in order,
+ * messages of different streams in any order.
+ *
+ * Buffers come from a pool allocated and (for RDMA) registered once per
+ * session: the sender fills a buffer it got from tp_msg_get() and hands it to
+ * tp_msg_send(); the receiver gets buffers from tp_msg_recv() and gives them
+ * back with tp_msg_release(). Several messages are in flight at once.
+ *
+ * Every data connection is authenticated (HMAC-SHA-256 challenge-response,
+ * both ways, with a key derived from a shared secret) before any payload is
+ * accepted. See docs/protocol.md and docs/transport.md.
+ *
+ * Conventions: functions return 0 or a negative errno code and print what
+ * failed to stderr. The calls on one session must come from one thread at a
+ * time. Errors of note:
+ *   -EACCES       the peer failed authentication (or we did: wrong key)
+ *   -ENODEV       RDMA asked for, but no RDMA device serves that address
+ *   -ECONNREFUSED / -ETIMEDOUT  nobody listening (after retrying)
+ *   -ECONNRESET   the peer went away mid-stream
+ *   -EPROTO       the peer sent something that is not our protocol
+ *   -ENOMEM       out of memory, or the memlock limit is too low for the pool
+ */
+#ifndef RDCP_TRANSPORT_H
+#define RDCP_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TP_KEY_LEN        32
+#define TP_MAX_STREAMS    16
+#define TP_DEF_MSG_SIZE   (1u << 20)
+#define TP_DEF_POOL_SIZE  (32u << 20)
+#define TP_MAX_MSG_SIZE   (16u << 20)
+
+enum tp_kind { TP_AUTO = 0, TP_TCP, TP_RDMA };
+
+struct tp_opts {
+	enum tp_kind kind;
+	int streams;               /* 1..TP_MAX_STREAMS, chosen by the sender */
+	uint32_t msg_size;         /* payload bytes per message; 0: default */
+	size_t pool_size;          /* buffer bytes per session; 0: default */
+	int connect_timeout_ms;    /* keep retrying a refused connect; 0: 10 s */
+	int verbose;
+	uint8_t key[TP_KEY_LEN];   /* from tp_key_derive() */
+};
+
+struct tp_msg {
+	void *data;        /* payload */
+	uint32_t cap;      /* bytes available at data (sender) */
+	uint32_t len;      /* bytes used */
+	uint64_t id;       /* what the bytes belong to (the caller's choice) */
+	uint64_t off;      /* where they go in it */
+	int stream;        /* which stream carried it (receiver; informative) */
+};
+
+struct tp_session;
+struct tp_listener;
+
+/* Derive the session key from a secret string. */
+void tp_key_derive(const char *secret, size_t len, uint8_t key[TP_KEY_LEN]);
+
+/* Listen on port (addr NULL: every address). TP_AUTO listens on RDMA where
+ * a device exists and on TCP always. */
+int  tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
+               struct tp_listener **out);
+/* Wait (timeout_ms < 0: forever) for one sender's authenticated session.
+ * Peers that fail authentication are dropped and -EACCES is returned. */
+int  tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out);
+void tp_listener_free(struct tp_listener *l);
+
+/* Connect o->streams streams to host:port. TP_AUTO tries RDMA when an RDMA
+ * device serves the route to host, else TCP (with a one-line notice). */
+int  tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
+                struct tp_session **out);
+
+/* Sender: a free buffer (waits while all are in flight). */
+int  tp_msg_get(struct tp_session *s, struct tp_msg **m);
+/* Sender: send m (m->len bytes, may be 0) and give the buffer back. */
+int  tp_msg_send(struct tp_session *s, struct tp_msg *m);
+/* Sender: put back a buffer without sending it. */
+void tp_msg_put(struct tp_session *s, struct tp_msg *m);
+/* Sender: end every stream, then wait for the receiver's verdict.
+ * Returns 0 if the receiver took everything, else its error or ours. */
+int  tp_finish(struct tp_session *s);
+
+/* Receiver: next message; returns 0 with *m, 1 at the clean end of every
+ * stream, or a negative error. */
+int  tp_msg_recv(struct tp_session *s, struct tp_msg **m);
+void tp_msg_release(struct tp_session *s, struct tp_msg *m);
+/* Receiver: tell the sender how it went (0, or a positive errno value). */
+int  tp_verdict(struct tp_session *s, int status);
+
+void tp_close(struct tp_session *s);
+
+/* "rdma" or "tcp" */
+const char *tp_kind_name(const struct tp_session *s);
+/* Bytes of buffer memory this session holds (registered, for RDMA). */
+size_t tp_pool_bytes(const struct tp_session *s);
+int tp_streams(const struct tp_session *s);
+/* Sender: the errno value the receiver reported it failed with, else 0. */
+int tp_peer_status(const struct tp_session *s);
+
+#endif
