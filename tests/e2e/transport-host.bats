@@ -1,0 +1,57 @@
+#!/usr/bin/env bats
+# Host-only transport checks: this machine has no RDMA device.
+load helpers
+SEND=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdsend
+RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
+
+@test "--transport rdma without an RDMA device: clear error, exit 16" {
+	if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+		skip "this machine has an RDMA device"
+	fi
+	run "$SEND" --transport rdma 127.0.0.1 $((20000 + RANDOM % 30000)) key /dev/null
+	echo "$output"
+	[ "$status" -eq 16 ]
+	[[ "$output" == *"RDMA"* ]]
+	run "$RECV" --transport rdma --timeout 1 $((20000 + RANDOM % 30000)) key
+	echo "$output"
+	[ "$status" -eq 16 ]
+}
+
+@test "auto without an RDMA device: one-line notice, then TCP" {
+	local p=$((20000 + RANDOM % 30000))
+	echo hi >"$T/in"
+	"$RECV" "$p" key "$T/out" &
+	run "$SEND" -v 127.0.0.1 "$p" key "$T/in"
+	wait
+	[ "$status" -eq 0 ]
+	[ "$(grep -c "using TCP" <<<"$output")" -eq 1 ]
+	[[ "$output" == *"over tcp"* ]]
+}
+
+@test "usage errors exit 1 and say what is wrong" {
+	run "$SEND" host notaport key
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"PORT"* ]]
+	run "$RECV" 1234
+	[ "$status" -eq 1 ]
+	run "$SEND" -P 99 host 1 key
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"streams"* ]]
+	run "$RECV" --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"Exit status"* ]]
+}
+
+@test "a peer that is not rdcp is dropped, the real sender still gets through" {
+	local p=$((20000 + RANDOM % 30000))
+	echo real >"$T/in"
+	"$RECV" --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	local rpid=$!
+	sleep 0.3
+	# garbage instead of an AUTH
+	printf 'GET / HTTP/1.0\r\n\r\n%.0s' {1..20} | nc -q 1 127.0.0.1 "$p" >/dev/null || true
+	"$SEND" --transport tcp 127.0.0.1 "$p" key "$T/in"
+	wait "$rpid"
+	cmp "$T/in" "$T/out"
+	grep -q "not an rdcp sender" "$T/recv.err"
+}

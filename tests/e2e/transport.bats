@@ -1,0 +1,172 @@
+#!/usr/bin/env bats
+# rdsend | rdrecv end to end. The same cases run over TCP on the host and,
+# inside the soft-RoCE VM (tests/rdma/), over RDMA:
+#   RDCP_TRANSPORT=tcp|rdma   RDCP_ADDR=address of this machine to use
+load helpers
+
+TRANSPORT=${RDCP_TRANSPORT:-tcp}
+ADDR=${RDCP_ADDR:-127.0.0.1}
+SEND=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdsend
+RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
+# 1 GiB by default; the VM run may scale it (RDCP_BIG_MB)
+BIG_MB=${RDCP_BIG_MB:-1024}
+
+port() { echo $((20000 + RANDOM % 30000)); }
+
+# pipe_case SIZE_BYTES [STREAMS]: random data through rdsend|rdrecv, cmp.
+pipe_case() {
+	local size=$1 streams=${2:-1} p; p=$(port)
+	head -c "$size" /dev/urandom >"$T/in"
+	"$RECV" -v --transport "$TRANSPORT" "$p" key "$T/out" 2>"$T/recv.err" &
+	local rpid=$!
+	run "$SEND" -v -P "$streams" --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	wait "$rpid"
+	cat "$T/recv.err"
+	cmp "$T/in" "$T/out"
+	[[ "$output" == *"over $TRANSPORT"* ]]
+}
+
+@test "$TRANSPORT: 0 bytes" {
+	pipe_case 0
+}
+
+@test "$TRANSPORT: 1 byte" {
+	pipe_case 1
+}
+
+@test "$TRANSPORT: 1 byte through pipes on both ends" {
+	local p; p=$(port)
+	("$RECV" --transport "$TRANSPORT" "$p" key >"$T/out") &
+	printf 'x' | "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key
+	wait $!
+	[ "$(cat "$T/out")" = x ]
+}
+
+@test "$TRANSPORT: $BIG_MB MiB of random data, stdin to stdout, cmp identical" {
+	local p; p=$(port)
+	head -c $((BIG_MB << 20)) /dev/urandom >"$T/in"
+	("$RECV" -v --transport "$TRANSPORT" "$p" key | cmp - "$T/in" && touch "$T/same") &
+	local rpid=$!
+	"$SEND" -v --transport "$TRANSPORT" "$ADDR" "$p" key <"$T/in"
+	wait "$rpid"
+	[ -e "$T/same" ]
+}
+
+@test "$TRANSPORT: 4 parallel streams, file to file" {
+	pipe_case $((96 << 20)) 4
+	grep -q "4 streams" "$T/recv.err"
+}
+
+@test "$TRANSPORT: 4 streams into a pipe keep the byte order" {
+	local p; p=$(port)
+	head -c $((40 << 20)) /dev/urandom >"$T/in"
+	("$RECV" --transport "$TRANSPORT" "$p" key | cmp - "$T/in" && touch "$T/same") &
+	local rpid=$!
+	"$SEND" -P 4 --msg-size 64K --transport "$TRANSPORT" "$ADDR" "$p" key <"$T/in"
+	wait "$rpid"
+	[ -e "$T/same" ]
+}
+
+@test "$TRANSPORT: wrong key is refused on both ends, nothing written" {
+	local p; p=$(port)
+	echo payload >"$T/in"
+	"$RECV" --transport "$TRANSPORT" "$p" right "$T/out" 2>"$T/recv.err" &
+	local rpid=$!
+	run "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" wrong "$T/in"
+	echo "sender: $output"
+	[ "$status" -eq 15 ]
+	[[ "$output" == *"authentication failed"* ]]
+	run wait "$rpid"
+	cat "$T/recv.err"
+	[ "$status" -eq 15 ]
+	grep -q "does not know the key" "$T/recv.err"
+	[ ! -s "$T/out" ]
+}
+
+@test "$TRANSPORT: key from \$RDCP_KEY and from --key-file, never on the command line" {
+	local p; p=$(port)
+	echo hi >"$T/in"
+	echo "file-secret" >"$T/keyfile"
+	RDCP_KEY=env-secret "$RECV" --transport "$TRANSPORT" "$p" - "$T/out" &
+	local rpid=$!
+	RDCP_KEY=env-secret "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" - "$T/in"
+	wait "$rpid"
+	cmp "$T/in" "$T/out"
+	p=$(port)
+	"$RECV" --transport "$TRANSPORT" --key-file "$T/keyfile" "$p" - "$T/out2" &
+	rpid=$!
+	"$SEND" --transport "$TRANSPORT" --key-file "$T/keyfile" "$ADDR" "$p" - "$T/in"
+	wait "$rpid"
+	cmp "$T/in" "$T/out2"
+	run "$SEND" "$ADDR" "$p" -
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"RDCP_KEY"* ]]
+}
+
+@test "$TRANSPORT: rdsend waits for a late rdrecv" {
+	local p; p=$(port)
+	echo late >"$T/in"
+	("$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"; echo $? >"$T/send.rc") &
+	sleep 2
+	"$RECV" --transport "$TRANSPORT" "$p" key "$T/out"
+	wait
+	[ "$(cat "$T/send.rc")" -eq 0 ]
+	cmp "$T/in" "$T/out"
+}
+
+@test "$TRANSPORT: nobody listening: rdsend gives up with exit 10" {
+	run "$SEND" --timeout 1 --transport "$TRANSPORT" "$ADDR" "$(port)" key /dev/null
+	echo "$output"
+	[ "$status" -eq 10 ]
+	[[ "$output" == *"connect"* ]]
+}
+
+@test "$TRANSPORT: receiver killed mid-way: sender fails with a clear error" {
+	local p; p=$(port)
+	"$RECV" --transport "$TRANSPORT" "$p" key >/dev/null 2>"$T/recv.err" &
+	local rpid=$!
+	"$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key </dev/zero 2>"$T/send.err" &
+	local spid=$!
+	sleep 1.5
+	kill -9 "$rpid"
+	local rc=0
+	wait "$spid" || rc=$?
+	cat "$T/send.err"
+	[ "$rc" -eq 10 ]
+	grep -q "receiver" "$T/send.err"
+}
+
+@test "$TRANSPORT: sender killed mid-way: receiver fails with a clear error" {
+	local p; p=$(port)
+	"$RECV" --transport "$TRANSPORT" "$p" key >/dev/null 2>"$T/recv.err" &
+	local rpid=$!
+	sleep 0.3
+	"$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key </dev/zero 2>/dev/null &
+	local spid=$!
+	sleep 1.5
+	kill -9 "$spid"
+	local rc=0
+	wait "$rpid" || rc=$?
+	cat "$T/recv.err"
+	[ "$rc" -eq 10 ]
+	grep -q "sender" "$T/recv.err"
+}
+
+@test "$TRANSPORT: receiver cannot write: sender hears why and fails" {
+	[ -w /dev/full ] || skip "no /dev/full"
+	local p; p=$(port)
+	"$RECV" --transport "$TRANSPORT" "$p" key >/dev/full 2>"$T/recv.err" &
+	local rpid=$!
+	head -c $((8 << 20)) /dev/zero >"$T/in"
+	run "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"
+	echo "$output"
+	local rc=0
+	wait "$rpid" || rc=$?
+	cat "$T/recv.err"
+	[ "$status" -eq 11 ]
+	[[ "$output" == *"No space left on device"* ]]
+	[ "$rc" -eq 11 ]
+	grep -q "No space left on device" "$T/recv.err"
+}
