@@ -411,24 +411,16 @@ static void on_cm_event(struct rdma *r, struct rdma_cm_event *ev)
 	}
 }
 
-/*
- * Make progress: handle completions; if there were none and block is set,
- * wait for the next completion or CM event (timeout_ms, -1 forever).
- * Returns the number of completions handled or a negative error.
- */
-static int progress(struct tp_session *s, int block, int timeout_ms)
+static int64_t now_ms(void)
 {
-	struct rdma *r = R(s);
-	int n = poll_cq(s);
-	if (n || !block || r->err)
-		return r->err ? r->err : n;
-	/* Notification is one-shot and fires only for completions after the
-	 * arm: arm, then poll again before sleeping. */
-	if (ibv_req_notify_cq(r->cq, 0))
-		return -EIO;
-	n = poll_cq(s);
-	if (n || r->err)
-		return r->err ? r->err : n;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait once for the CQ channel or the CM channel; handle what woke us. */
+static int wait_once(struct rdma *r, int timeout_ms)
+{
 	struct pollfd p[2] = { { r->cc->fd, POLLIN, 0 }, { r->ec->fd, POLLIN, 0 } };
 	int rc = poll(p, 2, timeout_ms);
 	if (rc < 0 && errno != EINTR)
@@ -449,8 +441,37 @@ static int progress(struct tp_session *s, int block, int timeout_ms)
 			rdma_ack_cm_event(ev);
 		}
 	}
-	n = poll_cq(s);
-	return r->err ? r->err : n;
+	return 0;
+}
+
+/*
+ * Make progress: handle completions. If there were none and block is set,
+ * wait (timeout_ms, -1 forever) until at least one is handled.
+ * Returns the number handled (0 only on timeout) or a negative error.
+ */
+static int progress(struct tp_session *s, int block, int timeout_ms)
+{
+	struct rdma *r = R(s);
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	for (;;) {
+		int n = poll_cq(s);
+		if (n || !block || r->err)
+			return r->err ? r->err : n;
+		/* Notification is one-shot and fires only for completions after
+		 * the arm: arm, then poll again before sleeping. A wake-up may be
+		 * stale (an event for completions already polled): loop. */
+		if (ibv_req_notify_cq(r->cq, 0))
+			return -EIO;
+		n = poll_cq(s);
+		if (n || r->err)
+			return r->err ? r->err : n;
+		int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
+		if (deadline != INT64_MAX && left <= 0)
+			return 0;
+		int rc = wait_once(r, (int)(left > INT32_MAX ? INT32_MAX : left));
+		if (rc < 0)
+			return rc;
+	}
 }
 
 /* --- data path --- */
@@ -943,13 +964,6 @@ static int resolve(struct rdma_event_channel *ec, struct rdma_cm_id *id,
 	return e == RDMA_CM_EVENT_ROUTE_RESOLVED ? 0 : -ENODEV;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Connect stream i of s; -ECONNREFUSED when nobody listens. */
 static int connect_stream(struct tp_session *s, const struct tp_opts *o, int i,
                           struct sockaddr *dst, const char *host)
@@ -997,24 +1011,35 @@ static int connect_stream(struct tp_session *s, const struct tp_opts *o, int i,
 	if (e != RDMA_CM_EVENT_ESTABLISHED)
 		return -ECONNREFUSED;
 	st->established = 1;
-	/* HELLO, then our AUTH, then their AUTH_OK */
-	while (st->established < 2 && !r->err)
-		if ((rc = progress(s, 1, 5000)) <= 0)
-			return rc < 0 ? rc : -ETIMEDOUT;
-	if (r->err)
-		return r->err;
-	uint8_t ans[TP_AUTH_LEN];
-	uint8_t hb[TP_HELLO_LEN];
-	tp_hello_put(hb, &st->hello);
-	if ((rc = tp_hs_answer(s->key, hb, TP_HELLO_LEN, r->session, s->nstreams, i,
-	                       &st->hello, &st->auth, ans)) < 0)
-		return rc;
-	if ((rc = send_ctl(r, i, TP_AUTH, 0, 0, ans, TP_AUTH_LEN)) < 0)
-		return rc;
-	st->credits--;
-	while (!st->authed && !r->err)
-		if ((rc = progress(s, 1, 5000)) <= 0)
-			return rc < 0 ? rc : -ETIMEDOUT;
+	return 0;
+}
+
+/* After every stream is connected: HELLO in, AUTH out, on each; then every
+ * AUTH_OK (the receiver checks AUTHs once all streams are up). */
+static int authenticate(struct tp_session *s)
+{
+	struct rdma *r = R(s);
+	int rc;
+	for (int i = 0; i < s->nstreams; i++) {
+		struct rstream *st = &r->st[i];
+		while (st->established < 2 && !r->err)
+			if ((rc = progress(s, 1, 5000)) <= 0)
+				return rc < 0 ? rc : -ETIMEDOUT;
+		if (r->err)
+			return r->err;
+		uint8_t ans[TP_AUTH_LEN], hb[TP_HELLO_LEN];
+		tp_hello_put(hb, &st->hello);
+		if ((rc = tp_hs_answer(s->key, hb, TP_HELLO_LEN, r->session, s->nstreams, i,
+		                       &st->hello, &st->auth, ans)) < 0)
+			return rc;
+		if ((rc = send_ctl(r, i, TP_AUTH, 0, 0, ans, TP_AUTH_LEN)) < 0)
+			return rc;
+		st->credits--;
+	}
+	for (int i = 0; i < s->nstreams; i++)
+		while (!r->st[i].authed && !r->err)
+			if ((rc = progress(s, 1, 5000)) <= 0)
+				return rc < 0 ? rc : -ETIMEDOUT;
 	return r->err;
 }
 
@@ -1051,6 +1076,8 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		rc = 0;
 		for (int i = 0; i < s->nstreams && rc == 0; i++)
 			rc = connect_stream(s, o, i, res->ai_addr, host);
+		if (rc == 0)
+			rc = authenticate(s);
 		if (rc == 0) {
 			freeaddrinfo(res);
 			*out = s;
