@@ -46,6 +46,7 @@ struct job {
 	uint64_t off;      /* file offset */
 	uint32_t want;     /* bytes to read (reads) */
 	int done, err;
+	int owned;         /* writes: the pool frees the job and releases m */
 	struct job *next;
 };
 
@@ -54,6 +55,8 @@ struct iopool {
 	pthread_cond_t cv;
 	struct job *todo, *todo_tail;
 	int fd, writing, stop;
+	int err;                 /* first error of an owned job */
+	struct tp_session *s;    /* writes: where to release buffers */
 	pthread_t th[IO_THREADS];
 	int nth;
 };
@@ -89,9 +92,20 @@ static void *io_main(void *arg)
 		}
 		if (!p->writing)
 			j->m->len = got;
+		if (j->owned) {
+			/* done with the buffer: straight back to the transport, so
+			 * the stream it came from can take the next message */
+			tp_msg_release(p->s, j->m);
+			free(j);
+			j = NULL;
+		}
 		pthread_mutex_lock(&p->mu);
-		j->err = err;
-		j->done = 1;
+		if (j) {
+			j->err = err;
+			j->done = 1;
+		} else if (err && !p->err) {
+			p->err = err;
+		}
 		pthread_cond_broadcast(&p->cv);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -205,7 +219,7 @@ static int send_file(struct tp_session *s, int fd, const char *name, struct pump
 	                ? (uint64_t)lseek(fd, 0, SEEK_CUR) : 0;
 	uint64_t base = next;
 	enum { DEPTH = 16 };
-	struct job jobs[DEPTH];
+	struct job jobs[DEPTH] = { 0 };
 	int head = 0, count = 0, rc = 0;
 	struct iopool p;
 	if (io_start(&p, fd, 0) < 0)
@@ -325,49 +339,47 @@ static int recv_pipe(struct tp_session *s, int fd, const char *name, struct pump
 	return rc;
 }
 
-/* To a regular file: pwrite at each message's offset, IO_THREADS at once. */
+/* To a regular file: pwrite at each message's offset, IO_THREADS at once.
+ * The writer threads release each buffer themselves when it is written. */
 static int recv_file(struct tp_session *s, int fd, const char *name, struct pump_stats *st)
 {
-	enum { DEPTH = 16 };
-	struct job jobs[DEPTH];
-	int head = 0, count = 0, rc = 0;
 	off_t base = lseek(fd, 0, SEEK_CUR);
 	struct iopool p;
+	int rc;
 	if (base < 0)
 		base = 0;
 	if (io_start(&p, fd, 1) < 0)
 		return -EAGAIN;
+	p.s = s;
 	for (;;) {
-		int r = 1;
-		struct tp_msg *m = NULL;
-		if (rc == 0 && count < DEPTH)
-			r = tp_msg_recv(s, &m);
-		if (r < 0)
-			rc = r;
-		if (r == 0) {
-			struct job *j = &jobs[(head + count) % DEPTH];
-			j->m = m;
-			j->off = (uint64_t)base + m->off;
-			io_submit(&p, j);
-			count++;
-			continue;
-		}
-		if (count == 0)
+		struct tp_msg *m;
+		rc = tp_msg_recv(s, &m);
+		if (rc != 0)
 			break;
-		struct job *j = &jobs[head];
-		io_wait(&p, j);
-		head = (head + 1) % DEPTH;
-		count--;
-		if (j->err && rc == 0) {
-			log_err("writing %s: %s", name, strerror(j->err));
-			rc = local_err(st, -j->err);
+		struct job *j = calloc(1, sizeof *j);
+		if (!j) {
+			tp_msg_release(s, m);
+			rc = local_err(st, -ENOMEM);
+			break;
 		}
-		if (j->m->off + j->m->len > st->bytes)
-			st->bytes = j->m->off + j->m->len;
-		tp_msg_release(s, j->m);
+		j->m = m;
+		j->off = (uint64_t)base + m->off;
+		j->owned = 1;
+		if (m->off + m->len > st->bytes)
+			st->bytes = m->off + m->len;
+		io_submit(&p, j);
+		pthread_mutex_lock(&p.mu);
+		int err = p.err;
+		pthread_mutex_unlock(&p.mu);
+		if (err)
+			break;
 	}
-	io_stop(&p);
-	return rc < 0 ? rc : 1;
+	io_stop(&p);   /* finishes every queued write */
+	if (p.err && rc >= 0) {
+		log_err("writing %s: %s", name, strerror(p.err));
+		rc = local_err(st, -p.err);
+	}
+	return rc;
 }
 
 int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats *st)

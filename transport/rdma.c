@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +83,10 @@ struct rdma {
 	int rr;
 	int nstreams;
 	uint64_t session;
+	/* released buffers, from any thread, re-posted by the progress loop */
+	pthread_mutex_t rel_mu;
+	int rel_head;
+	int efd;
 };
 
 static struct rdma *R(struct tp_session *s) { return s->be; }
@@ -421,8 +426,9 @@ static int64_t now_ms(void)
 /* Wait once for the CQ channel or the CM channel; handle what woke us. */
 static int wait_once(struct rdma *r, int timeout_ms)
 {
-	struct pollfd p[2] = { { r->cc->fd, POLLIN, 0 }, { r->ec->fd, POLLIN, 0 } };
-	int rc = poll(p, 2, timeout_ms);
+	struct pollfd p[3] = { { r->cc->fd, POLLIN, 0 }, { r->ec->fd, POLLIN, 0 },
+	                       { r->efd, POLLIN, 0 } };
+	int rc = poll(p, 3, timeout_ms);
 	if (rc < 0 && errno != EINTR)
 		return -errno;
 	if (p[0].revents & POLLIN) {
@@ -441,7 +447,40 @@ static int wait_once(struct rdma *r, int timeout_ms)
 			rdma_ack_cm_event(ev);
 		}
 	}
-	return 0;
+	return (p[2].revents & POLLIN) ? 1 : 0;
+}
+
+static void send_credit_batch(struct rdma *r, int stream)
+{
+	int batch = r->quota / 4 > 0 ? r->quota / 4 : 1;
+	if (r->st[stream].pending >= batch)
+		send_ctl(r, stream, TP_CREDIT, 0, 0, NULL, 0);   /* -EAGAIN: later */
+}
+
+/* Re-post what other threads released; returns how many. */
+static int drain_released(struct tp_session *s)
+{
+	struct rdma *r = R(s);
+	uint64_t junk;
+	if (read(r->efd, &junk, sizeof junk) < 0 && errno != EAGAIN)
+		return 0;
+	pthread_mutex_lock(&r->rel_mu);
+	int i = r->rel_head;
+	r->rel_head = -1;
+	pthread_mutex_unlock(&r->rel_mu);
+	int n = 0;
+	while (i >= 0) {
+		int next = s->bufs[i].next, stream = s->bufs[i].owner;
+		if (post_recv_data(s, stream, i) < 0) {
+			set_err(r, -EIO);
+		} else {
+			r->st[stream].pending++;
+			send_credit_batch(r, stream);
+		}
+		i = next;
+		n++;
+	}
+	return n;
 }
 
 /*
@@ -454,7 +493,7 @@ static int progress(struct tp_session *s, int block, int timeout_ms)
 	struct rdma *r = R(s);
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
 	for (;;) {
-		int n = poll_cq(s);
+		int n = poll_cq(s) + (r->sender ? 0 : drain_released(s));
 		if (n || !block || r->err)
 			return r->err ? r->err : n;
 		/* Notification is one-shot and fires only for completions after
@@ -471,6 +510,8 @@ static int progress(struct tp_session *s, int block, int timeout_ms)
 		int rc = wait_once(r, (int)(left > INT32_MAX ? INT32_MAX : left));
 		if (rc < 0)
 			return rc;
+		if (rc > 0 && !r->sender)
+			return drain_released(s);   /* a buffer came back: caller rechecks */
 	}
 }
 
@@ -597,6 +638,7 @@ static int rdma_recv(struct tp_session *s, struct tp_buf **out)
 		}
 		if (r->ended == s->nstreams)
 			return 1;
+		drain_released(s);
 		flush_credits(r, s->nstreams, 1);   /* never sleep owing credits */
 		int rc = progress(s, 1, -1);
 		if (rc < 0)
@@ -604,18 +646,17 @@ static int rdma_recv(struct tp_session *s, struct tp_buf **out)
 	}
 }
 
+/* Any thread: queue the buffer for re-posting by the progress loop. */
 static void rdma_release(struct tp_session *s, struct tp_buf *b)
 {
 	struct rdma *r = R(s);
-	int stream = b->owner;
-	if (post_recv_data(s, stream, (int)(b - s->bufs)) < 0) {
+	uint64_t one = 1;
+	pthread_mutex_lock(&r->rel_mu);
+	b->next = r->rel_head;
+	r->rel_head = (int)(b - s->bufs);
+	pthread_mutex_unlock(&r->rel_mu);
+	if (write(r->efd, &one, sizeof one) < 0)
 		set_err(r, -EIO);
-		return;
-	}
-	r->st[stream].pending++;
-	int batch = r->quota / 4 > 0 ? r->quota / 4 : 1;
-	if (r->st[stream].pending >= batch)
-		send_ctl(r, stream, TP_CREDIT, 0, 0, NULL, 0);
 }
 
 static int rdma_verdict(struct tp_session *s, int status)
@@ -665,6 +706,8 @@ static void rdma_close(struct tp_session *s)
 		ibv_dealloc_pd(r->pd);
 	if (r->own_ec && r->ec)
 		rdma_destroy_event_channel(r->ec);
+	close(r->efd);
+	pthread_mutex_destroy(&r->rel_mu);
 	free(r->ctl);
 	free(r);
 	s->be = NULL;
@@ -691,7 +734,15 @@ static struct tp_session *session_new(const struct tp_opts *o, int sender)
 	s->verbose = o->verbose;
 	memcpy(s->key, o->key, TP_KEY_LEN);
 	r->sender = sender;
-	r->free_head = r->ready_head = r->ready_tail = -1;
+	r->free_head = r->ready_head = r->ready_tail = r->rel_head = -1;
+	pthread_mutex_init(&r->rel_mu, NULL);
+	r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->efd < 0) {
+		pthread_mutex_destroy(&r->rel_mu);
+		free(r);
+		free(s);
+		return NULL;
+	}
 	return s;
 }
 

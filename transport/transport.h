@@ -20,7 +20,9 @@
  *
  * Conventions: functions return 0 or a negative errno code and print what
  * failed to stderr. The calls on one session must come from one thread at a
- * time. Errors of note:
+ * time, except tp_msg_release(), which any thread may call at any time (so
+ * I/O threads can give buffers back as soon as they are done with them).
+ * Errors of note:
  *   -EACCES       the peer failed authentication (or we did: wrong key)
  *   -ENODEV       RDMA asked for, but no RDMA device serves that address
  *   -ECONNREFUSED / -ETIMEDOUT  nobody listening (after retrying)
@@ -94,6 +96,7 @@ int  tp_finish(struct tp_session *s);
 /* Receiver: next message; returns 0 with *m, 1 at the clean end of every
  * stream, or a negative error. */
 int  tp_msg_recv(struct tp_session *s, struct tp_msg **m);
+/* Receiver, any thread: done with m; its buffer goes back to the peer. */
 void tp_msg_release(struct tp_session *s, struct tp_msg *m);
 /* Receiver: tell the sender how it went (0, or a positive errno value). */
 int  tp_verdict(struct tp_session *s, int status);
