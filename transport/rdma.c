@@ -1148,7 +1148,7 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	} else if (rc == -EACCES) {
 		log_err("%s port %u: authentication failed: the two sides do not have the "
 		        "same key", host, port);
-	} else {
+	} else if (rc != -ENOMEM) {   /* registration failures said why already */
 		log_err("cannot connect to %s port %u over RDMA: %s", host, port,
 		        rc == -EPROTO ? "the peer does not speak the rdcp protocol"
 		                      : strerror(-rc));

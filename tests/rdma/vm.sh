@@ -98,6 +98,7 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp TMPDIR=/tmp
 cd /tmp
 ulimit -l unlimited
+ip link set lo up 2>/dev/null
 ulimit -n 65536
 (
 	eval "set -- $(cat /tmp/job/args)"
