@@ -22,7 +22,8 @@ int idx_hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, size_t cap,
  * it; all others are hashed. Uses `threads` threads.
  */
 int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
-             int threads, struct idx_manifest *out, struct idx_stats *st);
+             int threads, const char *only, struct idx_manifest *out,
+             struct idx_stats *st);
 
 struct idx_db;
 /* Open (creating or rebuilding as needed) the index at path for root. */

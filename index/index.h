@@ -71,6 +71,7 @@ struct idx_stats {
 	uint64_t hashed, hashed_bytes;
 	uint64_t reused;          /* regular files whose hash came from the index */
 	uint64_t errors;          /* entries that could not be read */
+	uint64_t temps;           /* rdcp temp files seen (left by a crash) */
 	double   seconds;
 };
 
@@ -79,7 +80,14 @@ struct idx_scan_opts {
 	int         no_index;     /* 1: do not read or write an index at all */
 	int         threads;      /* 0: one per online CPU */
 	int         verbose;
+	const char *only;         /* record only this name of the root (and what
+	                             is below it); the index is then kept per
+	                             root/only */
 };
+
+/* Names starting with this are rdcp's temp files: never recorded by a scan
+ * (counted in stats.temps), removed by the next sync. */
+#define IDX_TEMP_PREFIX ".rdcp-tmp-"
 
 /*
  * Scan the directory tree at root into *out (which must be zeroed or freed).
@@ -94,6 +102,14 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 
 /* Path of the default index file for root, in a malloc'd string (or NULL). */
 char *idx_default_path(const char *root);
+
+/*
+ * Store now (sorted; entries with fresh stat data) as the index of root,
+ * replacing prev (what the last idx_scan() of root returned). For a receiver
+ * that knows the hashes of what it just wrote: the next scan reuses them.
+ */
+int idx_save(const char *root, const struct idx_scan_opts *opts,
+             const struct idx_manifest *prev, const struct idx_manifest *now);
 
 void idx_manifest_free(struct idx_manifest *m);
 /* Append a deep copy of e. Returns 0 or -ENOMEM. */

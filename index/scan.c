@@ -63,6 +63,52 @@ char *idx_default_path(const char *root)
 	return out;
 }
 
+/* The index of root, or of root/only when only one name is scanned. */
+static char *default_path_for(const char *root, const char *only)
+{
+	if (!only)
+		return idx_default_path(root);
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s", root, only) < 0)
+		return NULL;
+	char *r = idx_default_path(p);
+	free(p);
+	return r;
+}
+
+/* What the index records as its tree: the real path, plus //only. */
+static const char *key_of(const char *real, const char *only, char *buf, size_t cap)
+{
+	if (!only)
+		return real;
+	snprintf(buf, cap, "%s//%s", real, only);
+	return buf;
+}
+
+int idx_save(const char *root, const struct idx_scan_opts *opts,
+             const struct idx_manifest *prev, const struct idx_manifest *now)
+{
+	char keybuf[8192];
+	if (opts->no_index)
+		return 0;
+	char *real = realpath(root, NULL);
+	char *dbpath = opts->index_path ? strdup(opts->index_path)
+	               : default_path_for(root, opts->only);
+	struct idx_db *db = NULL;
+	int rc = -ENOMEM;
+	if (real && dbpath) {
+		if (!opts->index_path)
+			make_parents(dbpath);
+		rc = idx_db_open(dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), &db);
+		if (rc == 0)
+			rc = idx_db_store(db, prev, now, now_ns(CLOCK_REALTIME_COARSE));
+	}
+	idx_db_close(db);
+	free(real);
+	free(dbpath);
+	return rc;
+}
+
 /* Many directories may be open at once while walking: use the hard limit. */
 static void raise_nofile(void)
 {
@@ -92,7 +138,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 {
 	struct idx_manifest old = { 0 };
 	struct idx_db *db = NULL;
-	char *dbpath = NULL, *real = NULL;
+	char *dbpath = NULL, *real = NULL, keybuf[8192];
 	int64_t last_scan = 0, t0 = now_ns(CLOCK_MONOTONIC);
 	int rc;
 
@@ -112,7 +158,8 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	}
 	raise_nofile();
 	if (!opts->no_index) {
-		dbpath = opts->index_path ? strdup(opts->index_path) : idx_default_path(root);
+		dbpath = opts->index_path ? strdup(opts->index_path)
+		         : default_path_for(root, opts->only);
 		if (!dbpath) {
 			rc = -ENOMEM;
 			goto out;
@@ -120,7 +167,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		int mrc = opts->index_path ? 0 : make_parents(dbpath);
 		if (mrc < 0)
 			log_warn("%s: cannot create the index directory: %s", dbpath, strerror(-mrc));
-		if (idx_db_open(dbpath, real, &db) < 0) {
+		if (idx_db_open(dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), &db) < 0) {
 			log_warn("going on without an index: every file will be hashed");
 		} else if (idx_db_load(db, &old, &last_scan) < 0) {
 			/* unreadable rows mid-way: start again from an empty index */
@@ -154,7 +201,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	r->ino = rst.st_ino;
 	r->nlink = (uint32_t)rst.st_nlink;
 
-	rc = idx_walk(fd, &old, last_scan, threads, out, st);
+	rc = idx_walk(fd, &old, last_scan, threads, opts->only, out, st);
 	if (rc < 0) {
 		log_err("%s: scan failed: %s", root, strerror(-rc));
 		goto out;

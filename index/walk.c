@@ -59,6 +59,7 @@ struct walker {
 	int active;                         /* threads holding a work item */
 	int nomem;
 	const struct idx_manifest *old;
+	const char *only;
 	int64_t trust_before;
 	struct worker *workers;
 };
@@ -368,6 +369,12 @@ static void walk_dir(struct worker *wk, int fd, const char *path)
 		const char *n = de->d_name;
 		if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0')))
 			continue;
+		if (!*path && wk->w->only && strcmp(n, wk->w->only) != 0)
+			continue;
+		if (strncmp(n, IDX_TEMP_PREFIX, sizeof IDX_TEMP_PREFIX - 1) == 0) {
+			wk->st.temps++;   /* debris of an interrupted sync */
+			continue;
+		}
 		one_entry(wk, fd, path, n);
 		errno = 0;
 	}
@@ -460,14 +467,16 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 		st->hashed_bytes += wk->st.hashed_bytes;
 		st->reused += wk->st.reused;
 		st->errors += wk->st.errors;
+		st->temps += wk->st.temps;
 	}
 	return 0;
 }
 
 int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
-             int threads, struct idx_manifest *out, struct idx_stats *st)
+             int threads, const char *only, struct idx_manifest *out,
+             struct idx_stats *st)
 {
-	struct walker w = { .old = old, .trust_before = trust_before_ns };
+	struct walker w = { .old = old, .only = only, .trust_before = trust_before_ns };
 	int rc = 0;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);

@@ -819,6 +819,11 @@ int tp_rdma_listener_fd(struct tp_rdma_listener *l)
 	return l->ec->fd;
 }
 
+uint16_t tp_rdma_listener_port(struct tp_rdma_listener *l)
+{
+	return ntohs(rdma_get_src_port(l->id));
+}
+
 void tp_rdma_listener_free(struct tp_rdma_listener *l)
 {
 	if (!l)

@@ -1,6 +1,8 @@
 /* The public API: backend selection, the buffer pool, dispatch. */
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,6 +15,7 @@ struct tp_listener {
 	int tcp_fd;                      /* -1 when not listening on TCP */
 	struct tp_rdma_listener *rdma;   /* NULL when not listening on RDMA */
 	struct tp_opts o;
+	uint16_t port;
 };
 
 int tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size)
@@ -72,17 +75,27 @@ int tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
 		return -ENOMEM;
 	l->tcp_fd = -1;
 	l->o = *o;
+	l->port = port;
 	int rc = 0;
-	if (o->kind == TP_RDMA || (o->kind == TP_AUTO && tp_rdma_available())) {
-		rc = tp_rdma_listen(addr, port, &l->rdma);
-		if (rc < 0 && o->kind == TP_RDMA)
-			goto fail;
-		rc = 0;
-	}
+	/* TCP first: with port 0 it picks the port, and RDMA takes the same */
 	if (o->kind != TP_RDMA) {
 		rc = tp_tcp_listen(addr, port, &l->tcp_fd);
 		if (rc < 0)
 			goto fail;
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof ss;
+		if (getsockname(l->tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+			l->port = ntohs(ss.ss_family == AF_INET6
+			                ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			                : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	if (o->kind == TP_RDMA || (o->kind == TP_AUTO && tp_rdma_available())) {
+		rc = tp_rdma_listen(addr, l->port, &l->rdma);
+		if (rc < 0 && o->kind == TP_RDMA)
+			goto fail;
+		if (rc == 0 && l->port == 0)
+			l->port = tp_rdma_listener_port(l->rdma);
+		rc = 0;
 	}
 	*out = l;
 	return 0;
@@ -111,6 +124,11 @@ int tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out)
 	if (p[1].revents)
 		return tp_rdma_accept(l->rdma, &l->o, timeout_ms, out);
 	return tp_tcp_accept(l->tcp_fd, &l->o, timeout_ms, out);
+}
+
+uint16_t tp_listener_port(const struct tp_listener *l)
+{
+	return l->port;
 }
 
 void tp_listener_free(struct tp_listener *l)

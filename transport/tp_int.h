@@ -136,6 +136,7 @@ struct tp_rdma_listener;
 int  tp_rdma_available(void);
 int  tp_rdma_listen(const char *addr, uint16_t port, struct tp_rdma_listener **out);
 int  tp_rdma_listener_fd(struct tp_rdma_listener *l);
+uint16_t tp_rdma_listener_port(struct tp_rdma_listener *l);
 int  tp_rdma_accept(struct tp_rdma_listener *l, const struct tp_opts *o,
                     int timeout_ms, struct tp_session **out);
 void tp_rdma_listener_free(struct tp_rdma_listener *l);

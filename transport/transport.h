@@ -73,6 +73,8 @@ void tp_key_derive(const char *secret, size_t len, uint8_t key[TP_KEY_LEN]);
  * a device exists and on TCP always. */
 int  tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
                struct tp_listener **out);
+/* The port listened on (the one picked, when tp_listen() was given 0). */
+uint16_t tp_listener_port(const struct tp_listener *l);
 /* Wait (timeout_ms < 0: forever) for one sender's authenticated session.
  * Peers that fail authentication are dropped and -EACCES is returned. */
 int  tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out);

@@ -1,0 +1,94 @@
+/* The control channel: length-prefixed frames over a pair of fds. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/wire.h"
+#include "sync/ctl.h"
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EPIPE ? -ECONNRESET : -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len)
+{
+	uint8_t h[5];
+	if (len > CTL_FRAME_MAX)
+		return -EMSGSIZE;
+	put_u32(h, (uint32_t)len);
+	h[4] = type;
+	int rc = write_all(c->out, h, sizeof h);
+	return rc ? rc : write_all(c->out, payload, len);
+}
+
+int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
+{
+	uint8_t h[5];
+	int rc = read_all(c->in, h, sizeof h);
+	if (rc < 0)
+		return rc;
+	uint32_t n = get_u32(h);
+	if (n > CTL_FRAME_MAX || h[4] < CTL_HELLO || h[4] > CTL_DONE)
+		return -EPROTO;
+	if (n + 1 > c->cap) {
+		uint8_t *b = realloc(c->buf, n + 1);
+		if (!b)
+			return -ENOMEM;
+		c->buf = b;
+		c->cap = n + 1;
+	}
+	if ((rc = read_all(c->in, c->buf, n)) < 0)
+		return rc;
+	c->buf[n] = '\0';   /* so a message can be printed as text */
+	*type = h[4];
+	*len = n;
+	return 0;
+}
+
+void ctl_error(struct ctl *c, int code, const char *msg)
+{
+	size_t n = strlen(msg);
+	uint8_t *p = malloc(4 + n);
+	if (!p)
+		return;
+	put_u32(p, (uint32_t)code);
+	memcpy(p + 4, msg, n);
+	ctl_send(c, CTL_ERROR, p, 4 + n);
+	free(p);
+}
+
+void ctl_free(struct ctl *c)
+{
+	free(c->buf);
+	c->buf = NULL;
+	c->cap = 0;
+}

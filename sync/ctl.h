@@ -1,0 +1,38 @@
+/* Private to sync/: the control channel (over ssh, or a socketpair). */
+#ifndef RDCP_SYNC_CTL_H
+#define RDCP_SYNC_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_MAGIC     0x52444353u   /* "RDCS" */
+#define CTL_VERSION   1
+#define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
+
+enum ctl_type {
+	CTL_HELLO = 1,      /* client -> server: who does what, options */
+	CTL_READY,          /* server -> client: scanned, ready */
+	CTL_ERROR,          /* either way: u32 exit code, message; then close */
+	CTL_MANIFEST,       /* sender -> receiver: a part of the encoded manifest */
+	CTL_MANIFEST_END,   /* sender -> receiver: u64 scan errors */
+	CTL_PLAN,           /* receiver -> sender: u32 count, u32 indices */
+	CTL_DATA,           /* receiver -> sender: u16 port, 32-byte key, address */
+	CTL_DONE,           /* receiver -> sender: results (see sync_result) */
+};
+
+struct ctl {
+	int in, out;
+	uint8_t *buf;       /* last frame's payload */
+	size_t cap;
+};
+
+/* Send one frame. 0 or -errno. */
+int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len);
+/* Receive one frame into c->buf; *type and *len out. -EPROTO on a frame over
+ * CTL_FRAME_MAX, -ECONNRESET when the peer closed. */
+int ctl_recv(struct ctl *c, uint8_t *type, size_t *len);
+/* Send CTL_ERROR with an exit code and a message. */
+void ctl_error(struct ctl *c, int code, const char *msg);
+void ctl_free(struct ctl *c);
+
+#endif

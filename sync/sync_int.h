@@ -1,0 +1,39 @@
+/* Private to sync/: the two roles of a sync run. */
+#ifndef RDCP_SYNC_INT_H
+#define RDCP_SYNC_INT_H
+
+#include <stdio.h>
+
+#include "index/index.h"
+#include "sync/ctl.h"
+#include "sync/sync.h"
+
+#define SYNC_MSG_SIZE  ((uint32_t)IDX_CHUNK_SIZE)   /* one message = one chunk */
+#define SYNC_POOL_SIZE ((size_t)64 << 20)
+
+/* What a side needs to play its role. */
+struct role {
+	struct ctl *ctl;
+	const char *path;          /* SRC for the sender, DST for the receiver */
+	unsigned flags;            /* SYNC_F_* */
+	struct tp_opts tp;
+	const char *connect_addr;  /* sender: where the receiver listens */
+	const char *announce_addr; /* receiver: address to tell the sender ("" none) */
+	int is_client;             /* prints its own log lines */
+	int verbose;
+};
+
+struct sync_result {
+	uint32_t code;             /* exit code */
+	uint64_t files, bytes, deleted, errors, meta;
+};
+
+int sync_sender(struct role *r, struct sync_result *res);
+int sync_receiver(struct role *r, struct sync_result *res);
+
+/* DONE payload */
+void result_put(uint8_t *p, const struct sync_result *r);
+void result_get(const uint8_t *p, struct sync_result *r);
+#define RESULT_LEN (4 + 5 * 8)
+
+#endif
