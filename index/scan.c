@@ -34,20 +34,16 @@ static int make_parents(char *path)
 	return 0;
 }
 
-char *idx_default_path(const char *root)
+/* The index file for a tree identified by key (its real path), named
+ * after name for people looking in the cache directory. */
+static char *path_for_key(const char *key, const char *name)
 {
-	char *real = realpath(root, NULL);
-	if (!real)
-		return NULL;
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	char base[4096];
 	if (xdg && *xdg == '/')
 		snprintf(base, sizeof base, "%s/rdcp", xdg);
 	else
 		snprintf(base, sizeof base, "%s/.cache/rdcp", home && *home ? home : "/tmp");
-	/* a readable name plus a hash of the full path: unique per root */
-	const char *name = strrchr(real, '/');
-	name = name && name[1] ? name + 1 : "root";
 	char clean[41];
 	size_t n = 0;
 	for (; *name && n < sizeof clean - 1; name++)
@@ -57,23 +53,34 @@ char *idx_default_path(const char *root)
 	clean[n] = '\0';
 	char *out = NULL;
 	if (asprintf(&out, "%s/%s-%016llx.db", base, clean,
-	             (unsigned long long)XXH3_64bits(real, strlen(real))) < 0)
+	             (unsigned long long)XXH3_64bits(key, strlen(key))) < 0)
 		out = NULL;
+	return out;
+}
+
+char *idx_default_path(const char *root)
+{
+	char *real = realpath(root, NULL);
+	if (!real)
+		return NULL;
+	const char *name = strrchr(real, '/');
+	char *out = path_for_key(real, name && name[1] ? name + 1 : "root");
 	free(real);
 	return out;
 }
 
-/* The index of root, or of root/only when only one name is scanned. */
+/* The index of root, or of root's entry `only` when only it is scanned
+ * (a different tree: its paths start with only/). */
 static char *default_path_for(const char *root, const char *only)
 {
 	if (!only)
 		return idx_default_path(root);
-	char *p = NULL;
-	if (asprintf(&p, "%s/%s", root, only) < 0)
-		return NULL;
-	char *r = idx_default_path(p);
-	free(p);
-	return r;
+	char *real = realpath(root, NULL), *key = NULL, *out = NULL;
+	if (real && asprintf(&key, "%s//%s", real, only) >= 0)
+		out = path_for_key(key, only);
+	free(real);
+	free(key);
+	return out;
 }
 
 /* What the index records as its tree: the real path, plus //only. */

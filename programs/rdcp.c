@@ -6,35 +6,58 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "index/index.h"
+#include "sync/sync.h"
 
 static const char usage[] =
-"Usage: rdcp --scan [-v] [--index PATH | --no-index] DIR\n"
+"Usage: rdcp [OPTIONS] SRC DST\n"
+"       rdcp --scan [-v] [--index PATH | --no-index] DIR\n"
 "\n"
-"rdcp copies and mirrors directory trees between machines over RDMA\n"
-"(InfiniBand, RoCE) or TCP. This build provides the tree index; copying\n"
-"and --sync arrive with the transport and sync modules.\n"
+"Copy or mirror files and directory trees between machines, over RDMA\n"
+"(InfiniBand, RoCE) where the network has it, else TCP. SRC and DST are\n"
+"local paths or [user@]host:path (one side local). The far side is started\n"
+"with ssh (rdcp --server), as rsync does; data connections are\n"
+"authenticated with a fresh secret exchanged over ssh.\n"
 "\n"
-"  --scan DIR       walk DIR, hash what changed since the last scan, update\n"
-"                   its index and print counts, bytes, files hashed vs reused\n"
-"                   and the elapsed time\n"
-"  --index PATH     keep the index in PATH (default: one file per tree in\n"
-"                   $XDG_CACHE_HOME/rdcp, else ~/.cache/rdcp)\n"
-"  --no-index       neither read nor write an index: hash every file\n"
-"  --threads N      worker threads for walking and hashing (default: CPUs)\n"
-"  -v, --verbose    also list every entry: type, mode, size, mtime, hash, path\n"
-"  -h, --help       this text\n"
-"  --version        print the version\n"
+"  -r, --recursive   copy directories (cp -r: 'rdcp -r A B' makes B/A when B\n"
+"                    is a directory, else B; 'A/' copies the contents of A)\n"
+"      --sync        make DST a mirror of SRC's contents (implies -r -a);\n"
+"                    idempotent: a second run transfers nothing\n"
+"  -a, --archive     keep permissions, mtimes (ns), symlinks; owner/group as root\n"
+"  -H, --hard-links  keep hard links\n"
+"      --delete      delete what SRC no longer has (refused if SRC had read errors)\n"
+"  -n, --dry-run     print what would change, change nothing\n"
+"  -c, --checksum    compare content hashes instead of size and mtime\n"
+"  -v, --verbose     print each change and a summary with the bandwidth\n"
+"  -e, --rsh CMD     remote shell (default: ssh)\n"
+"      --rdcp-path P rdcp on the remote side (default: rdcp)\n"
+"  -P, --streams N   parallel data streams, 1..16 (default 1)\n"
+"      --transport T rdma, tcp or auto (default auto)\n"
+"      --data-addr A address for data connections when it differs from the ssh\n"
+"                    host (e.g. the IPoIB or RoCE address): the remote's when it\n"
+"                    receives, ours when we receive from it\n"
 "\n"
-"Exit status: 0 success, 1 usage error, 3 DIR unusable,\n"
-"23 some entries could not be read (listed on stderr).\n"
+"  --scan DIR        walk DIR, hash what changed since the last scan, update\n"
+"                    its index and print counts, bytes, hashed vs reused, time\n"
+"  --index PATH      keep the index in PATH (default: one file per tree in\n"
+"                    $XDG_CACHE_HOME/rdcp, else ~/.cache/rdcp)\n"
+"  --no-index        neither read nor write an index: hash every file\n"
+"  --threads N       worker threads for walking and hashing (default: CPUs)\n"
+"  -h, --help        this text;  --version  the version\n"
 "\n"
-"Example:\n"
-"  rdcp --scan ~/models        # first scan hashes every file\n"
-"  rdcp --scan ~/models        # second scan hashes only what changed\n";
+"Exit status: 0 success, 1 usage, 3 SRC or DST unusable, 5 could not start\n"
+"the remote side, 10 connection failed or lost, 11 file I/O error,\n"
+"12 protocol error, 15 authentication failed, 16 RDMA unavailable,\n"
+"23 partial transfer (some entries failed), 24 source files vanished.\n"
+"\n"
+"Examples:\n"
+"  rdcp -r project host:backup/       # host:backup/project\n"
+"  rdcp --sync -r models host:models  # host:models mirrors models; re-run: no-op\n"
+"  rdcp --sync --delete -v host:/data /mirror/data\n";
 
 static void print_entry(const struct idx_entry *e)
 {
@@ -80,26 +103,41 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION };
+	enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
+	       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER };
 	static const struct option lo[] = {
 		{ "scan", required_argument, NULL, OPT_SCAN },
 		{ "index", required_argument, NULL, OPT_INDEX },
 		{ "no-index", no_argument, NULL, OPT_NOINDEX },
 		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "recursive", no_argument, NULL, 'r' },
+		{ "sync", no_argument, NULL, OPT_SYNC },
+		{ "archive", no_argument, NULL, 'a' },
+		{ "hard-links", no_argument, NULL, 'H' },
+		{ "delete", no_argument, NULL, OPT_DELETE },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "checksum", no_argument, NULL, 'c' },
+		{ "rsh", required_argument, NULL, 'e' },
+		{ "rdcp-path", required_argument, NULL, OPT_RDCP_PATH },
+		{ "streams", required_argument, NULL, 'P' },
+		{ "transport", required_argument, NULL, OPT_TRANSPORT },
+		{ "data-addr", required_argument, NULL, OPT_DATA_ADDR },
+		{ "server", no_argument, NULL, OPT_SERVER },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ 0 },
 	};
-	struct idx_scan_opts o = { 0 };
+	struct idx_scan_opts so = { 0 };
+	struct sync_opts o = { .tp = { .streams = 1 } };
 	const char *scan = NULL;
 	int c;
 	log_prog = "rdcp";
-	while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "raHncve:P:h", lo, NULL)) != -1) {
 		switch (c) {
 		case OPT_SCAN: scan = optarg; break;
-		case OPT_INDEX: o.index_path = optarg; break;
-		case OPT_NOINDEX: o.no_index = 1; break;
+		case OPT_INDEX: so.index_path = optarg; break;
+		case OPT_NOINDEX: so.no_index = 1; break;
 		case OPT_THREADS: {
 			char *end;
 			long n = strtol(optarg, &end, 10);
@@ -107,10 +145,39 @@ int main(int argc, char **argv)
 				log_err("--threads: expected 1..64, got '%s'", optarg);
 				return RD_EXIT_USAGE;
 			}
-			o.threads = (int)n;
+			so.threads = (int)n;
 			break;
 		}
-		case 'v': o.verbose++; break;
+		case 'r': o.flags |= SYNC_F_RECURSIVE; break;
+		case OPT_SYNC:
+			o.flags |= SYNC_F_MIRROR | SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES |
+			           SYNC_F_OWNER;
+			break;
+		case 'a': o.flags |= SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES | SYNC_F_OWNER; break;
+		case 'H': o.flags |= SYNC_F_HARDLINKS; break;
+		case OPT_DELETE: o.flags |= SYNC_F_DELETE; break;
+		case 'n': o.flags |= SYNC_F_DRYRUN | SYNC_F_ITEMIZE; break;
+		case 'c': o.flags |= SYNC_F_CHECKSUM; break;
+		case 'e': o.rsh = optarg; break;
+		case OPT_RDCP_PATH: o.rdcp_path = optarg; break;
+		case OPT_DATA_ADDR: o.data_addr = optarg; break;
+		case 'P':
+			o.tp.streams = atoi(optarg);
+			if (o.tp.streams < 1 || o.tp.streams > TP_MAX_STREAMS) {
+				log_err("--streams: expected 1..%d, got '%s'", TP_MAX_STREAMS, optarg);
+				return RD_EXIT_USAGE;
+			}
+			break;
+		case OPT_TRANSPORT:
+			if (sync_parse_kind(optarg, &o.tp.kind) < 0) {
+				log_err("--transport: expected rdma, tcp or auto, got '%s'", optarg);
+				return RD_EXIT_USAGE;
+			}
+			break;
+		case OPT_SERVER:
+			log_prog = "rdcp (remote)";
+			return sync_server();
+		case 'v': so.verbose++; o.verbose++; o.flags |= SYNC_F_ITEMIZE; break;
 		case 'h': fputs(usage, stdout); return RD_EXIT_OK;
 		case OPT_VERSION: puts("rdcp " RDCP_VERSION); return RD_EXIT_OK;
 		default:
@@ -118,12 +185,19 @@ int main(int argc, char **argv)
 			return RD_EXIT_USAGE;
 		}
 	}
-	if (scan && optind == argc)
-		return do_scan(scan, &o);
-	if (!scan && optind < argc)
-		log_err("copying is not in this build yet: only --scan is available");
-	else
-		log_err("nothing to do");
-	fputs("Try 'rdcp --help'.\n", stderr);
-	return RD_EXIT_USAGE;
+	if (scan) {
+		if (optind != argc) {
+			log_err("--scan takes one directory and no SRC DST");
+			return RD_EXIT_USAGE;
+		}
+		return do_scan(scan, &so);
+	}
+	if (argc - optind != 2) {
+		log_err(argc == optind ? "SRC and DST are missing" : "expected exactly SRC and DST");
+		fputs("Try 'rdcp --help'.\n", stderr);
+		return RD_EXIT_USAGE;
+	}
+	o.src = argv[optind];
+	o.dst = argv[optind + 1];
+	return sync_client(&o);
 }

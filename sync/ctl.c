@@ -57,7 +57,7 @@ int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
 	if (rc < 0)
 		return rc;
 	uint32_t n = get_u32(h);
-	if (n > CTL_FRAME_MAX || h[4] < CTL_HELLO || h[4] > CTL_DONE)
+	if (n > CTL_FRAME_MAX || h[4] < CTL_HELLO || h[4] > CTL_LAST)
 		return -EPROTO;
 	if (n + 1 > c->cap) {
 		uint8_t *b = realloc(c->buf, n + 1);

@@ -18,6 +18,8 @@ enum ctl_type {
 	CTL_PLAN,           /* receiver -> sender: u32 count, u32 indices */
 	CTL_DATA,           /* receiver -> sender: u16 port, 32-byte key, address */
 	CTL_DONE,           /* receiver -> sender: results (see sync_result) */
+	CTL_LOG,            /* receiver -> sender: itemized lines for the user */
+	CTL_LAST = CTL_LOG,
 };
 
 struct ctl {

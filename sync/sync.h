@@ -33,6 +33,37 @@ int pump_send(struct tp_session *s, int fd, const char *name, struct pump_stats 
  */
 int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats *st);
 
+/* --- a sync run: rdcp [OPTIONS] SRC DST --- */
+
+enum {
+	SYNC_F_RECURSIVE = 1 << 0,   /* -r: directories too */
+	SYNC_F_MIRROR    = 1 << 1,   /* --sync: DST becomes a mirror of SRC's contents */
+	SYNC_F_PERMS     = 1 << 2,   /* -a: permissions */
+	SYNC_F_TIMES     = 1 << 3,   /* -a: modification times (ns) */
+	SYNC_F_OWNER     = 1 << 4,   /* -a as root: owner and group */
+	SYNC_F_HARDLINKS = 1 << 5,   /* -H */
+	SYNC_F_DELETE    = 1 << 6,   /* --delete */
+	SYNC_F_DRYRUN    = 1 << 7,   /* -n */
+	SYNC_F_CHECKSUM  = 1 << 8,   /* -c: compare content hashes, not size+mtime */
+	SYNC_F_ITEMIZE   = 1 << 9,   /* -v or -n: report each change */
+	SYNC_F_ALL       = (1 << 10) - 1,
+};
+
+struct sync_opts {
+	const char *src, *dst;      /* local paths or [user@]host:path */
+	unsigned flags;             /* SYNC_F_* */
+	int verbose;
+	const char *rsh;            /* remote shell, default "ssh" */
+	const char *rdcp_path;      /* the remote rdcp, default "rdcp" */
+	const char *data_addr;      /* address for data connections (see rdcp.1) */
+	struct tp_opts tp;          /* kind, streams */
+};
+
+/* Run a sync from the client side; returns the exit code (common/exitcode.h). */
+int sync_client(const struct sync_opts *o);
+/* The far side (rdcp --server): control channel on stdin/stdout. */
+int sync_server(void);
+
 /* --- helpers for the programs' command lines --- */
 
 /*

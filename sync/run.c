@@ -1,0 +1,252 @@
+/*
+ * A sync run: the client (the rdcp the user started) starts the far side
+ * with the remote shell (`ssh host rdcp --server`), or, for local to local,
+ * forks it; the two talk over the control channel (docs/protocol.md), and
+ * data goes over the transport, from the sender to the receiver.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "sync/sync_int.h"
+
+struct endpoint {
+	char *host;   /* NULL: local */
+	char *path;
+};
+
+/* "[user@]host:path" (no '/' before the ':'), else a local path. */
+static int parse_endpoint(const char *arg, struct endpoint *ep)
+{
+	const char *colon = strchr(arg, ':'), *slash = strchr(arg, '/');
+	ep->host = NULL;
+	if (colon && (!slash || colon < slash) && colon != arg) {
+		ep->host = strndup(arg, (size_t)(colon - arg));
+		ep->path = strdup(*(colon + 1) ? colon + 1 : ".");
+	} else {
+		ep->path = strdup(arg);
+	}
+	return ep->path ? 0 : -ENOMEM;
+}
+
+/* The host part without "user@", for data connections. */
+static const char *bare_host(const char *h)
+{
+	const char *at = strrchr(h, '@');
+	return at ? at + 1 : h;
+}
+
+/* Start `rsh host rdcp --server` with pipes; returns its pid. */
+static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
+{
+	int to[2], from[2];
+	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0)
+		return -1;
+	char *argv[64];
+	int argc = 0;
+	char *rsh = strdup(o->rsh ? o->rsh : "ssh");
+	for (char *t = strtok(rsh, " \t"); t && argc < 56; t = strtok(NULL, " \t"))
+		argv[argc++] = t;
+	argv[argc++] = (char *)host;
+	argv[argc++] = (char *)(o->rdcp_path ? o->rdcp_path : "rdcp");
+	argv[argc++] = "--server";
+	argv[argc] = NULL;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(to[0], STDIN_FILENO);
+		dup2(from[1], STDOUT_FILENO);
+		execvp(argv[0], argv);
+		log_err("cannot run the remote shell '%s': %s", argv[0], strerror(errno));
+		_exit(RD_EXIT_START);
+	}
+	free(rsh);
+	close(to[0]);
+	close(from[1]);
+	c->out = to[1];
+	c->in = from[0];
+	return pid;
+}
+
+/* Local to local: the far side is a child process on a socketpair. */
+static pid_t spawn_local(struct ctl *c)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		dup2(sv[1], STDIN_FILENO);
+		dup2(sv[1], STDOUT_FILENO);
+		_exit(sync_server());
+	}
+	close(sv[1]);
+	c->in = c->out = sv[0];
+	return pid;
+}
+
+enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
+
+/* HELLO: magic, version, the server's role, flags, transport, path, address */
+static int send_hello(struct ctl *c, int role, const struct sync_opts *o, const char *path,
+                      const char *addr)
+{
+	size_t pl = strlen(path), al = strlen(addr);
+	uint8_t *b = malloc(16 + pl + al);
+	if (!b)
+		return -ENOMEM;
+	put_u32(b, CTL_MAGIC);
+	b[4] = CTL_VERSION;
+	b[5] = (uint8_t)role;
+	put_u32(b + 6, o->flags);
+	b[10] = (uint8_t)(o->tp.streams > 0 ? o->tp.streams : 1);
+	b[11] = (uint8_t)o->tp.kind;
+	put_u16(b + 12, (uint16_t)pl);
+	memcpy(b + 14, path, pl);
+	put_u16(b + 14 + pl, (uint16_t)al);
+	memcpy(b + 16 + pl, addr, al);
+	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al);
+	free(b);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int sync_client(const struct sync_opts *o)
+{
+	struct endpoint src, dst;
+	struct ctl c = { -1, -1, NULL, 0 };
+	struct sync_result res = { 0 };
+	double t0 = now_s();
+	if (parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0)
+		return RD_EXIT_USAGE;
+	if (src.host && dst.host) {
+		log_err("SRC and DST are both remote: one side must be local");
+		return RD_EXIT_USAGE;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	const char *remote = src.host ? src.host : dst.host;
+	pid_t pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c);
+	if (pid < 0) {
+		log_err("cannot start the other side: %s", strerror(errno));
+		return RD_EXIT_START;
+	}
+	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
+	                  .verbose = o->verbose };
+	if (!remote && r.tp.kind == TP_AUTO)
+		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
+	int rc;
+	if (src.host) {   /* remote -> local: we receive */
+		rc = send_hello(&c, ROLE_SENDER, o, src.path, o->data_addr ? o->data_addr : "");
+		r.path = dst.path;
+		r.announce_addr = o->data_addr ? o->data_addr : "";
+		if (rc == 0)
+			sync_receiver(&r, &res);
+	} else {          /* local -> remote or local: we send */
+		rc = send_hello(&c, ROLE_RECEIVER, o, dst.path, "");
+		r.path = src.path;
+		r.connect_addr = o->data_addr ? o->data_addr
+		                 : remote ? bare_host(remote) : "127.0.0.1";
+		if (rc == 0)
+			sync_sender(&r, &res);
+	}
+	close(c.out);
+	if (c.in != c.out)
+		close(c.in);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	int code = res.code;
+	if (rc < 0 || (!code && (!WIFEXITED(status) || WEXITSTATUS(status)))) {
+		if (!code)
+			code = remote && WIFEXITED(status) && WEXITSTATUS(status) == 255
+			       ? RD_EXIT_START : WIFEXITED(status) && WEXITSTATUS(status)
+			       ? WEXITSTATUS(status) : RD_EXIT_PROTO;
+		if (remote && WIFEXITED(status) && (WEXITSTATUS(status) == 255 ||
+		                                    WEXITSTATUS(status) == 127))
+			log_err("could not start rdcp on %s (remote shell exit %d): is rdcp "
+			        "installed there (--rdcp-path)?", remote, WEXITSTATUS(status));
+	}
+	if (o->verbose) {
+		double s = now_s() - t0;
+		char b[16];
+		fprintf(stderr, "%s: %llu files (%s) transferred, %llu metadata updates, "
+		        "%llu deleted, %llu errors in %.3f s (%.1f MB/s)\n", log_prog,
+		        (unsigned long long)res.files, log_bytes(b, res.bytes),
+		        (unsigned long long)res.meta, (unsigned long long)res.deleted,
+		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0);
+	}
+	ctl_free(&c);
+	free(src.host);
+	free(src.path);
+	free(dst.host);
+	free(dst.path);
+	return code;
+}
+
+int sync_server(void)
+{
+	struct ctl c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 };
+	struct sync_result res = { 0 };
+	uint8_t type;
+	size_t n;
+	signal(SIGPIPE, SIG_IGN);
+	int rc = ctl_recv(&c, &type, &n);
+	if (rc < 0 || type != CTL_HELLO || n < 16 || get_u32(c.buf) != CTL_MAGIC) {
+		log_err("--server: the client did not say hello (%s)",
+		        rc < 0 ? strerror(-rc) : "wrong first message");
+		return RD_EXIT_PROTO;
+	}
+	if (c.buf[4] != CTL_VERSION) {
+		ctl_error(&c, RD_EXIT_PROTO, "rdcp versions differ: protocol 1 is needed");
+		return RD_EXIT_PROTO;
+	}
+	int role = c.buf[5];
+	size_t pl = get_u16(c.buf + 12);
+	if (16 + pl > n || 16 + pl + get_u16(c.buf + 14 + pl) != n ||
+	    (role != ROLE_SENDER && role != ROLE_RECEIVER) || (get_u32(c.buf + 6) & ~SYNC_F_ALL)) {
+		ctl_error(&c, RD_EXIT_PROTO, "malformed hello");
+		return RD_EXIT_PROTO;
+	}
+	char *path = strndup((char *)c.buf + 14, pl);
+	char *addr = strndup((char *)c.buf + 16 + pl, n - 16 - pl);
+	struct role r = { .ctl = &c, .path = path, .flags = get_u32(c.buf + 6) };
+	r.tp.streams = c.buf[10] >= 1 && c.buf[10] <= TP_MAX_STREAMS ? c.buf[10] : 1;
+	r.tp.kind = c.buf[11] <= TP_RDMA ? (enum tp_kind)c.buf[11] : TP_AUTO;
+	r.verbose = 1;   /* the client decides what to show */
+	if (role == ROLE_RECEIVER) {
+		r.announce_addr = "";
+		sync_receiver(&r, &res);
+	} else {
+		/* connect back to the client: the address it gave, else the one
+		 * ssh says it came from */
+		static char from[64];
+		const char *sc = getenv("SSH_CONNECTION");
+		if (*addr)
+			r.connect_addr = addr;
+		else if (sc && sscanf(sc, "%63s", from) == 1)
+			r.connect_addr = from;
+		else
+			r.connect_addr = "127.0.0.1";
+		r.verbose = 0;
+		sync_sender(&r, &res);
+	}
+	free(path);
+	free(addr);
+	ctl_free(&c);
+	return (int)res.code;
+}

@@ -1,0 +1,297 @@
+/* The sending side of a sync: scan SRC, send the manifest, then the data of
+ * what the receiver asks for, one message per 4 MiB chunk. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "sync/sync_int.h"
+
+void result_put(uint8_t *p, const struct sync_result *r)
+{
+	put_u32(p, r->code);
+	put_u64(p + 4, r->files);
+	put_u64(p + 12, r->bytes);
+	put_u64(p + 20, r->deleted);
+	put_u64(p + 28, r->errors);
+	put_u64(p + 36, r->meta);
+}
+
+void result_get(const uint8_t *p, struct sync_result *r)
+{
+	r->code = get_u32(p);
+	r->files = get_u64(p + 4);
+	r->bytes = get_u64(p + 12);
+	r->deleted = get_u64(p + 20);
+	r->errors = get_u64(p + 28);
+	r->meta = get_u64(p + 36);
+}
+
+/* Split SRC into the root to scan and, unless its contents are meant, the
+ * one name to send. */
+static int source_root(const struct role *r, char **root, char **only, int *is_dir)
+{
+	const char *src = r->path;
+	size_t len = strlen(src);
+	struct stat st;
+	if (stat(src, &st) < 0) {
+		log_err("%s: %s", src, strerror(errno));
+		return -errno;
+	}
+	*is_dir = S_ISDIR(st.st_mode);
+	if (*is_dir && !(r->flags & (SYNC_F_RECURSIVE | SYNC_F_MIRROR))) {
+		log_err("%s: is a directory (use -r)", src);
+		return -EISDIR;
+	}
+	int contents = *is_dir && ((r->flags & SYNC_F_MIRROR) || src[len - 1] == '/' ||
+	               (len >= 2 && !strcmp(src + len - 2, "/.")) || !strcmp(src, "."));
+	*only = NULL;
+	if (contents) {
+		*root = strdup(src);
+		return *root ? 0 : -ENOMEM;
+	}
+	char *copy = strdup(src);
+	if (!copy)
+		return -ENOMEM;
+	while (len > 1 && copy[len - 1] == '/')
+		copy[--len] = '\0';
+	char *cut = strrchr(copy, '/');
+	*only = strdup(cut ? cut + 1 : copy);
+	*root = cut == copy ? strdup("/") : cut ? (*cut = '\0', strdup(copy)) : strdup(".");
+	free(copy);
+	return *only && *root ? 0 : -ENOMEM;
+}
+
+static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t errors)
+{
+	uint8_t *buf;
+	size_t len;
+	int rc = idx_manifest_encode(m, &buf, &len);
+	if (rc < 0)
+		return rc;
+	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
+		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
+		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
+	}
+	free(buf);
+	uint8_t e[8];
+	put_u64(e, errors);
+	return rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
+}
+
+static int open_beneath(int root, const char *path)
+{
+	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+	                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+	return (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+}
+
+/* Send one file, chunk by chunk. 0, 1 if it changed or vanished (skipped),
+ * or a transport error. */
+static int send_file(struct tp_session *ts, int root, uint32_t i,
+                     const struct idx_entry *e, struct sync_result *res)
+{
+	char shown[4096];
+	int fd = open_beneath(root, e->path);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != e->size) {
+		if (fd < 0 && errno == ENOENT)
+			log_warn("%s: vanished since the scan", log_path(shown, sizeof shown, e->path));
+		else
+			log_warn("%s: %s", log_path(shown, sizeof shown, e->path),
+			         fd < 0 ? strerror(errno) : "changed since the scan; not sent");
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	int rc = 0;
+	for (uint64_t off = 0; off < e->size && rc == 0; off += IDX_CHUNK_SIZE) {
+		struct tp_msg *m;
+		if ((rc = tp_msg_get(ts, &m)) < 0)
+			break;
+		uint32_t want = (uint32_t)(e->size - off < IDX_CHUNK_SIZE ? e->size - off
+		                                                          : IDX_CHUNK_SIZE);
+		uint32_t got = 0;
+		while (got < want) {
+			ssize_t n = pread(fd, (uint8_t *)m->data + got, want - got, (off_t)(off + got));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += (uint32_t)n;
+		}
+		if (got != want) {
+			tp_msg_put(ts, m);
+			log_warn("%s: shrank while being sent; not sent",
+			         log_path(shown, sizeof shown, e->path));
+			rc = 1;
+			break;
+		}
+		m->len = want;
+		m->id = (uint64_t)i + 1;
+		m->off = off;
+		rc = tp_msg_send(ts, m);
+		if (rc == 0)
+			res->bytes += want;
+	}
+	close(fd);
+	return rc;
+}
+
+/* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE. */
+static int await_done(struct role *r, struct sync_result *res)
+{
+	for (;;) {
+		uint8_t type;
+		size_t n;
+		int rc = ctl_recv(r->ctl, &type, &n);
+		if (rc < 0)
+			return rc;
+		if (type == CTL_LOG) {
+			fwrite(r->ctl->buf, 1, n, stdout);
+			continue;
+		}
+		if (type == CTL_ERROR) {
+			log_err("%s", (char *)r->ctl->buf + 4);
+			res->code = n >= 4 ? get_u32(r->ctl->buf) : RD_EXIT_PROTO;
+			return -ECANCELED;
+		}
+		if (type != CTL_DONE || n != RESULT_LEN)
+			return -EPROTO;
+		uint64_t vanished = res->errors;
+		result_get(r->ctl->buf, res);
+		if (vanished && !res->code)
+			res->code = RD_EXIT_VANISHED;
+		fflush(stdout);
+		return 0;
+	}
+}
+
+int sync_sender(struct role *r, struct sync_result *res)
+{
+	struct idx_manifest m = { 0 };
+	struct idx_stats st;
+	struct idx_scan_opts so = { 0 };
+	char *root = NULL, *only = NULL;
+	uint32_t *plan = NULL, nplan = 0;
+	int is_dir = 0, rootfd = -1, rc;
+	struct tp_session *ts = NULL;
+	memset(res, 0, sizeof *res);
+
+	if ((rc = source_root(r, &root, &only, &is_dir)) < 0) {
+		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
+		res->code = RD_EXIT_SELECT;
+		goto out;
+	}
+	size_t tl = only ? strlen(only) : 0;
+	uint8_t ready[4 + 256];
+	ready[0] = only != NULL;
+	ready[1] = (uint8_t)is_dir;
+	put_u16(ready + 2, (uint16_t)tl);
+	memcpy(ready + 4, only ? only : "", tl > 255 ? 255 : tl);
+	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
+		goto out;
+	so.only = only;
+	if ((rc = idx_scan(root, &so, &m, &st)) < 0) {
+		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
+		res->code = RD_EXIT_SELECT;
+		goto out;
+	}
+	if ((rc = send_manifest(r->ctl, &m, st.errors)) < 0)
+		goto out;
+
+	/* the plan: which entries to send */
+	uint8_t type;
+	size_t n;
+	if ((rc = ctl_recv(r->ctl, &type, &n)) < 0)
+		goto out;
+	if (type == CTL_ERROR || type == CTL_DONE || type == CTL_LOG) {
+		/* the receiver gave up before the data: its reasons follow */
+		if (type == CTL_ERROR) {
+			log_err("%s", (char *)r->ctl->buf + 4);
+			res->code = n >= 4 ? get_u32(r->ctl->buf) : RD_EXIT_PROTO;
+		} else if (type == CTL_DONE && n == RESULT_LEN) {
+			result_get(r->ctl->buf, res);
+		} else {
+			fwrite(r->ctl->buf, 1, n, stdout);
+			rc = await_done(r, res);
+		}
+		goto out;
+	}
+	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(r->ctl->buf) || n % 4) {
+		rc = -EPROTO;
+		goto out;
+	}
+	nplan = get_u32(r->ctl->buf);
+	plan = malloc((size_t)(nplan ? nplan : 1) * 4);
+	if (!plan) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < nplan; k++) {
+		plan[k] = get_u32(r->ctl->buf + 4 + 4 * k);
+		if (plan[k] >= m.n || m.e[plan[k]].type != IDX_REG) {
+			rc = -EPROTO;
+			goto out;
+		}
+	}
+	if (nplan) {
+		/* where and how to connect, from the receiver */
+		if ((rc = ctl_recv(r->ctl, &type, &n)) < 0)
+			goto out;
+		if (type != CTL_DATA || n < 34) {
+			rc = -EPROTO;
+			goto out;
+		}
+		struct tp_opts o = r->tp;
+		uint16_t port = get_u16(r->ctl->buf);
+		tp_key_derive((char *)r->ctl->buf + 2, 32, o.key);
+		char addr[256];
+		size_t al = n - 34;
+		memcpy(addr, r->ctl->buf + 34, al);
+		addr[al] = '\0';
+		o.msg_size = SYNC_MSG_SIZE;
+		o.pool_size = SYNC_POOL_SIZE;
+		if ((rc = tp_connect(al ? addr : r->connect_addr, port, &o, &ts)) < 0)
+			goto out;
+		if ((rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		uint64_t changed = 0;
+		for (uint32_t k = 0; k < nplan && rc >= 0; k++) {
+			rc = send_file(ts, rootfd, plan[k], &m.e[plan[k]], res);
+			if (rc == 1) {
+				changed++;
+				rc = 0;
+			}
+		}
+		if (rc == 0)
+			rc = tp_finish(ts);
+		if (rc < 0) {
+			sync_report_error(rc, &(struct pump_stats){ .bytes = res->bytes }, ts, 1);
+			goto out;
+		}
+		res->errors = changed;   /* await_done turns this into exit 24 */
+	}
+	rc = await_done(r, res);
+out:
+	if (rc < 0 && !res->code)
+		res->code = sync_exit_code(rc, NULL);
+	tp_close(ts);
+	if (rootfd >= 0)
+		close(rootfd);
+	free(plan);
+	free(root);
+	free(only);
+	idx_manifest_free(&m);
+	return res->code;
+}
