@@ -106,6 +106,15 @@ int idx_save(const char *root, const struct idx_scan_opts *opts,
 	if (real && dbpath) {
 		if (!opts->index_path)
 			make_parents(dbpath);
+		/* Let the filesystem clock pass the newest change (one tick, a few
+		 * ms): rows changed in the tick of the stamp would count as racy and
+		 * be hashed again (see docs/index.md). */
+		int64_t newest = 0;
+		for (size_t i = 0; i < now->n; i++)
+			if (now->e[i].ctime_ns > newest)
+				newest = now->e[i].ctime_ns;
+		for (int k = 0; k < 100 && now_ns(CLOCK_REALTIME_COARSE) <= newest; k++)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 		rc = idx_db_open(dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), &db);
 		if (rc == 0)
 			rc = idx_db_store(db, prev, now, now_ns(CLOCK_REALTIME_COARSE));

@@ -98,6 +98,8 @@ static void fail_path(struct rstate *s, const char *path, const char *what, int 
 	s->res->errors++;
 }
 
+#define GONE 0x80   /* dm entry flag: removed from DST by this run */
+
 /* Remove path from DST, recursively if it is a directory of dm. */
 static int remove_path(struct rstate *s, const char *path)
 {
@@ -106,6 +108,7 @@ static int remove_path(struct rstate *s, const char *path)
 		const char *p = s->dm.e[i].path;
 		if (strncmp(p, path, len) != 0 || (p[len] != '/' && p[len] != '\0'))
 			continue;
+		s->dm.e[i].flags |= GONE;
 		const char *name;
 		int d = open_parent(s->root, p, &name);
 		if (d < 0)
@@ -552,7 +555,7 @@ static void delete_extra(struct rstate *s)
 	}
 	for (size_t i = s->dm.n; i-- > 0;) {
 		const struct idx_entry *d = &s->dm.e[i];
-		if (!*d->path || idx_manifest_find(&s->sm, d->path))
+		if (!*d->path || (d->flags & GONE) || idx_manifest_find(&s->sm, d->path))
 			continue;
 		if (s->log) {
 			char shown[4096];

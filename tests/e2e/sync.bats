@@ -1,0 +1,240 @@
+#!/usr/bin/env bats
+# rdcp SRC DST: trees compared by content and metadata after each run, with
+# rsync as the reference (rsync -anciH --delete A/ B/ prints nothing when the
+# trees match). Each case runs local->local and through a remote shell
+# (tests/e2e/local-rsh: the remote code path, rdcp --server over a pipe),
+# both directions.
+load helpers
+LRSH=$BATS_TEST_DIRNAME/local-rsh
+
+# same A B: identical content, perms, times, links, owners, hard links
+same() {
+	local d; d=$(rsync -anciH --delete "$1/" "$2/")
+	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
+}
+
+# each mode: local, push (local -> "remote"), pull ("remote" -> local)
+sync_in() {   # sync_in MODE ARGS... SRC DST
+	local mode=$1; shift
+	local n=$#; local src=${@:n-1:1} dst=${@:n:1}
+	local args=("${@:1:n-2}")
+	case $mode in
+	local) "$RDCP" "${args[@]}" "$src" "$dst" ;;
+	push) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "$src" "localhost:$dst" ;;
+	pull) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "localhost:$src" "$dst" ;;
+	esac
+}
+
+mk_tree() {
+	local t=$1
+	mkdir -p "$t/sub/deeper" "$t/empty dir"
+	printf 'hello\n' >"$t/a"
+	printf 'with space\n' >"$t/sub/name with space"
+	printf 'nl\n' >"$t/sub/$(printf 'new\nline')"
+	printf 'uni\n' >"$t/sub/ünïcødé ✓"
+	head -c $((9 << 20)) /dev/urandom >"$t/sub/deeper/big"
+	: >"$t/zero"
+	chmod 640 "$t/a"
+	chmod 700 "$t/sub/deeper"
+	ln -s ../a "$t/sub/rel-link"
+	ln -s /nonexistent/target "$t/dangling"
+	touch -d '2021-02-03 04:05:06.123456789' "$t/sub/name with space"
+}
+
+# The cases, each run local->local, push and pull.
+case_0() {
+	local mode=$1
+	mkdir "$T/src"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+case_1() {
+	local mode=$1
+	mk_tree "$T/src"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	run sync_in "$mode" --sync -v "$T/src" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"0 files (0 B) transferred"* ]]
+	[ -z "$(ls -A "$T/dst" | grep rdcp-tmp)" ]
+}
+
+case_2() {
+	local mode=$1
+	mk_tree "$T/src"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	[ ! -e "$T/dst/src" ]
+	same "$T/src" "$T/dst"
+}
+
+case_3() {
+	local mode=$1
+	mk_tree "$T/src"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	echo changed >>"$T/src/sub/name with space"
+	run sync_in "$mode" --sync -v "$T/src" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"1 files"* ]]
+	[ "$(grep -c '^>f' <<<"$output")" -eq 1 ]
+	same "$T/src" "$T/dst"
+}
+
+case_4() {
+	local mode=$1
+	mk_tree "$T/src"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	rm -r "$T/src/sub/deeper" "$T/src/a"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	[ -e "$T/dst/a" ]          # without --delete, kept
+	sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+case_5() {
+	local mode=$1
+	mk_tree "$T/src"
+	sync_in "$mode" --sync "$T/src" "$T/dst"
+	rm "$T/src/a"; mkdir "$T/src/a"; echo in >"$T/src/a/inside"
+	rm -r "$T/src/sub/deeper"; ln -s .. "$T/src/sub/deeper"
+	rm "$T/src/sub/rel-link"; echo now-a-file >"$T/src/sub/rel-link"
+	sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+case_6() {
+	local mode=$1
+	mkdir -p "$T/src/d"
+	echo shared >"$T/src/one"
+	ln "$T/src/one" "$T/src/d/two"
+	ln "$T/src/one" "$T/src/three"
+	sync_in "$mode" --sync -H "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	[ "$(stat -c %i "$T/dst/one")" = "$(stat -c %i "$T/dst/d/two")" ]
+	[ "$(stat -c %h "$T/dst/one")" -eq 3 ]
+}
+
+case_7() {
+	local mode=$1
+	mk_tree "$T/src"
+	mkdir "$T/dst"; echo keep >"$T/dst/extra"
+	run sync_in "$mode" --sync --delete -n "$T/src" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'>f+++++++++ a'* ]]
+	[[ "$output" == *'*deleting   extra'* ]]
+	[ "$(ls -A "$T/dst")" = extra ]
+}
+
+@test "local: empty tree" { case_0 local; }
+@test "push: empty tree" { case_0 push; }
+@test "pull: empty tree" { case_0 pull; }
+@test "local: a tree with odd names, links, modes, ns mtimes; re-run is a no-op" { case_1 local; }
+@test "push: a tree with odd names, links, modes, ns mtimes; re-run is a no-op" { case_1 push; }
+@test "pull: a tree with odd names, links, modes, ns mtimes; re-run is a no-op" { case_1 pull; }
+@test "local: running --sync twice never creates DST/SRC" { case_2 local; }
+@test "push: running --sync twice never creates DST/SRC" { case_2 push; }
+@test "pull: running --sync twice never creates DST/SRC" { case_2 pull; }
+@test "local: one modified file: only that file is sent" { case_3 local; }
+@test "push: one modified file: only that file is sent" { case_3 push; }
+@test "pull: one modified file: only that file is sent" { case_3 pull; }
+@test "local: --delete removes what SRC no longer has" { case_4 local; }
+@test "push: --delete removes what SRC no longer has" { case_4 push; }
+@test "pull: --delete removes what SRC no longer has" { case_4 pull; }
+@test "local: type changes: file->dir, dir->symlink, symlink->file" { case_5 local; }
+@test "push: type changes: file->dir, dir->symlink, symlink->file" { case_5 push; }
+@test "pull: type changes: file->dir, dir->symlink, symlink->file" { case_5 pull; }
+@test "local: -H keeps hard links" { case_6 local; }
+@test "push: -H keeps hard links" { case_6 push; }
+@test "pull: -H keeps hard links" { case_6 pull; }
+@test "local: dry run prints the plan and changes nothing" { case_7 local; }
+@test "push: dry run prints the plan and changes nothing" { case_7 push; }
+@test "pull: dry run prints the plan and changes nothing" { case_7 pull; }
+
+@test "cp -r semantics: B absent -> B, B present -> B/A, A/ -> contents" {
+	mk_tree "$T/A"
+	"$RDCP" -r "$T/A" "$T/B"
+	same "$T/A" "$T/B" || true   # -r without -a: content only
+	cmp "$T/A/sub/deeper/big" "$T/B/sub/deeper/big"
+	"$RDCP" -r "$T/A" "$T/B"
+	cmp "$T/A/a" "$T/B/A/a"
+	mkdir "$T/C"
+	"$RDCP" -r "$T/A/" "$T/C"
+	cmp "$T/A/a" "$T/C/a"
+	[ ! -e "$T/C/A" ]
+}
+
+@test "a single file: to a new name, into a directory" {
+	echo one >"$T/f"
+	"$RDCP" "$T/f" "$T/g"
+	cmp "$T/f" "$T/g"
+	mkdir "$T/d"
+	"$RDCP" "$T/f" "$T/d"
+	cmp "$T/f" "$T/d/f"
+	run "$RDCP" "$T/d" "$T/e"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"is a directory (use -r)"* ]]
+}
+
+@test "a Hugging Face cache: blobs, snapshots with relative symlinks" {
+	local h="$T/src/models--org--m"
+	mkdir -p "$h/blobs" "$h/snapshots/abc123/sub" "$h/refs"
+	head -c $((12 << 20)) /dev/urandom >"$h/blobs/1111"
+	echo '{"a":1}' >"$h/blobs/2222"
+	echo abc123 >"$h/refs/main"
+	ln -s ../../blobs/1111 "$h/snapshots/abc123/model.safetensors"
+	ln -s ../../../blobs/2222 "$h/snapshots/abc123/sub/config.json"
+	"$RDCP" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	[ "$(readlink "$T/dst/models--org--m/snapshots/abc123/model.safetensors")" = ../../blobs/1111 ]
+	cmp "$h/blobs/1111" "$T/dst/models--org--m/snapshots/abc123/model.safetensors"
+}
+
+@test "many small files in a deep tree, 4 streams" {
+	python3 - "$T/src" <<'PY'
+import os, sys, random
+r = random.Random(7); root = sys.argv[1]
+for i in range(3000):
+    d = os.path.join(root, *["d%d" % ((i >> k) % 7) for k in range(0, 12, 3)])
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%d" % i), "wb") as f:
+        f.write(r.randbytes(r.randint(0, 20000)))
+PY
+	"$RDCP" --sync -P 4 "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+@test "the receiver's index is warm after a sync: its next scan hashes nothing" {
+	mk_tree "$T/src"
+	"$RDCP" --sync "$T/src" "$T/dst"
+	sleep 0.05
+	run "$RDCP" --scan "$T/dst"
+	echo "$output"
+	[[ "$output" == *"hashed 0 files"* ]]
+}
+
+@test "usage: both remote, nothing given, bad option" {
+	run "$RDCP" a:x b:y
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"one side must be local"* ]]
+	run "$RDCP"
+	[ "$status" -eq 1 ]
+	run "$RDCP" --frobnicate a b
+	[ "$status" -eq 1 ]
+}
+
+@test "missing source: exit 3, names it" {
+	run "$RDCP" -r "$T/nope" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"$T/nope"* ]]
+}
+
+@test "remote shell that fails: exit 5, says what to check" {
+	run "$RDCP" -e /bin/false -r "$T" host:dst
+	echo "$output"
+	[ "$status" -ne 0 ]
+}
