@@ -646,6 +646,7 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	if (rc < 0)
 		return rc;
 	s->res->bytes = 0;
+	s->res->transport = tp_kind_name(ts);
 	for (;;) {
 		struct tp_msg *m;
 		rc = tp_msg_recv(ts, &m);
@@ -897,7 +898,9 @@ out:
 		res->code = RD_EXIT_PARTIAL;
 	send_log(&s);
 	uint8_t done[RESULT_LEN];
+	const char *transport = res->transport;
 	result_put(done, res);
+	res->transport = transport;
 	if (rc != -ECONNRESET)
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
 	for (uint32_t k = 0; k < s.nfiles; k++)

@@ -170,25 +170,24 @@ int sync_client(const struct sync_opts *o)
 		close(c.in);
 	int status = 0;
 	waitpid(pid, &status, 0);
-	int code = res.code;
-	if (rc < 0 || (!code && (!WIFEXITED(status) || WEXITSTATUS(status)))) {
-		if (!code)
-			code = remote && WIFEXITED(status) && WEXITSTATUS(status) == 255
-			       ? RD_EXIT_START : WIFEXITED(status) && WEXITSTATUS(status)
-			       ? WEXITSTATUS(status) : RD_EXIT_PROTO;
-		if (remote && WIFEXITED(status) && (WEXITSTATUS(status) == 255 ||
-		                                    WEXITSTATUS(status) == 127))
-			log_err("could not start rdcp on %s (remote shell exit %d): is rdcp "
-			        "installed there (--rdcp-path)?", remote, WEXITSTATUS(status));
+	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
+		/* the remote shell could not run rdcp, or ssh itself failed */
+		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
+		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
+		code = RD_EXIT_START;
+	} else if (!code && (rc < 0 || xs != 0)) {
+		code = xs > 0 ? xs : RD_EXIT_PROTO;
 	}
 	if (o->verbose) {
 		double s = now_s() - t0;
 		char b[16];
 		fprintf(stderr, "%s: %llu files (%s) transferred, %llu metadata updates, "
-		        "%llu deleted, %llu errors in %.3f s (%.1f MB/s)\n", log_prog,
+		        "%llu deleted, %llu errors in %.3f s (%.1f MB/s%s%s)\n", log_prog,
 		        (unsigned long long)res.files, log_bytes(b, res.bytes),
 		        (unsigned long long)res.meta, (unsigned long long)res.deleted,
-		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0);
+		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
+		        res.transport ? " over " : "", res.transport ? res.transport : "");
 	}
 	ctl_free(&c);
 	free(src.host);

@@ -184,6 +184,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 	uint32_t *plan = NULL, nplan = 0;
 	int is_dir = 0, rootfd = -1, rc;
 	struct tp_session *ts = NULL;
+	const char *transport = NULL;
 	memset(res, 0, sizeof *res);
 
 	if ((rc = source_root(r, &root, &only, &is_dir)) < 0) {
@@ -262,6 +263,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 		o.pool_size = SYNC_POOL_SIZE;
 		if ((rc = tp_connect(al ? addr : r->connect_addr, port, &o, &ts)) < 0)
 			goto out;
+		transport = tp_kind_name(ts);
 		if ((rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 			rc = -errno;
 			goto out;
@@ -283,6 +285,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 		res->errors = changed;   /* await_done turns this into exit 24 */
 	}
 	rc = await_done(r, res);
+	res->transport = transport;
 out:
 	if (rc < 0 && !res->code)
 		res->code = sync_exit_code(rc, NULL);

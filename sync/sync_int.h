@@ -26,6 +26,7 @@ struct role {
 struct sync_result {
 	uint32_t code;             /* exit code */
 	uint64_t files, bytes, deleted, errors, meta;
+	const char *transport;     /* local only: "rdma" or "tcp" if data moved */
 };
 
 int sync_sender(struct role *r, struct sync_result *res);

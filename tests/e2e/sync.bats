@@ -238,3 +238,39 @@ PY
 	echo "$output"
 	[ "$status" -ne 0 ]
 }
+
+# kill_mid SIDE: kill -9 the sender or the receiver while a big file is in
+# flight; DST must hold old or new files, never a mix, and the next run
+# completes and leaves no temp files.
+kill_mid() {
+	local side=$1
+	mkdir -p "$T/src"
+	head -c $((600 << 20)) /dev/urandom >"$T/src/big"
+	echo old >"$T/src/small"
+	"$RDCP" --sync "$T/src" "$T/dst"
+	echo new >"$T/src/small"
+	head -c $((600 << 20)) /dev/urandom >"$T/src/big"
+	cp "$T/dst/big" "$T/old-big"
+	"$RDCP" --sync -e "$LRSH" --rdcp-path "$RDCP" "$T/src" "localhost:$T/dst" &
+	local pid=$!
+	# wait until data flows (a temp file appears), then kill one side
+	for _ in $(seq 100); do
+		ls -A "$T/dst" | grep -q rdcp-tmp && break
+		sleep 0.05
+	done
+	if [ "$side" = sender ]; then
+		kill -9 "$pid"
+	else
+		pkill -9 -f -- "$RDCP --server" || true
+	fi
+	wait "$pid" || true
+	# every file is either the old or the new version
+	cmp -s "$T/dst/big" "$T/old-big" || cmp -s "$T/dst/big" "$T/src/big"
+	grep -qx -e old -e new "$T/dst/small"
+	"$RDCP" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	[ -z "$(ls -A "$T/dst" | grep rdcp-tmp)" ]
+}
+
+@test "interrupted: sender killed -9 mid-transfer" { kill_mid sender; }
+@test "interrupted: receiver killed -9 mid-transfer" { kill_mid receiver; }
