@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The README's first command: build, make a sample tree, scan it twice.
-# The second scan hashes nothing: the index remembers the first.
+# The README's first command: build, make a sample tree (a model cache:
+# blobs, small files, relative symlinks), sync it, re-sync it (nothing to
+# do), change one file and sync again, then show the index at work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 demo=${DEMO_DIR:-/tmp/rdcp-demo}
 rm -rf "$demo"
 mkdir -p "$demo/src/blobs" "$demo/src/snapshots/rev1"
-echo "== making a sample tree in $demo/src (a model cache: blobs, small files, symlinks)"
+echo "== a sample tree in $demo/src: 2 blobs of 48 MiB, 2000 small files, symlinks"
 for i in 1 2; do head -c $((48 << 20)) /dev/urandom >"$demo/src/blobs/blob$i"; done
 for i in $(seq 1 2000); do
 	mkdir -p "$demo/src/small/d$((i / 100))"
@@ -15,12 +16,15 @@ for i in $(seq 1 2000); do
 done
 ln -s ../../blobs/blob1 "$demo/src/snapshots/rev1/model.bin"
 ln -s ../../blobs/blob2 "$demo/src/snapshots/rev1/tokenizer.bin"
-sleep 0.1
-echo "== first scan: every file is hashed"
-"$BUILD/rdcp" --scan "$demo/src" --index "$demo/index.db"
-echo "== second scan: nothing changed, nothing is hashed"
-"$BUILD/rdcp" --scan "$demo/src" --index "$demo/index.db"
-echo "== one file changed: one file is hashed"
+export XDG_CACHE_HOME=$demo/cache
+echo "== rdcp --sync -r: the first run copies everything"
+"$BUILD/rdcp" --sync -r -v "$demo/src" "$demo/dst" | tail -3
+echo "== the same command again: nothing to do"
+"$BUILD/rdcp" --sync -r -v "$demo/src" "$demo/dst"
+echo "== one file changed: one file is sent"
 echo '{"id": "changed"}' >"$demo/src/small/d3/f300.json"
-sleep 0.1
-"$BUILD/rdcp" --scan "$demo/src" --index "$demo/index.db"
+"$BUILD/rdcp" --sync -r -v "$demo/src" "$demo/dst"
+echo "== the trees match (rsync -anci prints nothing when they do):"
+rsync -anci --delete "$demo/src/" "$demo/dst/" && echo "(identical)"
+echo "== the index: a re-scan hashes nothing"
+"$BUILD/rdcp" --scan "$demo/src"

@@ -5,32 +5,13 @@ load helpers
 
 setup_file() {
 	export S=$(mktemp -d "${TMPDIR:-/tmp}/rdcp-sshd-XXXXXX")
-	export SSH_PORT=$((20000 + RANDOM % 30000))
-	mkdir -p /run/sshd
-	ssh-keygen -q -t ed25519 -N '' -f "$S/host_key"
-	ssh-keygen -q -t ed25519 -N '' -f "$S/user_key"
-	cp "$S/user_key.pub" "$S/authorized_keys"
-	cat >"$S/sshd_config" <<CFG
-Port $SSH_PORT
-ListenAddress 127.0.0.1
-HostKey $S/host_key
-AuthorizedKeysFile $S/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-StrictModes no
-UsePAM no
-PidFile $S/sshd.pid
-CFG
-	/usr/sbin/sshd -f "$S/sshd_config" -E "$S/sshd.log"
-	for _ in $(seq 50); do
-		[ -s "$S/sshd.pid" ] && break
-		sleep 0.1
-	done
-	export RSH="ssh -p $SSH_PORT -i $S/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes"
+	source "$BATS_TEST_DIRNAME/../lib/sshd.sh"
+	sshd_start "$S" || true   # the first test reports it
 }
 
 teardown_file() {
-	[ -s "$S/sshd.pid" ] && kill "$(cat "$S/sshd.pid")" 2>/dev/null
+	source "$BATS_TEST_DIRNAME/../lib/sshd.sh"
+	sshd_stop "$S"
 	rm -rf "$S"
 }
 
