@@ -51,6 +51,8 @@ struct rstate {
 	size_t loglen;
 	uint64_t sender_errors;
 	uint32_t shift;          /* sender index = our index + shift */
+	char *cdir;              /* the last parent directory opened for data, */
+	int cfd;                 /* and its fd (files arrive directory by directory) */
 	struct sync_result *res;
 	mode_t umask;
 };
@@ -152,10 +154,33 @@ static void random_tmp(char *buf, size_t cap)
 	         r[4], r[5]);
 }
 
+/* open_parent() with a one-entry cache: during the data phase no directory
+ * changes, and consecutive files mostly share their directory. */
+static int open_parent_cached(struct rstate *s, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (s->cdir && strlen(s->cdir) == n && !strncmp(s->cdir, path, n))
+		return dup(s->cfd);
+	const char *name;
+	int fd = open_parent(s->root, path, &name);
+	if (fd < 0)
+		return fd;
+	free(s->cdir);
+	if (s->cfd >= 0)
+		close(s->cfd);
+	s->cdir = strndup(path, n);
+	s->cfd = s->cdir ? dup(fd) : -1;
+	if (s->cfd < 0) {
+		free(s->cdir);
+		s->cdir = NULL;
+	}
+	return fd;
+}
+
 static int open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
-	const char *name;
-	f->dirfd = open_parent(s->root, e->path, &name);
+	f->dirfd = open_parent_cached(s, e->path);
 	if (f->dirfd < 0) {
 		fail_path(s, e->path, "cannot open its directory", errno);
 		return -1;
@@ -173,7 +198,8 @@ static int open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		f->dirfd = -1;
 		return -1;
 	}
-	if (e->size && ftruncate(f->fd, (off_t)e->size) < 0) {
+	/* size multi-chunk files up front (chunks land in any order) */
+	if (e->nchunks && ftruncate(f->fd, (off_t)e->size) < 0) {
 		fail_path(s, e->path, "cannot size the temp file", errno);
 		return -1;
 	}
@@ -795,7 +821,7 @@ static void send_log(struct rstate *s)
 
 int sync_receiver(struct role *r, struct sync_result *res)
 {
-	struct rstate s = { .r = r, .root = -1, .res = res };
+	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1 };
 	uint32_t *want = NULL, nwant = 0;
 	char *only = NULL, *mapto = NULL, *top = NULL;
 	uint8_t type;
@@ -903,9 +929,11 @@ out:
 	res->transport = transport;
 	if (rc != -ECONNRESET)
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
-	for (uint32_t k = 0; k < s.nfiles; k++)
+	for (uint32_t k = 0; k < s.nfiles; k++) {
 		if (s.files[k].fd >= 0 || s.files[k].dirfd >= 0)
 			drop_file(&s.files[k]);
+		free(s.files[k].seen);
+	}
 	if (s.log)
 		fclose(s.log);
 	free(s.logbuf);
@@ -917,6 +945,9 @@ out:
 	free(mapto);
 	free(top);
 	free(s.root_path);
+	free(s.cdir);
+	if (s.cfd >= 0)
+		close(s.cfd);
 	if (s.root >= 0)
 		close(s.root);
 	idx_manifest_free(&s.sm);

@@ -86,20 +86,43 @@ static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t e
 	return rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
 }
 
-static int open_beneath(int root, const char *path)
+static int open_beneath(int dirfd, const char *path, int flags)
 {
-	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
 	                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
-	return (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* The directory of the last file sent, kept open: files go directory by
+ * directory, so most opens are one component. */
+struct dircache {
+	char *dir;
+	int fd;
+};
+
+static int open_file(struct dircache *c, int root, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return open_beneath(root, path, O_RDONLY);
+	size_t n = (size_t)(slash - path);
+	if (!c->dir || strlen(c->dir) != n || strncmp(c->dir, path, n)) {
+		free(c->dir);
+		if (c->fd >= 0)
+			close(c->fd);
+		c->dir = strndup(path, n);
+		c->fd = c->dir ? open_beneath(root, c->dir, O_RDONLY | O_DIRECTORY) : -1;
+	}
+	return c->fd < 0 ? -1 : open_beneath(c->fd, slash + 1, O_RDONLY);
 }
 
 /* Send one file, chunk by chunk. 0, 1 if it changed or vanished (skipped),
  * or a transport error. */
-static int send_file(struct tp_session *ts, int root, uint32_t i,
+static int send_file(struct tp_session *ts, struct dircache *dc, int root, uint32_t i,
                      const struct idx_entry *e, struct sync_result *res)
 {
 	char shown[4096];
-	int fd = open_beneath(root, e->path);
+	int fd = open_file(dc, root, e->path);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != e->size) {
 		if (fd < 0 && errno == ENOENT)
@@ -111,7 +134,8 @@ static int send_file(struct tp_session *ts, int root, uint32_t i,
 			close(fd);
 		return 1;
 	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if (e->nchunks)
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	int rc = 0;
 	for (uint64_t off = 0; off < e->size && rc == 0; off += IDX_CHUNK_SIZE) {
 		struct tp_msg *m;
@@ -269,13 +293,17 @@ int sync_sender(struct role *r, struct sync_result *res)
 			goto out;
 		}
 		uint64_t changed = 0;
+		struct dircache dc = { NULL, -1 };
 		for (uint32_t k = 0; k < nplan && rc >= 0; k++) {
-			rc = send_file(ts, rootfd, plan[k], &m.e[plan[k]], res);
+			rc = send_file(ts, &dc, rootfd, plan[k], &m.e[plan[k]], res);
 			if (rc == 1) {
 				changed++;
 				rc = 0;
 			}
 		}
+		free(dc.dir);
+		if (dc.fd >= 0)
+			close(dc.fd);
 		if (rc == 0)
 			rc = tp_finish(ts);
 		if (rc < 0) {
