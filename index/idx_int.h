@@ -22,7 +22,7 @@ int idx_hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, size_t cap,
  * it; all others are hashed. Uses `threads` threads.
  */
 int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
-             int threads, const char *only, struct idx_manifest *out,
+             int threads, const struct idx_scan_opts *opts, struct idx_manifest *out,
              struct idx_stats *st);
 
 struct idx_db;

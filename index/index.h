@@ -83,6 +83,10 @@ struct idx_scan_opts {
 	const char *only;         /* record only this name of the root (and what
 	                             is below it); the index is then kept per
 	                             root/only */
+	/* Optional: return nonzero to leave path (and, for a directory, all
+	 * below it) out of the scan. Called from several threads at once. */
+	int       (*skip)(const char *path, int is_dir, void *ctx);
+	void       *skip_ctx;
 };
 
 /* Names starting with this are rdcp's temp files: never recorded by a scan

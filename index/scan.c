@@ -217,7 +217,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	r->ino = rst.st_ino;
 	r->nlink = (uint32_t)rst.st_nlink;
 
-	rc = idx_walk(fd, &old, last_scan, threads, opts->only, out, st);
+	rc = idx_walk(fd, &old, last_scan, threads, opts, out, st);
 	if (rc < 0) {
 		log_err("%s: scan failed: %s", root, strerror(-rc));
 		goto out;

@@ -60,6 +60,8 @@ struct walker {
 	int nomem;
 	const struct idx_manifest *old;
 	const char *only;
+	int (*skip)(const char *path, int is_dir, void *ctx);
+	void *skip_ctx;
 	int64_t trust_before;
 	struct worker *workers;
 };
@@ -295,6 +297,10 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		free(path);
 		return;
 	}
+	if (wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode), wk->w->skip_ctx)) {
+		free(path);   /* filtered out: not recorded, not descended */
+		return;
+	}
 	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
 		wk->w->nomem = 1;
 		free(path);
@@ -473,10 +479,11 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 }
 
 int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
-             int threads, const char *only, struct idx_manifest *out,
+             int threads, const struct idx_scan_opts *opts, struct idx_manifest *out,
              struct idx_stats *st)
 {
-	struct walker w = { .old = old, .only = only, .trust_before = trust_before_ns };
+	struct walker w = { .old = old, .only = opts->only, .skip = opts->skip,
+	                    .skip_ctx = opts->skip_ctx, .trust_before = trust_before_ns };
 	int rc = 0;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);

@@ -32,6 +32,10 @@ static const char usage[] =
 "      --delete      delete what SRC no longer has (refused if SRC had read errors)\n"
 "  -n, --dry-run     print what would change, change nothing\n"
 "  -c, --checksum    compare content hashes instead of size and mtime\n"
+"      --exclude PAT leave out what matches PAT (rsync rules: 'x' any level,\n"
+"                    '/x' at the top, 'd/' directories, '**' across '/');\n"
+"      --include PAT the first matching --include/--exclude decides; excluded\n"
+"                    files in DST are neither compared nor deleted\n"
 "  -v, --verbose     print each change and a summary with the bandwidth\n"
 "  -e, --rsh CMD     remote shell (default: ssh)\n"
 "      --rdcp-path P rdcp on the remote side (default: rdcp)\n"
@@ -104,7 +108,8 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 int main(int argc, char **argv)
 {
 	enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
-	       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER };
+	       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
+	       OPT_EXCLUDE, OPT_INCLUDE };
 	static const struct option lo[] = {
 		{ "scan", required_argument, NULL, OPT_SCAN },
 		{ "index", required_argument, NULL, OPT_INDEX },
@@ -123,6 +128,8 @@ int main(int argc, char **argv)
 		{ "transport", required_argument, NULL, OPT_TRANSPORT },
 		{ "data-addr", required_argument, NULL, OPT_DATA_ADDR },
 		{ "server", no_argument, NULL, OPT_SERVER },
+		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
+		{ "include", required_argument, NULL, OPT_INCLUDE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -131,6 +138,7 @@ int main(int argc, char **argv)
 	struct idx_scan_opts so = { 0 };
 	struct sync_opts o = { .tp = { .streams = 1 } };
 	const char *scan = NULL;
+	static struct sync_rule rules[256];
 	int c;
 	log_prog = "rdcp";
 	while ((c = getopt_long(argc, argv, "raHncve:P:h", lo, NULL)) != -1) {
@@ -173,6 +181,16 @@ int main(int argc, char **argv)
 				log_err("--transport: expected rdma, tcp or auto, got '%s'", optarg);
 				return RD_EXIT_USAGE;
 			}
+			break;
+		case OPT_EXCLUDE:
+		case OPT_INCLUDE:
+			if (o.nrules == 256 || !*optarg || strlen(optarg) > 4000) {
+				log_err("--%s: at most 256 rules of 1..4000 bytes",
+				        c == OPT_EXCLUDE ? "exclude" : "include");
+				return RD_EXIT_USAGE;
+			}
+			rules[o.nrules++] = (struct sync_rule){ c == OPT_INCLUDE, optarg };
+			o.rules = rules;
 			break;
 		case OPT_SERVER:
 			log_prog = "rdcp (remote)";

@@ -858,6 +858,10 @@ int sync_receiver(struct role *r, struct sync_result *res)
 
 	/* 2. our side, scanned while the sender scans its own */
 	s.so.only = only;
+	if (r->nrules) {   /* excluded files of DST are neither compared nor deleted */
+		s.so.skip = sync_filter_skip;
+		s.so.skip_ctx = r;
+	}
 	struct idx_stats st;
 	s.root = open(s.root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s.root < 0 && !(errno == ENOENT && (r->flags & SYNC_F_DRYRUN))) {

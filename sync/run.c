@@ -101,8 +101,10 @@ enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 static int send_hello(struct ctl *c, int role, const struct sync_opts *o, const char *path,
                       const char *addr)
 {
-	size_t pl = strlen(path), al = strlen(addr);
-	uint8_t *b = malloc(16 + pl + al);
+	size_t pl = strlen(path), al = strlen(addr), fl = 2;
+	for (int i = 0; i < o->nrules; i++)
+		fl += 3 + strlen(o->rules[i].pattern);
+	uint8_t *b = malloc(16 + pl + al + fl);
 	if (!b)
 		return -ENOMEM;
 	put_u32(b, CTL_MAGIC);
@@ -115,7 +117,17 @@ static int send_hello(struct ctl *c, int role, const struct sync_opts *o, const 
 	memcpy(b + 14, path, pl);
 	put_u16(b + 14 + pl, (uint16_t)al);
 	memcpy(b + 16 + pl, addr, al);
-	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al);
+	uint8_t *p = b + 16 + pl + al;
+	put_u16(p, (uint16_t)o->nrules);
+	p += 2;
+	for (int i = 0; i < o->nrules; i++) {
+		size_t n = strlen(o->rules[i].pattern);
+		*p++ = (uint8_t)o->rules[i].include;
+		put_u16(p, (uint16_t)n);
+		memcpy(p + 2, o->rules[i].pattern, n);
+		p += 2 + n;
+	}
+	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al + fl);
 	free(b);
 	return rc;
 }
@@ -147,7 +159,7 @@ int sync_client(const struct sync_opts *o)
 		return RD_EXIT_START;
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
-	                  .verbose = o->verbose };
+	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules };
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	int rc;
@@ -197,6 +209,39 @@ int sync_client(const struct sync_opts *o)
 	return code;
 }
 
+/* The rules at the end of HELLO: count (2), then include (1), length (2),
+ * pattern; every length bounded by the frame. */
+static int parse_rules(const uint8_t *p, size_t len, struct sync_rule **out, int *n)
+{
+	struct wire_rd r = { p, p + len, 0 };
+	int count = rd_u16(&r);
+	if (count > 10000)
+		return -EPROTO;
+	struct sync_rule *v = calloc((size_t)count + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	for (int i = 0; i < count; i++) {
+		v[i].include = rd_u8(&r) != 0;
+		size_t l = rd_u16(&r);
+		const uint8_t *s = rd_take(&r, l);
+		if (r.bad || !l || memchr(s, 0, l) || !(v[i].pattern = strndup((const char *)s, l))) {
+			for (int k = 0; k < i; k++)
+				free((char *)v[k].pattern);
+			free(v);
+			return -EPROTO;
+		}
+	}
+	if (r.p != r.end) {
+		for (int k = 0; k < count; k++)
+			free((char *)v[k].pattern);
+		free(v);
+		return -EPROTO;
+	}
+	*out = v;
+	*n = count;
+	return 0;
+}
+
 int sync_server(void)
 {
 	struct ctl c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 };
@@ -215,15 +260,24 @@ int sync_server(void)
 		return RD_EXIT_PROTO;
 	}
 	int role = c.buf[5];
-	size_t pl = get_u16(c.buf + 12);
-	if (16 + pl > n || 16 + pl + get_u16(c.buf + 14 + pl) != n ||
-	    (role != ROLE_SENDER && role != ROLE_RECEIVER) || (get_u32(c.buf + 6) & ~SYNC_F_ALL)) {
+	size_t pl = get_u16(c.buf + 12), al = 0;
+	struct sync_rule *rules = NULL;
+	int nrules = 0;
+	if (16 + pl <= n) {
+		al = get_u16(c.buf + 14 + pl);
+		if (16 + pl + al + 2 > n ||
+		    parse_rules(c.buf + 16 + pl + al, n - 16 - pl - al, &rules, &nrules) < 0)
+			role = 0;
+	}
+	if (16 + pl > n || (role != ROLE_SENDER && role != ROLE_RECEIVER) ||
+	    (get_u32(c.buf + 6) & ~SYNC_F_ALL)) {
 		ctl_error(&c, RD_EXIT_PROTO, "malformed hello");
 		return RD_EXIT_PROTO;
 	}
 	char *path = strndup((char *)c.buf + 14, pl);
-	char *addr = strndup((char *)c.buf + 16 + pl, n - 16 - pl);
-	struct role r = { .ctl = &c, .path = path, .flags = get_u32(c.buf + 6) };
+	char *addr = strndup((char *)c.buf + 16 + pl, al);
+	struct role r = { .ctl = &c, .path = path, .flags = get_u32(c.buf + 6),
+	                  .rules = rules, .nrules = nrules };
 	r.tp.streams = c.buf[10] >= 1 && c.buf[10] <= TP_MAX_STREAMS ? c.buf[10] : 1;
 	r.tp.kind = c.buf[11] <= TP_RDMA ? (enum tp_kind)c.buf[11] : TP_AUTO;
 	r.verbose = 1;   /* the client decides what to show */
@@ -244,6 +298,9 @@ int sync_server(void)
 		r.verbose = 0;
 		sync_sender(&r, &res);
 	}
+	for (int i = 0; i < nrules; i++)
+		free((char *)rules[i].pattern);
+	free(rules);
 	free(path);
 	free(addr);
 	ctl_free(&c);

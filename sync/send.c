@@ -225,6 +225,10 @@ int sync_sender(struct role *r, struct sync_result *res)
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		goto out;
 	so.only = only;
+	if (r->nrules) {
+		so.skip = sync_filter_skip;
+		so.skip_ctx = r;
+	}
 	if ((rc = idx_scan(root, &so, &m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		res->code = RD_EXIT_SELECT;

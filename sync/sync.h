@@ -49,8 +49,16 @@ enum {
 	SYNC_F_ALL       = (1 << 10) - 1,
 };
 
+/* --exclude / --include, in command-line order (rules in sync/filter.c) */
+struct sync_rule {
+	int include;
+	const char *pattern;
+};
+
 struct sync_opts {
 	const char *src, *dst;      /* local paths or [user@]host:path */
+	const struct sync_rule *rules;
+	int nrules;
 	unsigned flags;             /* SYNC_F_* */
 	int verbose;
 	const char *rsh;            /* remote shell, default "ssh" */

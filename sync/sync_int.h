@@ -21,7 +21,12 @@ struct role {
 	const char *announce_addr; /* receiver: address to tell the sender ("" none) */
 	int is_client;             /* prints its own log lines */
 	int verbose;
+	const struct sync_rule *rules;
+	int nrules;
 };
+
+/* idx_scan_opts.skip for the role's --exclude/--include rules (ctx: role) */
+int sync_filter_skip(const char *path, int is_dir, void *ctx);
 
 struct sync_result {
 	uint32_t code;             /* exit code */

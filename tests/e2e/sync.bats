@@ -274,3 +274,28 @@ kill_mid() {
 
 @test "interrupted: sender killed -9 mid-transfer" { kill_mid sender; }
 @test "interrupted: receiver killed -9 mid-transfer" { kill_mid receiver; }
+
+@test "--exclude/--include: rsync rules, first match wins, excluded DST files kept" {
+	mkdir -p "$T/src/a/node_modules/x" "$T/src/b" "$T/src/logs" "$T/src/c/logs"
+	echo 1 >"$T/src/a/keep.txt"
+	echo 2 >"$T/src/a/node_modules/x/junk.js"
+	echo 3 >"$T/src/b/skip.log"
+	echo 4 >"$T/src/b/keep.log"
+	echo 5 >"$T/src/logs/top.txt"
+	echo 6 >"$T/src/c/logs/deep.txt"
+	for mode in local push pull; do
+		rm -rf "$T/dst"
+		sync_in "$mode" --sync --exclude 'node_modules/' --include 'keep.log' \
+			--exclude '*.log' --exclude '/logs' "$T/src" "$T/dst"
+		[ -e "$T/dst/a/keep.txt" ]
+		[ ! -e "$T/dst/a/node_modules" ]
+		[ -e "$T/dst/b/keep.log" ]
+		[ ! -e "$T/dst/b/skip.log" ]
+		[ ! -e "$T/dst/logs" ]
+		[ -e "$T/dst/c/logs/deep.txt" ]     # '/logs' is anchored at the top
+		mkdir "$T/dst/logs"; echo mine >"$T/dst/logs/mine"
+		sync_in "$mode" --sync --delete --exclude '/logs' "$T/src" "$T/dst"
+		[ "$(cat "$T/dst/logs/mine")" = mine ]   # excluded: not deleted
+		[ -e "$T/dst/a/node_modules/x/junk.js" ]  # no longer excluded: sent
+	done
+}
