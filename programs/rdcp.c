@@ -37,6 +37,7 @@ static const char usage[] =
 "      --include PAT the first matching --include/--exclude decides; excluded\n"
 "                    files in DST are neither compared nor deleted\n"
 "  -v, --verbose     print each change and a summary with the bandwidth\n"
+"      --progress    one live line on a terminal: bytes, rate, files, ETA\n"
 "  -e, --rsh CMD     remote shell (default: ssh)\n"
 "      --rdcp-path P rdcp on the remote side (default: rdcp)\n"
 "  -P, --streams N   parallel data streams, 1..16 (default 1)\n"
@@ -109,7 +110,7 @@ int main(int argc, char **argv)
 {
 	enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
 	       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
-	       OPT_EXCLUDE, OPT_INCLUDE };
+	       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS };
 	static const struct option lo[] = {
 		{ "scan", required_argument, NULL, OPT_SCAN },
 		{ "index", required_argument, NULL, OPT_INDEX },
@@ -130,6 +131,7 @@ int main(int argc, char **argv)
 		{ "server", no_argument, NULL, OPT_SERVER },
 		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 		{ "include", required_argument, NULL, OPT_INCLUDE },
+		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -192,6 +194,7 @@ int main(int argc, char **argv)
 			rules[o.nrules++] = (struct sync_rule){ c == OPT_INCLUDE, optarg };
 			o.rules = rules;
 			break;
+		case OPT_PROGRESS: o.progress = 1; break;
 		case OPT_SERVER:
 			log_prog = "rdcp (remote)";
 			return sync_server();

@@ -654,7 +654,6 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	tp_key_derive(key, 32, o.key);
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
-	(void)want;
 	int rc = tp_listen(NULL, 0, &o, &l);
 	if (rc < 0)
 		return rc;
@@ -673,6 +672,11 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 		return rc;
 	s->res->bytes = 0;
 	s->res->transport = tp_kind_name(ts);
+	struct progress pg;
+	uint64_t total = 0;
+	for (uint32_t k = 0; k < nwant; k++)
+		total += s->sm.e[want[k]].size;
+	progress_start(&pg, r->progress, total, nwant);
 	for (;;) {
 		struct tp_msg *m;
 		rc = tp_msg_recv(ts, &m);
@@ -680,9 +684,11 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 			break;
 		rc = take_chunk(s, m);
 		tp_msg_release(ts, m);
+		progress_update(&pg, s->res->bytes, s->res->files, 0);
 		if (rc < 0)
 			break;
 	}
+	progress_update(&pg, s->res->bytes, s->res->files, 1);
 	if (rc == 1) {
 		rc = 0;
 		for (uint32_t k = 0; k < nwant; k++) {

@@ -159,7 +159,8 @@ int sync_client(const struct sync_opts *o)
 		return RD_EXIT_START;
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
-	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules };
+	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
+	                  .progress = o->progress };
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	int rc;

@@ -296,10 +296,15 @@ int sync_sender(struct role *r, struct sync_result *res)
 			rc = -errno;
 			goto out;
 		}
-		uint64_t changed = 0;
+		uint64_t changed = 0, total = 0;
 		struct dircache dc = { NULL, -1 };
+		struct progress pg;
+		for (uint32_t k = 0; k < nplan; k++)
+			total += m.e[plan[k]].size;
+		progress_start(&pg, r->progress, total, nplan);
 		for (uint32_t k = 0; k < nplan && rc >= 0; k++) {
 			rc = send_file(ts, &dc, rootfd, plan[k], &m.e[plan[k]], res);
+			progress_update(&pg, res->bytes, k + 1, k + 1 == nplan);
 			if (rc == 1) {
 				changed++;
 				rc = 0;

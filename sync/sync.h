@@ -61,6 +61,7 @@ struct sync_opts {
 	int nrules;
 	unsigned flags;             /* SYNC_F_* */
 	int verbose;
+	int progress;               /* --progress: a live line on a terminal */
 	const char *rsh;            /* remote shell, default "ssh" */
 	const char *rdcp_path;      /* the remote rdcp, default "rdcp" */
 	const char *data_addr;      /* address for data connections (see rdcp.1) */

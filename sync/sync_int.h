@@ -21,9 +21,19 @@ struct role {
 	const char *announce_addr; /* receiver: address to tell the sender ("" none) */
 	int is_client;             /* prints its own log lines */
 	int verbose;
+	int progress;              /* client: --progress */
 	const struct sync_rule *rules;
 	int nrules;
 };
+
+struct progress {
+	int on;
+	double t0, last;
+	uint64_t total_bytes, total_files;
+};
+/* --progress on a terminal (silent otherwise): totals, then updates. */
+void progress_start(struct progress *p, int wanted, uint64_t bytes, uint64_t files);
+void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int final);
 
 /* idx_scan_opts.skip for the role's --exclude/--include rules (ctx: role) */
 int sync_filter_skip(const char *path, int is_dir, void *ctx);

@@ -35,6 +35,7 @@ fi
 [ -n "$kver" ] || die "no kernel with rdma_rxe under /boot and /lib/modules (linux-image-amd64)"
 [ -e "/boot/vmlinuz-$kver" ] || die "/boot/vmlinuz-$kver is missing"
 [ -r "/boot/vmlinuz-$kver" ] || die "/boot/vmlinuz-$kver is not readable"
+case $top in *[[:space:]]*) die "the repository path has a space: $top" ;; esac
 
 # The initramfs: busybox, the 9p/virtio modules, an init that mounts the
 # shares and switch_roots into this machine's /. Cached per kernel version.
@@ -79,6 +80,14 @@ ln -sf /proc/self/fd/2 /newroot/dev/stderr
 for d in /tmp /run /var/tmp; do mount -t tmpfs tmpfs /newroot$d; done
 mkdir -p /newroot/tmp/job
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 job /newroot/tmp/job || fail "mount job"
+# the repository (with the fresh build) at its own path: it may live under
+# /tmp, which the tmpfs above hides
+repo=$(sed -n 's/.*rdcp_repo=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$repo" ]; then
+	mkdir -p "/newroot$repo" 2>/dev/null
+	mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 repo "/newroot$repo" ||
+		fail "mount repo"
+fi
 # switch_root, not chroot: module autoloading (crc32 for rdma_rxe) needs it
 exec switch_root /newroot /bin/sh /tmp/job/guest-init
 INIT
@@ -114,9 +123,10 @@ timeout "${VM_TIMEOUT:-600}" qemu-system-x86_64 \
 	-nodefaults -no-user-config -display none -serial "file:$job/console" \
 	-monitor none -nic none -no-reboot \
 	-kernel "/boot/vmlinuz-$kver" -initrd "$initrd" \
-	-append "console=ttyS0 quiet panic=-1" \
+	-append "console=ttyS0 quiet panic=-1 rdcp_repo=$top" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs "local,path=$job,mount_tag=job,security_model=none,multidevs=remap" \
+	-virtfs "local,path=$top,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
 	</dev/null
 qrc=$?
 [ -e "$job/log" ] && cat "$job/log"
