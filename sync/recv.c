@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,6 +52,8 @@ struct rstate {
 	size_t loglen;
 	uint64_t sender_errors;
 	uint32_t shift;          /* sender index = our index + shift */
+	pthread_mutex_t mu;      /* files[], written[], res: the main thread (chunks)
+	                            and the unpacker (small files) share them */
 	char *cdir;              /* the last parent directory opened for data, */
 	int cfd;                 /* and its fd (files arrive directory by directory) */
 	struct sync_result *res;
@@ -638,6 +641,58 @@ static void save_index(struct rstate *s)
 	idx_manifest_free(&now);
 }
 
+/* The unpacker's side: small files out of the archive stream. */
+static int unpack_open(void *ctx, uint64_t index, uint64_t size)
+{
+	struct rstate *s = ctx;
+	if (index < s->shift || index - s->shift >= s->sm.n)
+		return -EPROTO;
+	size_t i = (size_t)(index - s->shift);
+	const struct idx_entry *e = &s->sm.e[i];
+	if (s->fetch[i] < 0 || e->size != size || size >= SYNC_SMALL || size == 0)
+		return -EPROTO;
+	struct rfile *f = &s->files[s->fetch[i]];
+	int fd = -1;
+	pthread_mutex_lock(&s->mu);
+	if (f->got || f->done || f->fd >= 0) {
+		fd = -EPROTO;   /* sent twice */
+	} else if (!f->failed) {
+		if (open_temp(s, e, f) == 0)
+			fd = f->fd;
+		else {
+			f->failed = 1;
+			drop_file(f);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return fd;
+}
+
+static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got)
+{
+	struct rstate *s = ctx;
+	size_t i = (size_t)(index - s->shift);
+	const struct idx_entry *e = &s->sm.e[i];
+	struct rfile *f = &s->files[s->fetch[i]];
+	char shown[4096];
+	pthread_mutex_lock(&s->mu);
+	if (ok && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
+		s->res->bytes += got;
+		f->got = f->need;
+		finish_file(s, i, f);
+	} else {
+		log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
+		        ok ? "does not match the sender's hash (changed while sent, or "
+		             "damaged in transit)" : "could not be written");
+		s->res->errors++;
+		f->failed = 1;
+		drop_file(f);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+static const struct unpack_ops unpack_ops = { unpack_open, unpack_close };
+
 /* Receive the data of the planned files over the transport. */
 static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 {
@@ -677,16 +732,32 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	for (uint32_t k = 0; k < nwant; k++)
 		total += s->sm.e[want[k]].size;
 	progress_start(&pg, r->progress, total, nwant);
+	struct unpacker *up = NULL;
 	for (;;) {
 		struct tp_msg *m;
 		rc = tp_msg_recv(ts, &m);
 		if (rc != 0)
 			break;
+		if (m->id == SYNC_ARCHIVE_ID) {
+			if (!up && (rc = unpacker_start(&up, ts, &unpack_ops, s)) < 0) {
+				tp_msg_release(ts, m);
+				break;
+			}
+			unpacker_push(up, m);   /* it releases m */
+			continue;
+		}
+		pthread_mutex_lock(&s->mu);
 		rc = take_chunk(s, m);
+		pthread_mutex_unlock(&s->mu);
 		tp_msg_release(ts, m);
 		progress_update(&pg, s->res->bytes, s->res->files, 0);
 		if (rc < 0)
 			break;
+	}
+	if (up) {
+		int urc = unpacker_finish(up);
+		if (urc < 0 && rc >= 0)
+			rc = urc;
 	}
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
 	if (rc == 1) {
@@ -827,7 +898,8 @@ static void send_log(struct rstate *s)
 
 int sync_receiver(struct role *r, struct sync_result *res)
 {
-	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1 };
+	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1,
+	                    .mu = PTHREAD_MUTEX_INITIALIZER };
 	uint32_t *want = NULL, nwant = 0;
 	char *only = NULL, *mapto = NULL, *top = NULL;
 	uint8_t type;

@@ -116,57 +116,166 @@ static int open_file(struct dircache *c, int root, const char *path)
 	return c->fd < 0 ? -1 : open_beneath(c->fd, slash + 1, O_RDONLY);
 }
 
-/* Send one file, chunk by chunk. 0, 1 if it changed or vanished (skipped),
- * or a transport error. */
-static int send_file(struct tp_session *ts, struct dircache *dc, int root, uint32_t i,
-                     const struct idx_entry *e, struct sync_result *res)
+/* Open a planned file and check it is still what the scan saw; -1 (with a
+ * warning) if it vanished or changed. */
+static int open_planned(struct dircache *dc, int root, const struct idx_entry *e)
 {
 	char shown[4096];
 	int fd = open_file(dc, root, e->path);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != e->size) {
-		if (fd < 0 && errno == ENOENT)
-			log_warn("%s: vanished since the scan", log_path(shown, sizeof shown, e->path));
-		else
-			log_warn("%s: %s", log_path(shown, sizeof shown, e->path),
-			         fd < 0 ? strerror(errno) : "changed since the scan; not sent");
-		if (fd >= 0)
-			close(fd);
-		return 1;
-	}
-	if (e->nchunks)
-		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	int rc = 0;
-	for (uint64_t off = 0; off < e->size && rc == 0; off += IDX_CHUNK_SIZE) {
-		struct tp_msg *m;
-		if ((rc = tp_msg_get(ts, &m)) < 0)
+	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size)
+		return fd;
+	if (fd < 0 && errno == ENOENT)
+		log_warn("%s: vanished since the scan", log_path(shown, sizeof shown, e->path));
+	else
+		log_warn("%s: %s", log_path(shown, sizeof shown, e->path),
+		         fd < 0 ? strerror(errno) : "changed since the scan; not sent");
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static uint32_t read_full(int fd, uint8_t *buf, uint32_t want, uint64_t off)
+{
+	uint32_t got = 0;
+	while (got < want) {
+		ssize_t n = pread(fd, buf + got, want - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
 			break;
-		uint32_t want = (uint32_t)(e->size - off < IDX_CHUNK_SIZE ? e->size - off
-		                                                          : IDX_CHUNK_SIZE);
-		uint32_t got = 0;
-		while (got < want) {
-			ssize_t n = pread(fd, (uint8_t *)m->data + got, want - got, (off_t)(off + got));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			got += (uint32_t)n;
-		}
-		if (got != want) {
-			tp_msg_put(ts, m);
-			log_warn("%s: shrank while being sent; not sent",
-			         log_path(shown, sizeof shown, e->path));
-			rc = 1;
-			break;
-		}
-		m->len = want;
-		m->id = (uint64_t)i + 1;
-		m->off = off;
-		rc = tp_msg_send(ts, m);
-		if (rc == 0)
-			res->bytes += want;
+		got += (uint32_t)n;
 	}
+	return got;
+}
+
+/* What is being sent: small files into the archive, large ones chunk by
+ * chunk, interleaved so both kinds are on the wire at the same time. */
+struct sendq {
+	struct tp_session *ts;
+	struct dircache dc;
+	int root;
+	const struct idx_manifest *m;
+	struct sync_result *res;
+	uint64_t changed, big_bytes;
+	int big_fd;              /* the large file being sent, -1 between files */
+	uint64_t big_off;
+};
+
+/* One chunk of large file i (opening it on the first). 0 or an error. */
+static int send_chunk(struct sendq *q, uint32_t i, int *file_done)
+{
+	const struct idx_entry *e = &q->m->e[i];
+	char shown[4096];
+	*file_done = 0;
+	if (q->big_fd < 0) {
+		q->big_fd = open_planned(&q->dc, q->root, e);
+		q->big_off = 0;
+		if (q->big_fd < 0) {
+			q->changed++;
+			*file_done = 1;
+			return 0;
+		}
+		posix_fadvise(q->big_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	}
+	struct tp_msg *msg;
+	int rc = tp_msg_get(q->ts, &msg);
+	if (rc < 0)
+		return rc;
+	uint64_t off = q->big_off;
+	uint32_t want = (uint32_t)(e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE);
+	if (read_full(q->big_fd, msg->data, want, off) != want) {
+		tp_msg_put(q->ts, msg);
+		log_warn("%s: shrank while being sent; not sent", log_path(shown, sizeof shown, e->path));
+		q->changed++;
+		close(q->big_fd);
+		q->big_fd = -1;
+		*file_done = 1;
+		return 0;
+	}
+	msg->len = want;
+	msg->id = (uint64_t)i + 1;
+	msg->off = off;
+	if ((rc = tp_msg_send(q->ts, msg)) < 0)
+		return rc;
+	q->res->bytes += want;
+	q->big_bytes += want;
+	q->big_off += want;
+	if (q->big_off == e->size) {
+		close(q->big_fd);
+		q->big_fd = -1;
+		*file_done = 1;
+	}
+	return 0;
+}
+
+/* One small file into the archive. 0 or an error. */
+static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf)
+{
+	const struct idx_entry *e = &q->m->e[i];
+	char shown[4096];
+	int fd = open_planned(&q->dc, q->root, e);
+	if (fd < 0) {
+		q->changed++;
+		return 0;
+	}
+	uint32_t got = read_full(fd, buf, (uint32_t)e->size, 0);
 	close(fd);
+	if (got != e->size) {
+		log_warn("%s: shrank while being sent; not sent", log_path(shown, sizeof shown, e->path));
+		q->changed++;
+		return 0;
+	}
+	int rc = packer_add(pk, i, buf, e->size);
+	if (rc == 0)
+		q->res->bytes += e->size;
+	return rc;
+}
+
+static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struct role *r)
+{
+	uint32_t *small = malloc((size_t)(nplan ? nplan : 1) * 4);
+	uint32_t *big = malloc((size_t)(nplan ? nplan : 1) * 4);
+	uint8_t *buf = malloc(SYNC_SMALL);
+	uint32_t ns = 0, nb = 0, si = 0, bi = 0;
+	uint64_t total = 0;
+	struct packer *pk = NULL;
+	struct progress pg;
+	int rc = 0;
+	if (!small || !big || !buf)
+		rc = -ENOMEM;
+	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
+		const struct idx_entry *e = &q->m->e[plan[k]];
+		total += e->size;
+		if (e->size < SYNC_SMALL)
+			small[ns++] = plan[k];
+		else
+			big[nb++] = plan[k];
+	}
+	if (rc == 0 && ns)
+		rc = packer_open(&pk, q->ts);
+	progress_start(&pg, r->progress, total, nplan);
+	while (rc == 0 && (si < ns || bi < nb)) {
+		if (si < ns && (bi >= nb || packer_bytes(pk) <= q->big_bytes)) {
+			rc = pack_one(q, pk, small[si++], buf);
+		} else {
+			int done;
+			rc = send_chunk(q, big[bi], &done);
+			bi += (uint32_t)done;
+		}
+		progress_update(&pg, q->res->bytes, si + bi, 0);
+	}
+	if (pk) {
+		int prc = packer_close(pk, rc == 0);
+		if (rc == 0)
+			rc = prc;
+	}
+	progress_update(&pg, q->res->bytes, si + bi, 1);
+	if (q->big_fd >= 0)
+		close(q->big_fd);
+	free(small);
+	free(big);
+	free(buf);
 	return rc;
 }
 
@@ -296,23 +405,13 @@ int sync_sender(struct role *r, struct sync_result *res)
 			rc = -errno;
 			goto out;
 		}
-		uint64_t changed = 0, total = 0;
-		struct dircache dc = { NULL, -1 };
-		struct progress pg;
-		for (uint32_t k = 0; k < nplan; k++)
-			total += m.e[plan[k]].size;
-		progress_start(&pg, r->progress, total, nplan);
-		for (uint32_t k = 0; k < nplan && rc >= 0; k++) {
-			rc = send_file(ts, &dc, rootfd, plan[k], &m.e[plan[k]], res);
-			progress_update(&pg, res->bytes, k + 1, k + 1 == nplan);
-			if (rc == 1) {
-				changed++;
-				rc = 0;
-			}
-		}
-		free(dc.dir);
-		if (dc.fd >= 0)
-			close(dc.fd);
+		struct sendq q = { .ts = ts, .dc = { NULL, -1 }, .root = rootfd, .m = &m,
+		                   .res = res, .big_fd = -1 };
+		rc = send_all(&q, plan, nplan, r);
+		uint64_t changed = q.changed;
+		free(q.dc.dir);
+		if (q.dc.fd >= 0)
+			close(q.dc.fd);
 		if (rc == 0)
 			rc = tp_finish(ts);
 		if (rc < 0) {

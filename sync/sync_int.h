@@ -9,6 +9,8 @@
 #include "sync/sync.h"
 
 #define SYNC_MSG_SIZE  ((uint32_t)IDX_CHUNK_SIZE)   /* one message = one chunk */
+#define SYNC_SMALL     ((uint64_t)1 << 20)   /* smaller files go in the archive */
+#define SYNC_ARCHIVE_ID UINT64_MAX           /* message id of the archive stream */
 #define SYNC_POOL_SIZE ((size_t)64 << 20)
 
 /* What a side needs to play its role. */
@@ -25,6 +27,29 @@ struct role {
 	const struct sync_rule *rules;
 	int nrules;
 };
+
+/* sync/pack.c: small files as one tar stream over the transport */
+struct packer;
+int  packer_open(struct packer **p, struct tp_session *ts);
+int  packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size);
+uint64_t packer_bytes(const struct packer *p);
+/* ok: finish the archive and send the rest; else just drop it */
+int  packer_close(struct packer *p, int ok);
+
+struct unpack_ops {
+	/* entry `index` of size bytes: an fd to write it to, -1 to skip it,
+	 * -EPROTO if the entry cannot be one the sender should send */
+	int  (*open)(void *ctx, uint64_t index, uint64_t size);
+	/* written: ok when all of it was; hash of what came; got bytes */
+	void (*close)(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got);
+};
+struct unpacker;
+int  unpacker_start(struct unpacker **u, struct tp_session *ts,
+                    const struct unpack_ops *ops, void *ctx);
+/* Main thread: a message of the archive stream (the unpacker releases it). */
+void unpacker_push(struct unpacker *u, struct tp_msg *m);
+/* After the last message: wait for the unpacker; 0 or an error. */
+int  unpacker_finish(struct unpacker *u);
 
 struct progress {
 	int on;

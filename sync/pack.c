@@ -1,0 +1,330 @@
+/*
+ * Small files travel as one tar (pax) stream made and read with libarchive,
+ * cut into transport messages with id SYNC_ARCHIVE_ID and off = the byte
+ * offset in the stream. Thousands of small files then cost a few large
+ * messages instead of one message (and one round of bookkeeping) each.
+ *
+ * An entry's name is the sender's manifest index in decimal, never a path:
+ * where the data goes is decided by the receiver from the manifest it has
+ * already checked, so nothing in the archive can name a location (which is
+ * stronger than libarchive's secure-extraction flags, and why the receiver
+ * does not use archive_write_disk). Sizes are checked against the manifest
+ * and every file's hash is computed while it is written.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "common/log.h"
+#include "sync/sync_int.h"
+
+/* --- sending --- */
+
+struct packer {
+	struct archive *a;
+	struct tp_session *ts;
+	struct tp_msg *cur;
+	uint64_t off;         /* stream offset where cur starts */
+	int err;
+};
+
+static int flush_cur(struct packer *p)
+{
+	if (!p->cur || p->cur->len == 0)
+		return 0;
+	p->cur->id = SYNC_ARCHIVE_ID;
+	p->cur->off = p->off;
+	p->off += p->cur->len;
+	int rc = tp_msg_send(p->ts, p->cur);
+	p->cur = NULL;
+	return rc;
+}
+
+static la_ssize_t pack_write(struct archive *a, void *ctx, const void *buf, size_t len)
+{
+	struct packer *p = ctx;
+	const uint8_t *b = buf;
+	size_t left = len;
+	while (left) {
+		if (!p->cur) {
+			int rc = tp_msg_get(p->ts, &p->cur);
+			if (rc < 0) {
+				p->err = rc;
+				p->cur = NULL;
+				archive_set_error(a, -rc, "transport: %s", strerror(-rc));
+				return -1;
+			}
+			p->cur->len = 0;
+		}
+		size_t n = p->cur->cap - p->cur->len < left ? p->cur->cap - p->cur->len : left;
+		memcpy((uint8_t *)p->cur->data + p->cur->len, b, n);
+		p->cur->len += (uint32_t)n;
+		b += n;
+		left -= n;
+		if (p->cur->len == p->cur->cap && (p->err = flush_cur(p)) < 0) {
+			archive_set_error(a, -p->err, "transport: %s", strerror(-p->err));
+			return -1;
+		}
+	}
+	return (la_ssize_t)len;
+}
+
+int packer_open(struct packer **out, struct tp_session *ts)
+{
+	struct packer *p = calloc(1, sizeof *p);
+	if (!p || !(p->a = archive_write_new())) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->ts = ts;
+	archive_write_set_format_pax_restricted(p->a);
+	archive_write_set_bytes_per_block(p->a, 0);   /* no padding: stream it */
+	if (archive_write_open2(p->a, p, NULL, pack_write, NULL, NULL) != ARCHIVE_OK) {
+		log_err("archive: %s", archive_error_string(p->a));
+		archive_write_free(p->a);
+		free(p);
+		return -EIO;
+	}
+	*out = p;
+	return 0;
+}
+
+int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size)
+{
+	char name[16];
+	struct archive_entry *e = archive_entry_new();
+	if (!e)
+		return -ENOMEM;
+	snprintf(name, sizeof name, "%" PRIu32, index);
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0600);
+	archive_entry_set_size(e, (la_int64_t)size);
+	int rc = archive_write_header(p->a, e) == ARCHIVE_OK &&
+	         archive_write_data(p->a, data, size) == (la_ssize_t)size ? 0 : -EIO;
+	archive_entry_free(e);
+	if (rc < 0 && !p->err)
+		log_err("archive: %s", archive_error_string(p->a));
+	return p->err ? p->err : rc;
+}
+
+uint64_t packer_bytes(const struct packer *p)
+{
+	return p->off + (p->cur ? p->cur->len : 0);
+}
+
+int packer_close(struct packer *p, int ok)
+{
+	int rc = p->err;
+	if (ok && !rc && archive_write_close(p->a) != ARCHIVE_OK)
+		rc = p->err ? p->err : -EIO;
+	if (ok && !rc)
+		rc = flush_cur(p);
+	if (p->cur)
+		tp_msg_put(p->ts, p->cur);
+	archive_write_free(p->a);
+	free(p);
+	return rc;
+}
+
+/* --- receiving --- */
+
+struct held {
+	struct tp_msg *m;
+	struct held *next;
+};
+
+struct unpacker {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct held *held;      /* sorted by offset, waiting for the reader */
+	uint64_t want;          /* next stream offset the reader needs */
+	int eof;                /* no more messages will come */
+	int err;
+	struct tp_msg *inuse;   /* the reader's current buffer */
+	struct tp_session *ts;
+	const struct unpack_ops *ops;
+	void *ctx;
+	uint8_t *buf;
+};
+
+void unpacker_push(struct unpacker *u, struct tp_msg *m)
+{
+	struct held *h = malloc(sizeof *h);
+	pthread_mutex_lock(&u->mu);
+	if (!h || u->err) {
+		if (!u->err)
+			u->err = -ENOMEM;
+		pthread_mutex_unlock(&u->mu);
+		free(h);
+		tp_msg_release(u->ts, m);   /* a failed reader drops the rest */
+		return;
+	}
+	struct held **pp = &u->held;
+	while (*pp && (*pp)->m->off < m->off)
+		pp = &(*pp)->next;
+	h->m = m;
+	h->next = *pp;
+	*pp = h;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+/* libarchive's read callback: the next piece of the stream, in order. */
+static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
+{
+	struct unpacker *u = ctx;
+	(void)a;
+	if (u->inuse) {
+		tp_msg_release(u->ts, u->inuse);   /* libarchive is done with it */
+		u->inuse = NULL;
+	}
+	pthread_mutex_lock(&u->mu);
+	while (!(u->held && u->held->m->off == u->want) && !u->eof && !u->err)
+		pthread_cond_wait(&u->cv, &u->mu);
+	la_ssize_t n = 0;
+	if (u->held && u->held->m->off == u->want && !u->err) {
+		struct held *h = u->held;
+		u->held = h->next;
+		u->inuse = h->m;
+		free(h);
+		*buf = u->inuse->data;
+		n = u->inuse->len;
+		u->want += (uint64_t)n;
+	}
+	pthread_mutex_unlock(&u->mu);
+	return n;   /* 0: the stream ended (or failed) */
+}
+
+static int extract_entry(struct unpacker *u, struct archive *a, struct archive_entry *e)
+{
+	const char *name = archive_entry_pathname(e);
+	char *end;
+	errno = 0;
+	unsigned long long idx = name ? strtoull(name, &end, 10) : 0;
+	if (!name || !*name || *end || errno || archive_entry_filetype(e) != AE_IFREG ||
+	    !archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
+		return -EPROTO;
+	uint64_t size = (uint64_t)archive_entry_size(e);
+	int fd = u->ops->open(u->ctx, idx, size);
+	if (fd == -EPROTO)
+		return -EPROTO;
+	XXH3_state_t st;
+	XXH3_INITSTATE(&st);
+	XXH3_128bits_reset(&st);
+	uint64_t got = 0;
+	int ok = fd >= 0;
+	for (;;) {
+		const void *blk;
+		size_t len;
+		la_int64_t off;
+		int r = archive_read_data_block(a, &blk, &len, &off);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK)
+			return -EPROTO;
+		if (!ok)
+			continue;
+		if ((uint64_t)off != got) {   /* sparse or out of order: not ours */
+			ok = 0;
+			continue;
+		}
+		XXH3_128bits_update(&st, blk, len);
+		for (size_t w = 0; w < len;) {
+			ssize_t n = write(fd, (const uint8_t *)blk + w, len - w);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				ok = 0;
+				break;
+			}
+			w += (size_t)n;
+		}
+		got += len;
+	}
+	if (fd >= 0) {
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
+		u->ops->close(u->ctx, idx, ok && got == size, c.digest, got);
+	}
+	return 0;
+}
+
+static void *unpack_main(void *arg)
+{
+	struct unpacker *u = arg;
+	struct archive *a = archive_read_new();
+	int rc = -ENOMEM;
+	if (a) {
+		archive_read_support_format_tar(a);
+		rc = archive_read_open2(a, u, NULL, unpack_read, NULL, NULL) == ARCHIVE_OK
+		     ? 0 : -EPROTO;
+		struct archive_entry *e;
+		int r;
+		while (rc == 0 && (r = archive_read_next_header(a, &e)) != ARCHIVE_EOF)
+			rc = r == ARCHIVE_OK || r == ARCHIVE_WARN ? extract_entry(u, a, e) : -EPROTO;
+		if (rc < 0)
+			log_err("the stream of small files is damaged: %s",
+			        archive_error_string(a) ? archive_error_string(a) : "bad entry");
+		archive_read_free(a);
+	}
+	if (u->inuse) {
+		tp_msg_release(u->ts, u->inuse);
+		u->inuse = NULL;
+	}
+	pthread_mutex_lock(&u->mu);
+	if (rc < 0 && !u->err)
+		u->err = rc;
+	/* from here on, whatever still comes is released at once */
+	while (u->held) {
+		struct held *h = u->held;
+		u->held = h->next;
+		tp_msg_release(u->ts, h->m);
+		free(h);
+	}
+	if (!u->err)
+		u->err = 1;   /* done: later pushes are dropped */
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+int unpacker_start(struct unpacker **out, struct tp_session *ts,
+                   const struct unpack_ops *ops, void *ctx)
+{
+	struct unpacker *u = calloc(1, sizeof *u);
+	if (!u)
+		return -ENOMEM;
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	u->ts = ts;
+	u->ops = ops;
+	u->ctx = ctx;
+	if (pthread_create(&u->th, NULL, unpack_main, u)) {
+		free(u);
+		return -EAGAIN;
+	}
+	*out = u;
+	return 0;
+}
+
+int unpacker_finish(struct unpacker *u)
+{
+	pthread_mutex_lock(&u->mu);
+	u->eof = 1;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	pthread_join(u->th, NULL);
+	int rc = u->err == 1 ? 0 : u->err;
+	pthread_cond_destroy(&u->cv);
+	pthread_mutex_destroy(&u->mu);
+	free(u);
+	return rc;
+}
