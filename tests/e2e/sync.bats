@@ -299,3 +299,34 @@ kill_mid() {
 		[ -e "$T/dst/a/node_modules/x/junk.js" ]  # no longer excluded: sent
 	done
 }
+
+@test "scale: 50,000 small files, then a no-op re-run" {
+	python3 - "$T/src" <<'PY'
+import os, random, sys
+r = random.Random(11); root = sys.argv[1]
+for d in range(200):
+    os.makedirs(f"{root}/pkg{d:03d}/lib", exist_ok=True)
+for i in range(50000):
+    with open(f"{root}/pkg{i % 200:03d}/lib/f{i:06d}.js", "wb") as f:
+        f.write(r.randbytes(r.randint(100, 16384)))
+PY
+	"$RDCP" --sync -P 2 "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	run "$RDCP" --sync -v "$T/src" "$T/dst"
+	[[ "$output" == *"0 files (0 B) transferred"* ]]
+}
+
+@test "scale: two 1 GiB files, one changed in the middle: only it is sent" {
+	mkdir "$T/src"
+	head -c $((1 << 30)) /dev/urandom >"$T/src/one"
+	head -c $((1 << 30)) /dev/urandom >"$T/src/two"
+	"$RDCP" --sync -P 4 "$T/src" "$T/dst"
+	cmp "$T/src/one" "$T/dst/one"
+	cmp "$T/src/two" "$T/dst/two"
+	printf 'X' | dd of="$T/src/two" bs=1 seek=$((512 << 20)) conv=notrunc 2>/dev/null
+	run "$RDCP" --sync -v "$T/src" "$T/dst"
+	echo "$output"
+	[[ "$output" == *"1 files"* ]]
+	cmp "$T/src/two" "$T/dst/two"
+	same "$T/src" "$T/dst"
+}
