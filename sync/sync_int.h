@@ -9,7 +9,11 @@
 #include "sync/sync.h"
 
 #define SYNC_MSG_SIZE  ((uint32_t)IDX_CHUNK_SIZE)   /* one message = one chunk */
-#define SYNC_SMALL     ((uint64_t)1 << 20)   /* smaller files go in the archive */
+/* Files smaller than this go in the archive stream (tuned with
+ * benchmarks/threshold.sh; build with -DSYNC_SMALL=N to try another). */
+#ifndef SYNC_SMALL
+#define SYNC_SMALL     ((uint64_t)64 << 10)
+#endif
 #define SYNC_ARCHIVE_ID UINT64_MAX           /* message id of the archive stream */
 #define SYNC_POOL_SIZE ((size_t)64 << 20)
 

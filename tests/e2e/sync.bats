@@ -330,3 +330,22 @@ PY
 	cmp "$T/src/two" "$T/dst/two"
 	same "$T/src" "$T/dst"
 }
+
+@test "a deep tree: 100 levels (3,700-byte paths)" {
+	python3 - "$T/src" <<'PY'
+import os, sys
+root = sys.argv[1]
+os.makedirs(root)
+fd = os.open(root, os.O_RDONLY)
+for i in range(100):
+    name = "level-%03d-abcdefghijklmnopqrstuvwxyz" % i
+    os.mkdir(name, dir_fd=fd)
+    nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+    with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+        f.write("level %d\n" % i)
+PY
+	"$RDCP" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
