@@ -349,3 +349,15 @@ PY
 	"$RDCP" --sync "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 }
+
+@test "--progress draws one live line on a terminal, nothing when not a tty" {
+	command -v script >/dev/null || { echo "script(1) missing"; false; }
+	mk_tree "$T/src"
+	script -qec "'$RDCP' --sync --progress '$T/src' '$T/dst'" /dev/null >"$T/tty.out"
+	tr '\r' '\n' <"$T/tty.out" | grep -E 'MB/s +[0-9]+/[0-9]+ files +ETA' 
+	same "$T/src" "$T/dst"
+	rm -rf "$T/dst"
+	run "$RDCP" --sync --progress "$T/src" "$T/dst"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *ETA* ]]
+}
