@@ -32,6 +32,7 @@ mk_tree() {
 	printf 'with space\n' >"$t/sub/name with space"
 	printf 'nl\n' >"$t/sub/$(printf 'new\nline')"
 	printf 'uni\n' >"$t/sub/ünïcødé ✓"
+	printf 'raw\n' >"$t/sub/$(printf 'not-utf8-\377\376')"
 	head -c $((9 << 20)) /dev/urandom >"$t/sub/deeper/big"
 	: >"$t/zero"
 	chmod 640 "$t/a"
