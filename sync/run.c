@@ -95,7 +95,6 @@ static pid_t spawn_local(struct ctl *c)
 	return pid;
 }
 
-enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 
 /* HELLO: magic, version, the server's role, flags, transport, path, address */
 static int send_hello(struct ctl *c, int role, const struct sync_opts *o, const char *path,
@@ -243,44 +242,75 @@ static int parse_rules(const uint8_t *p, size_t len, struct sync_rule **out, int
 	return 0;
 }
 
+int hello_decode(const uint8_t *b, size_t n, struct hello *h)
+{
+	memset(h, 0, sizeof *h);
+	if (n < 18 || get_u32(b) != CTL_MAGIC)
+		return -EPROTO;
+	if (b[4] != CTL_VERSION)
+		return -EPROTONOSUPPORT;
+	size_t pl = get_u16(b + 12);
+	if (14 + pl + 2 > n)
+		return -EPROTO;
+	size_t al = get_u16(b + 14 + pl);
+	if (16 + pl + al + 2 > n)
+		return -EPROTO;
+	h->role = b[5];
+	h->flags = get_u32(b + 6);
+	h->streams = b[10] >= 1 && b[10] <= TP_MAX_STREAMS ? b[10] : 1;
+	h->kind = b[11] <= TP_RDMA ? (enum tp_kind)b[11] : TP_AUTO;
+	if ((h->role != ROLE_SENDER && h->role != ROLE_RECEIVER) || (h->flags & ~SYNC_F_ALL) ||
+	    pl == 0 || memchr(b + 14, 0, pl) || memchr(b + 16 + pl, 0, al))
+		return -EPROTO;
+	if (parse_rules(b + 16 + pl + al, n - 16 - pl - al, &h->rules, &h->nrules) < 0)
+		return -EPROTO;
+	h->path = strndup((const char *)b + 14, pl);
+	h->addr = strndup((const char *)b + 16 + pl, al);
+	if (!h->path || !h->addr) {
+		hello_free(h);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void hello_free(struct hello *h)
+{
+	for (int i = 0; i < h->nrules; i++)
+		free((char *)h->rules[i].pattern);
+	free(h->rules);
+	free(h->path);
+	free(h->addr);
+	memset(h, 0, sizeof *h);
+}
+
 int sync_server(void)
 {
 	struct ctl c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 };
 	struct sync_result res = { 0 };
+	struct hello h;
 	uint8_t type;
 	size_t n;
 	signal(SIGPIPE, SIG_IGN);
 	int rc = ctl_recv(&c, &type, &n);
-	if (rc < 0 || type != CTL_HELLO || n < 16 || get_u32(c.buf) != CTL_MAGIC) {
+	if (rc < 0 || type != CTL_HELLO) {
 		log_err("--server: the client did not say hello (%s)",
 		        rc < 0 ? strerror(-rc) : "wrong first message");
+		ctl_free(&c);
 		return RD_EXIT_PROTO;
 	}
-	if (c.buf[4] != CTL_VERSION) {
-		ctl_error(&c, RD_EXIT_PROTO, "rdcp versions differ: protocol 1 is needed");
+	rc = hello_decode(c.buf, n, &h);
+	if (rc < 0) {
+		ctl_error(&c, RD_EXIT_PROTO, rc == -EPROTONOSUPPORT
+		          ? "rdcp versions differ: protocol 1 is needed" : "malformed hello");
+		ctl_free(&c);
 		return RD_EXIT_PROTO;
 	}
-	int role = c.buf[5];
-	size_t pl = get_u16(c.buf + 12), al = 0;
-	struct sync_rule *rules = NULL;
-	int nrules = 0;
-	if (16 + pl <= n) {
-		al = get_u16(c.buf + 14 + pl);
-		if (16 + pl + al + 2 > n ||
-		    parse_rules(c.buf + 16 + pl + al, n - 16 - pl - al, &rules, &nrules) < 0)
-			role = 0;
-	}
-	if (16 + pl > n || (role != ROLE_SENDER && role != ROLE_RECEIVER) ||
-	    (get_u32(c.buf + 6) & ~SYNC_F_ALL)) {
-		ctl_error(&c, RD_EXIT_PROTO, "malformed hello");
-		return RD_EXIT_PROTO;
-	}
-	char *path = strndup((char *)c.buf + 14, pl);
-	char *addr = strndup((char *)c.buf + 16 + pl, al);
-	struct role r = { .ctl = &c, .path = path, .flags = get_u32(c.buf + 6),
-	                  .rules = rules, .nrules = nrules };
-	r.tp.streams = c.buf[10] >= 1 && c.buf[10] <= TP_MAX_STREAMS ? c.buf[10] : 1;
-	r.tp.kind = c.buf[11] <= TP_RDMA ? (enum tp_kind)c.buf[11] : TP_AUTO;
+	struct role r = { .ctl = &c, .path = h.path, .flags = h.flags,
+	                  .rules = h.rules, .nrules = h.nrules };
+	int role = h.role;
+	char *addr = h.addr;
+	r.tp.streams = h.streams;
+	r.tp.kind = h.kind;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
 		r.announce_addr = "";
@@ -299,11 +329,7 @@ int sync_server(void)
 		r.verbose = 0;
 		sync_sender(&r, &res);
 	}
-	for (int i = 0; i < nrules; i++)
-		free((char *)rules[i].pattern);
-	free(rules);
-	free(path);
-	free(addr);
+	hello_free(&h);
 	ctl_free(&c);
 	return (int)res.code;
 }

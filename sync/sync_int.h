@@ -76,6 +76,20 @@ struct sync_result {
 int sync_sender(struct role *r, struct sync_result *res);
 int sync_receiver(struct role *r, struct sync_result *res);
 
+enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
+
+/* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
+struct hello {
+	int role, streams, nrules;
+	unsigned flags;
+	enum tp_kind kind;
+	char *path, *addr;
+	struct sync_rule *rules;
+};
+/* 0, -EPROTO if malformed, -EPROTONOSUPPORT for another version. */
+int  hello_decode(const uint8_t *buf, size_t len, struct hello *h);
+void hello_free(struct hello *h);
+
 /* DONE payload */
 void result_put(uint8_t *p, const struct sync_result *r);
 void result_get(const uint8_t *p, struct sync_result *r);
