@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,8 +720,25 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	memcpy(msg + 2, key, 32);
 	memcpy(msg + 34, r->announce_addr, alen > 255 ? 255 : alen);
 	rc = ctl_send(r->ctl, CTL_DATA, msg, 34 + (alen > 255 ? 255 : alen));
-	if (rc == 0)
-		rc = tp_accept(l, 30000, &ts);
+	/* Wait for the sender's data connection, but not for a sender that
+	 * gave up: it says so (or vanishes) on the control channel. */
+	for (int waited = 0; rc == 0; waited++) {
+		rc = tp_accept(l, 500, &ts);
+		if (rc != -ETIMEDOUT)
+			break;
+		struct pollfd pf = { r->ctl->in, POLLIN, 0 };
+		if (poll(&pf, 1, 0) > 0) {
+			uint8_t type;
+			size_t n;
+			if (ctl_recv(r->ctl, &type, &n) == 0 && type == CTL_ERROR && n >= 4) {
+				log_err("the sender gave up: %s", (char *)r->ctl->buf + 4);
+				s->res->code = get_u32(r->ctl->buf);
+			}
+			rc = -ECONNABORTED;
+			break;
+		}
+		rc = waited < 60 ? 0 : -ETIMEDOUT;   /* 30 s in all */
+	}
 	tp_listener_free(l);
 	explicit_bzero(key, sizeof key);
 	if (rc < 0)

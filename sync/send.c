@@ -382,9 +382,20 @@ int sync_sender(struct role *r, struct sync_result *res)
 		}
 	}
 	if (nplan) {
-		/* where and how to connect, from the receiver */
-		if ((rc = ctl_recv(r->ctl, &type, &n)) < 0)
+		/* where and how to connect, from the receiver (or why it cannot) */
+		while ((rc = ctl_recv(r->ctl, &type, &n)) == 0 && type == CTL_LOG)
+			fwrite(r->ctl->buf, 1, n, stdout);
+		if (rc < 0)
 			goto out;
+		if (type == CTL_DONE && n == RESULT_LEN) {
+			result_get(r->ctl->buf, res);   /* it failed before the data */
+			goto out;
+		}
+		if (type == CTL_ERROR && n >= 4) {
+			log_err("%s", (char *)r->ctl->buf + 4);
+			res->code = get_u32(r->ctl->buf);
+			goto out;
+		}
 		if (type != CTL_DATA || n < 34) {
 			rc = -EPROTO;
 			goto out;
@@ -398,8 +409,13 @@ int sync_sender(struct role *r, struct sync_result *res)
 		addr[al] = '\0';
 		o.msg_size = SYNC_MSG_SIZE;
 		o.pool_size = SYNC_POOL_SIZE;
-		if ((rc = tp_connect(al ? addr : r->connect_addr, port, &o, &ts)) < 0)
+		if ((rc = tp_connect(al ? addr : r->connect_addr, port, &o, &ts)) < 0) {
+			char why[400];
+			snprintf(why, sizeof why, "cannot open the data connection to %s port %u",
+			         al ? addr : r->connect_addr, port);
+			ctl_error(r->ctl, sync_exit_code(rc, NULL), why);
 			goto out;
+		}
 		transport = tp_kind_name(ts);
 		if ((rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 			rc = -errno;

@@ -362,3 +362,14 @@ PY
 	[ "$status" -eq 0 ]
 	[[ "$output" != *ETA* ]]
 }
+
+@test "--transport rdma on a machine without RDMA: exit 16 both ways, says why" {
+	[ -z "$(ls /sys/class/infiniband 2>/dev/null)" ] || skip "this machine has an RDMA device"
+	mk_tree "$T/src"
+	run sync_in push --sync --transport rdma "$T/src" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 16 ]
+	[[ "$output" == *"RDMA is not available"* ]]
+	run sync_in pull --sync --transport rdma "$T/src" "$T/dst"
+	[ "$status" -eq 16 ]
+}
