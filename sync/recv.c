@@ -53,6 +53,7 @@ struct rstate {
 	size_t loglen;
 	uint64_t sender_errors;
 	uint32_t shift;          /* sender index = our index + shift */
+	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[], res: the main thread (chunks)
 	                            and the unpacker (small files) share them */
 	char *cdir;              /* the last parent directory opened for data, */
@@ -115,6 +116,7 @@ static int remove_path(struct rstate *s, const char *path)
 		if (strncmp(p, path, len) != 0 || (p[len] != '/' && p[len] != '\0'))
 			continue;
 		s->dm.e[i].flags |= GONE;
+		s->actions++;
 		const char *name;
 		int d = open_parent(s->root, p, &name);
 		if (d < 0)
@@ -134,6 +136,7 @@ static int remove_path(struct rstate *s, const char *path)
 static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
 {
 	unsigned f = s->r->flags;
+	s->actions++;
 	if ((f & SYNC_F_OWNER) && geteuid() == 0 && fchown(fd, e->uid, e->gid) < 0)
 		fail_path(s, e->path, "cannot set owner", errno);
 	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
@@ -423,6 +426,10 @@ static int plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 					int pd = open_parent(s->root, e->path, &name);
 					if (pd < 0 || mkdirat(pd, name, 0700) < 0)
 						fail_path(s, e->path, "cannot create directory", errno);
+					else {
+						s->written[i] = 1;
+						s->actions++;
+					}
 					if (pd >= 0)
 						close(pd);
 				}
@@ -540,6 +547,7 @@ static void make_links(struct rstate *s)
 			unlinkat(pd, tmp, 0);
 		} else {
 			s->written[i] = 1;
+			s->actions++;
 		}
 		close(pd);
 	}
@@ -547,16 +555,51 @@ static void make_links(struct rstate *s)
 
 /* Metadata of files whose content was already right, then of directories,
  * deepest first (writing into a directory changes its mtime). */
+/* Mark the directory (in sm) holding path as touched. */
+static void touch_parent(struct rstate *s, const char *path, uint8_t *touched)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
+	const struct idx_entry *p = dir ? idx_manifest_find(&s->sm, dir) : NULL;
+	if (p)
+		touched[p - s->sm.e] = 1;
+	free(dir);
+}
+
+static int dir_meta_differs(const struct rstate *s, const struct idx_entry *a,
+                            const struct idx_entry *b)
+{
+	unsigned f = s->r->flags;
+	return ((f & SYNC_F_PERMS) && a->mode != b->mode) ||
+	       ((f & SYNC_F_TIMES) && a->mtime_ns != b->mtime_ns) ||
+	       ((f & SYNC_F_OWNER) && geteuid() == 0 && (a->uid != b->uid || a->gid != b->gid));
+}
+
+/* Metadata of files whose content was already right, then of directories,
+ * deepest first (writing into a directory changes its mtime): only those
+ * that are new, differ, or had entries written or removed this run. */
 static void fix_meta(struct rstate *s)
 {
 	if (s->r->flags & SYNC_F_DRYRUN)
 		return;
+	uint8_t *touched = calloc(s->sm.n ? s->sm.n : 1, 1);
+	if (!touched)
+		return;
+	for (size_t k = 0; k < s->sm.n; k++)
+		if (s->written[k])
+			touch_parent(s, s->sm.e[k].path, touched);
+	for (size_t k = 0; k < s->dm.n; k++)
+		if (s->dm.e[k].flags & GONE)
+			touch_parent(s, s->dm.e[k].path, touched);
 	for (size_t k = s->sm.n; k-- > 0;) {
 		const struct idx_entry *e = &s->sm.e[k];
 		if (e->type != IDX_DIR && (e->type != IDX_REG || s->written[k]))
 			continue;
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		if (e->type == IDX_REG && (!d || d->type != IDX_REG || !meta_differs(s, e, d)))
+			continue;
+		if (e->type == IDX_DIR && d && d->type == IDX_DIR && !(d->flags & GONE) &&
+		    !touched[k] && !s->written[k] && !dir_meta_differs(s, e, d))
 			continue;
 		if (e->type == IDX_REG && (s->r->flags & SYNC_F_HARDLINKS) && e->hlink &&
 		    e->hlink != k + 1)
@@ -570,6 +613,7 @@ static void fix_meta(struct rstate *s)
 		apply_meta_fd(s, fd, e);
 		close(fd);
 	}
+	free(touched);
 }
 
 static void delete_extra(struct rstate *s)
@@ -595,6 +639,8 @@ static void delete_extra(struct rstate *s)
 		s->res->deleted++;
 		if (f & SYNC_F_DRYRUN)
 			continue;
+		s->dm.e[i].flags |= GONE;
+		s->actions++;
 		const char *name;
 		int pd = open_parent(s->root, d->path, &name);
 		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
@@ -1014,7 +1060,8 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	make_links(&s);
 	delete_extra(&s);
 	fix_meta(&s);
-	if (!(r->flags & SYNC_F_DRYRUN))
+	/* the scan stored what DST held; only a changed DST needs it again */
+	if (!(r->flags & SYNC_F_DRYRUN) && s.actions)
 		save_index(&s);
 	rc = 0;
 out:
