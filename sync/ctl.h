@@ -37,4 +37,14 @@ int ctl_recv(struct ctl *c, uint8_t *type, size_t *len);
 void ctl_error(struct ctl *c, int code, const char *msg);
 void ctl_free(struct ctl *c);
 
+/* CTL_DATA: where the sender connects, and the session's secret. */
+struct ctl_data {
+	uint16_t port;
+	char key[33];       /* 32 hex characters */
+	char addr[256];     /* "" when the sender should use its own idea */
+};
+/* Decode peer input: -EPROTO unless the port is set, the key is 32 hex
+ * characters and the address is at most 255 bytes without NUL. */
+int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
+
 #endif

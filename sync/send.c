@@ -396,17 +396,17 @@ int sync_sender(struct role *r, struct sync_result *res)
 			res->code = get_u32(r->ctl->buf);
 			goto out;
 		}
-		if (type != CTL_DATA || n < 34) {
+		struct ctl_data cd;
+		if (type != CTL_DATA || ctl_data_decode(r->ctl->buf, n, &cd) < 0) {
 			rc = -EPROTO;
 			goto out;
 		}
 		struct tp_opts o = r->tp;
-		uint16_t port = get_u16(r->ctl->buf);
-		tp_key_derive((char *)r->ctl->buf + 2, 32, o.key);
-		char addr[256];
-		size_t al = n - 34;
-		memcpy(addr, r->ctl->buf + 34, al);
-		addr[al] = '\0';
+		uint16_t port = cd.port;
+		tp_key_derive(cd.key, 32, o.key);
+		explicit_bzero(cd.key, sizeof cd.key);
+		const char *addr = cd.addr;
+		size_t al = strlen(addr);
 		o.msg_size = SYNC_MSG_SIZE;
 		o.pool_size = SYNC_POOL_SIZE;
 		if ((rc = tp_connect(al ? addr : r->connect_addr, port, &o, &ts)) < 0) {
