@@ -59,16 +59,18 @@ int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
 	uint32_t n = get_u32(h);
 	if (n > CTL_FRAME_MAX || h[4] < CTL_HELLO || h[4] > CTL_LAST)
 		return -EPROTO;
-	if (n + 1 > c->cap) {
-		uint8_t *b = realloc(c->buf, n + 1);
+	if (n + 8 > c->cap) {
+		uint8_t *b = realloc(c->buf, n + 8);
 		if (!b)
 			return -ENOMEM;
 		c->buf = b;
-		c->cap = n + 1;
+		c->cap = n + 8;
 	}
 	if ((rc = read_all(c->in, c->buf, n)) < 0)
 		return rc;
-	c->buf[n] = '\0';   /* so a message can be printed as text */
+	/* zeros after the payload: a message can be printed as text, and an
+	 * ERROR's text at buf + 4 stays in bounds even if the frame is short */
+	memset(c->buf + n, 0, 8);
 	*type = h[4];
 	*len = n;
 	return 0;
