@@ -93,10 +93,11 @@ bench: all
 install: $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
-	install -m 644 docs/*.1 $(DESTDIR)$(MANDIR)/man1/ 2>/dev/null || true
+	install -m 644 docs/*.1 $(DESTDIR)$(MANDIR)/man1/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGS)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/*.1)))
 
 clean:
 	rm -rf build build-asan build-fuzz
