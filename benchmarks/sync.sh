@@ -22,8 +22,9 @@ source "$top/tests/lib/sshd.sh"
 trap 'sshd_stop "$W/sshd"; rm -rf "$W"' EXIT
 sshd_start "$W/sshd" || { echo "sshd did not start" >&2; exit 1; }
 export XDG_CACHE_HOME=$W/cache
-csv=$here/results/sync.csv
-mkdir -p "$here/results"
+results=${RDCP_BENCH_RESULTS:-$here/results}
+csv=$results/sync.csv
+mkdir -p "$results"
 echo "set,scenario,contender,rep,seconds" >"$csv"
 
 nsmall=$(python3 -c "print(max(1, int(50000 * $scale)))")

@@ -24,8 +24,9 @@ while [ $# -gt 0 ]; do
 done
 W=$(mktemp -d "${TMPDIR:-/tmp}/rdcp-bench-tp-XXXXXX")
 trap 'rm -rf "$W"' EXIT
-csv=$here/results/transport.csv
-mkdir -p "$here/results"
+results=${RDCP_BENCH_RESULTS:-$here/results}
+csv=$results/transport.csv
+mkdir -p "$results"
 echo "where,contender,rep,seconds,MBps" >"$csv"
 
 now() { date +%s.%N; }

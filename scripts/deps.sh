@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential pkg-config
 libxxhash-dev libsqlite3-dev libarchive-dev libsodium-dev
 libibverbs-dev librdmacm-dev libcmocka-dev
-bats bc rsync openssh-server openssh-client netcat-openbsd iperf3 xxhash
+bats bc python3 rsync openssh-server openssh-client netcat-openbsd iperf3 xxhash
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 

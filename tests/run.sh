@@ -49,6 +49,10 @@ done
 for b in tests/e2e/*.bats; do
 	[ -f "$b" ] && run_suite "e2e $(basename "$b" .bats)" bats --tap "$b"
 done
+# keep benchmarks/ runnable (tiny data; results of these runs are not kept)
+BENCH_RESULTS=$(mktemp -d)
+run_suite "benchmark smoke" env RDCP_BENCH_RESULTS="$BENCH_RESULTS" tests/bench-smoke.sh
+rm -rf "$BENCH_RESULTS"
 if [ -x tests/rdma/run.sh ]; then
 	run_suite "rdma (soft-RoCE VM)" tests/rdma/run.sh
 fi
