@@ -4,40 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/wire.h"
 #include "sync/ctl.h"
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EPIPE ? -ECONNRESET : -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len)
 {
@@ -46,14 +15,16 @@ int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len)
 		return -EMSGSIZE;
 	put_u32(h, (uint32_t)len);
 	h[4] = type;
-	int rc = write_all(c->out, h, sizeof h);
-	return rc ? rc : write_all(c->out, payload, len);
+	int rc = io_write_full(c->out, h, sizeof h);
+	if (rc == 0)
+		rc = io_write_full(c->out, payload, len);
+	return rc == -EPIPE ? -ECONNRESET : rc;
 }
 
 int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
 {
 	uint8_t h[5];
-	int rc = read_all(c->in, h, sizeof h);
+	int rc = io_read_full(c->in, h, sizeof h);
 	if (rc < 0)
 		return rc;
 	uint32_t n = get_u32(h);
@@ -66,7 +37,7 @@ int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
 		c->buf = b;
 		c->cap = n + 8;
 	}
-	if ((rc = read_all(c->in, c->buf, n)) < 0)
+	if ((rc = io_read_full(c->in, c->buf, n)) < 0)
 		return rc;
 	/* zeros after the payload: a message can be printed as text, and an
 	 * ERROR's text at buf + 4 stays in bounds even if the frame is short */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "sync/sync.h"
 
@@ -275,20 +276,6 @@ int pump_send(struct tp_session *s, int fd, const char *name, struct pump_stats 
 
 /* --- receiving --- */
 
-static int write_all(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* To a pipe: in offset order, holding early messages (sorted list). */
 static int recv_pipe(struct tp_session *s, int fd, const char *name, struct pump_stats *st)
 {
@@ -314,7 +301,7 @@ static int recv_pipe(struct tp_session *s, int fd, const char *name, struct pump
 		while (held && held->m->off == want) {
 			h = held;
 			held = h->next;
-			if (rc == 0 && (rc = write_all(fd, h->m->data, h->m->len)) < 0) {
+			if (rc == 0 && (rc = io_write_full(fd, h->m->data, h->m->len)) < 0) {
 				log_err("writing %s: %s", name, strerror(-rc));
 				rc = local_err(st, rc);
 			}

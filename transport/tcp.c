@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "transport/tp_int.h"
 
@@ -65,21 +66,11 @@ static void set_err(struct tcp *t, int err)
 
 /* --- plain I/O helpers --- */
 
+/* A receive timeout (SO_RCVTIMEO, during the handshake) is a timeout. */
 static int read_full(int fd, void *buf, size_t len)
 {
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	int rc = io_read_full(fd, buf, len);
+	return rc == -EAGAIN ? -ETIMEDOUT : rc;
 }
 
 static int send_full(int fd, const void *hdr, const void *payload, size_t len)
