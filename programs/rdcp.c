@@ -172,17 +172,12 @@ int main(int argc, char **argv)
 		case OPT_RDCP_PATH: o.rdcp_path = optarg; break;
 		case OPT_DATA_ADDR: o.data_addr = optarg; break;
 		case 'P':
-			o.tp.streams = atoi(optarg);
-			if (o.tp.streams < 1 || o.tp.streams > TP_MAX_STREAMS) {
-				log_err("--streams: expected 1..%d, got '%s'", TP_MAX_STREAMS, optarg);
+			if (sync_opt_streams(optarg, &o.tp.streams) < 0)
 				return RD_EXIT_USAGE;
-			}
 			break;
 		case OPT_TRANSPORT:
-			if (sync_parse_kind(optarg, &o.tp.kind) < 0) {
-				log_err("--transport: expected rdma, tcp or auto, got '%s'", optarg);
+			if (sync_opt_transport(optarg, &o.tp.kind) < 0)
 				return RD_EXIT_USAGE;
-			}
 			break;
 		case OPT_EXCLUDE:
 		case OPT_INCLUDE:

@@ -52,30 +52,20 @@ int main(int argc, char **argv)
 	struct tp_opts o = { 0 };
 	const char *key_file = NULL, *addr = NULL;
 	int timeout_ms = -1, c;
-	uint64_t v;
 	log_prog = "rdrecv";
 	while ((c = getopt_long(argc, argv, "+vh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'v': o.verbose = 1; break;
 		case O_TRANSPORT:
-			if (sync_parse_kind(optarg, &o.kind) < 0) {
-				log_err("--transport: expected rdma, tcp or auto, got '%s'", optarg);
+			if (sync_opt_transport(optarg, &o.kind) < 0)
 				return RD_EXIT_USAGE;
-			}
 			break;
 		case O_LISTEN: addr = optarg; break;
 		case O_KEYFILE: key_file = optarg; break;
 		case O_POOL:
 		case O_MSG:
-			if (sync_parse_size(optarg, &v) < 0 || v < 4096 ||
-			    (c == O_MSG && v > TP_MAX_MSG_SIZE) || (c == O_POOL && v > (4ull << 30))) {
-				log_err("%s: bad size '%s'", c == O_POOL ? "--pool" : "--msg-size", optarg);
+			if (sync_opt_size(optarg, c == O_POOL, &o) < 0)
 				return RD_EXIT_USAGE;
-			}
-			if (c == O_POOL)
-				o.pool_size = v;
-			else
-				o.msg_size = (uint32_t)v;
 			break;
 		case O_TIMEOUT: timeout_ms = atoi(optarg) * 1000; break;
 		case 'h': fputs(usage, stdout); return RD_EXIT_OK;

@@ -74,6 +74,43 @@ int sync_parse_kind(const char *s, enum tp_kind *k)
 	return 0;
 }
 
+int sync_opt_streams(const char *arg, int *streams)
+{
+	char *end;
+	long n = strtol(arg, &end, 10);
+	if (*end || n < 1 || n > TP_MAX_STREAMS) {
+		log_err("--streams: expected 1..%d, got '%s'", TP_MAX_STREAMS, arg);
+		return -EINVAL;
+	}
+	*streams = (int)n;
+	return 0;
+}
+
+int sync_opt_transport(const char *arg, enum tp_kind *kind)
+{
+	if (sync_parse_kind(arg, kind) < 0) {
+		log_err("--transport: expected rdma, tcp or auto, got '%s'", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int sync_opt_size(const char *arg, int pool, struct tp_opts *o)
+{
+	uint64_t v;
+	if (sync_parse_size(arg, &v) < 0 || v < 4096 ||
+	    (!pool && v > TP_MAX_MSG_SIZE) || (pool && v > (4ull << 30))) {
+		log_err("%s: bad size '%s' (4K..%s)", pool ? "--pool" : "--msg-size", arg,
+		        pool ? "4G" : "16M");
+		return -EINVAL;
+	}
+	if (pool)
+		o->pool_size = v;
+	else
+		o->msg_size = (uint32_t)v;
+	return 0;
+}
+
 int sync_exit_code(int rc, const struct pump_stats *st)
 {
 	if (rc >= 0)

@@ -85,6 +85,13 @@ int sync_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN]);
 int sync_parse_size(const char *s, uint64_t *out);
 /* "rdma", "tcp", "auto". 0 or -EINVAL. */
 int sync_parse_kind(const char *s, enum tp_kind *k);
+/* Command-line options the programs share. Each says what is wrong and
+ * returns -EINVAL on a bad value. */
+int sync_opt_streams(const char *arg, int *streams);         /* -P 1..16 */
+int sync_opt_transport(const char *arg, enum tp_kind *kind); /* --transport */
+/* --pool (pool != 0) or --msg-size into o */
+int sync_opt_size(const char *arg, int pool, struct tp_opts *o);
+
 /* The documented exit code (common/exitcode.h) for a pump result. */
 int sync_exit_code(int rc, const struct pump_stats *st);
 /* One line on stderr: why a transfer failed, from the sender's view or not. */
