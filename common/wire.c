@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/wire.h"
 
@@ -27,4 +28,22 @@ uint8_t *wr_room(struct wire_wr *w, size_t n)
 	uint8_t *p = w->buf + w->len;
 	w->len += n;
 	return p;
+}
+
+char *rd_str16(struct wire_rd *r)
+{
+	size_t n = rd_u16(r);
+	const uint8_t *p = rd_take(r, n);
+	if (r->bad || memchr(p, 0, n)) {
+		r->bad = 1;
+		return NULL;
+	}
+	char *s = malloc(n + 1);
+	if (!s) {
+		r->bad = 1;
+		return NULL;
+	}
+	memcpy(s, p, n);
+	s[n] = 0;
+	return s;
 }

@@ -117,4 +117,19 @@ static inline void wr_bytes(struct wire_wr *w, const void *s, size_t n)
 		memcpy(p, s, n);
 }
 
+/* A string as u16 length + bytes (no NUL); NULL or longer than 65535: bad. */
+static inline void wr_str16(struct wire_wr *w, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (!s || n > UINT16_MAX) {
+		w->bad = 1;
+		return;
+	}
+	wr_u16(w, (uint16_t)n);
+	wr_bytes(w, s, n);
+}
+/* Its reader: a malloc'd NUL-terminated copy; NULL (r->bad set) if the
+ * bytes run past the end or hold a NUL. */
+char *rd_str16(struct wire_rd *r);
+
 #endif

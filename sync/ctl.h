@@ -19,7 +19,12 @@ enum ctl_type {
 	CTL_DATA,           /* receiver -> sender: u16 port, 32-byte key, address */
 	CTL_DONE,           /* receiver -> sender: results (see sync_result) */
 	CTL_LOG,            /* receiver -> sender: itemized lines for the user */
-	CTL_LAST = CTL_LOG,
+	/* rdpipe (sync/pipeline.c): controller <-> one segment */
+	CTL_SEG_SETUP,      /* controller -> segment: what to run, the key */
+	CTL_SEG_READY,      /* segment -> controller: u16 port it listens on */
+	CTL_SEG_GO,         /* controller -> segment: u16 port, address of the next */
+	CTL_SEG_DONE,       /* segment -> controller: results (see pipeline.c) */
+	CTL_LAST = CTL_SEG_DONE,
 };
 
 struct ctl {

@@ -302,7 +302,8 @@ static int recv_pipe(struct tp_session *s, int fd, const char *name, struct pump
 			h = held;
 			held = h->next;
 			if (rc == 0 && (rc = io_write_full(fd, h->m->data, h->m->len)) < 0) {
-				log_err("writing %s: %s", name, strerror(-rc));
+				if (rc != -EPIPE)   /* a reader that left: the caller judges */
+					log_err("writing %s: %s", name, strerror(-rc));
 				rc = local_err(st, rc);
 			}
 			want += h->m->len;
@@ -382,6 +383,10 @@ int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats 
 			log_err("writing %s: %s", name, strerror(errno));
 			rc = local_err(st, -errno);
 		}
+		/* leave the offset after what we wrote, as write(2) would have: a
+		 * shared stdout (`{ rdrecv ...; echo; } >f`) goes on from there */
+		if (end >= 0)
+			lseek(fd, end + (off_t)st->bytes, SEEK_SET);
 	}
 	st->seconds = now_s() - t0;
 	if (rc == 1) {

@@ -49,32 +49,8 @@ static const char *bare_host(const char *h)
 /* Start `rsh host rdcp --server` with pipes; returns its pid. */
 static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
 {
-	int to[2], from[2];
-	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0)
-		return -1;
-	char *argv[64];
-	int argc = 0;
-	char *rsh = strdup(o->rsh ? o->rsh : "ssh");
-	for (char *t = strtok(rsh, " \t"); t && argc < 56; t = strtok(NULL, " \t"))
-		argv[argc++] = t;
-	argv[argc++] = (char *)host;
-	argv[argc++] = (char *)(o->rdcp_path ? o->rdcp_path : "rdcp");
-	argv[argc++] = "--server";
-	argv[argc] = NULL;
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(to[0], STDIN_FILENO);
-		dup2(from[1], STDOUT_FILENO);
-		execvp(argv[0], argv);
-		log_err("cannot run the remote shell '%s': %s", argv[0], strerror(errno));
-		_exit(RD_EXIT_START);
-	}
-	free(rsh);
-	close(to[0]);
-	close(from[1]);
-	c->out = to[1];
-	c->in = from[0];
-	return pid;
+	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
+	return rsh_spawn(o->rsh, host, words, &c->out, &c->in);
 }
 
 /* Local to local: the far side is a child process on a socketpair. */

@@ -73,6 +73,28 @@ int sync_client(const struct sync_opts *o);
 /* The far side (rdcp --server): control channel on stdin/stdout. */
 int sync_server(void);
 
+/* --- rdpipe: a pipeline of commands on hosts (sync/pipeline.c) --- */
+
+/* What a segment's command starts with: nothing, <, > or >> */
+enum pipe_op { PIPE_CMD, PIPE_FROM, PIPE_TO, PIPE_APPEND };
+
+struct pipe_opts {
+	const char *const *segs;    /* "[user@]host:command", in pipeline order */
+	int nsegs;
+	const char *rsh;            /* remote shell, default "ssh" */
+	const char *rdpipe_path;    /* the remote rdpipe, default "rdpipe" */
+	int verbose;                /* -v: each hop's bandwidth at the end */
+	int dry_run;                /* -n: print what would run */
+	struct tp_opts tp;          /* kind, streams (the key is made per run) */
+};
+
+/* Run the pipeline; returns the exit code (see rdpipe.1). */
+int pipe_run(const struct pipe_opts *o);
+/* The far side of one segment (rdpipe --segment): control on stdin/stdout. */
+int pipe_segment(void);
+/* The operator a segment's command starts with; *arg: what follows it. */
+enum pipe_op pipe_op_of(const char *cmd, const char **arg);
+
 /* --- helpers for the programs' command lines --- */
 
 /*

@@ -3,6 +3,7 @@
 #define RDCP_SYNC_INT_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "index/index.h"
 #include "sync/ctl.h"
@@ -15,7 +16,7 @@
 #define SYNC_SMALL     ((uint64_t)64 << 10)
 #endif
 #define SYNC_ARCHIVE_ID UINT64_MAX           /* message id of the archive stream */
-#define SYNC_POOL_SIZE ((size_t)64 << 20)
+#define SYNC_POOL_SIZE ((size_t)32 << 20)   /* 8 chunks in flight; RSS target */
 
 /* What a side needs to play its role. */
 struct role {
@@ -31,6 +32,12 @@ struct role {
 	const struct sync_rule *rules;
 	int nrules;
 };
+
+/* sync/rsh.c: run `rsh host words...` (rsh split on blanks, NULL: "ssh")
+ * with pipes to its stdin (*to) and from its stdout (*from); its pid, or -1
+ * with errno. */
+pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
+                int *from);
 
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;

@@ -155,7 +155,8 @@ int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	int rc = tp_rdma_available() ? tp_rdma_connect(host, port, o, out) : -ENODEV;
 	if (rc != -ENODEV)
 		return rc;
-	log_err("no RDMA device reaches %s: using TCP", host);
+	if (o->verbose >= 0)   /* rdpipe (-1) reports each hop's transport itself */
+		log_err("no RDMA device reaches %s: using TCP", host);
 	return tp_tcp_connect(host, port, o, out);
 }
 

@@ -50,7 +50,7 @@ struct tp_opts {
 	uint32_t msg_size;         /* payload bytes per message; 0: default */
 	size_t pool_size;          /* buffer bytes per session; 0: default */
 	int connect_timeout_ms;    /* keep retrying a refused connect; 0: 10 s */
-	int verbose;
+	int verbose;               /* -1: not even the TCP fallback notice */
 	uint8_t key[TP_KEY_LEN];   /* from tp_key_derive() */
 };
 

@@ -1,0 +1,64 @@
+/*
+ * The remote shell: `rsh host word...` with the child's stdin and stdout on
+ * pipes, as rsync does it. One place for rdcp's server and rdpipe's segments.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "sync/sync_int.h"
+
+#define RSH_MAX_WORDS 56
+
+pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
+                int *from)
+{
+	int tp[2], fp[2];
+	char *argv[RSH_MAX_WORDS + 16];
+	int argc = 0;
+	char *cmd = strdup(rsh ? rsh : "ssh");
+	if (!cmd)
+		return -1;
+	/* the remote shell command is split on blanks, as rsync's -e is */
+	for (char *t = strtok(cmd, " \t"); t && argc < RSH_MAX_WORDS; t = strtok(NULL, " \t"))
+		argv[argc++] = t;
+	argv[argc++] = (char *)host;
+	for (int i = 0; words[i] && argc < RSH_MAX_WORDS + 15; i++)
+		argv[argc++] = (char *)words[i];
+	argv[argc] = NULL;
+	if (pipe2(tp, O_CLOEXEC) < 0) {
+		free(cmd);
+		return -1;
+	}
+	if (pipe2(fp, O_CLOEXEC) < 0) {
+		close(tp[0]);
+		close(tp[1]);
+		free(cmd);
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(tp[0], STDIN_FILENO);
+		dup2(fp[1], STDOUT_FILENO);
+		execvp(argv[0], argv);
+		log_err("cannot run the remote shell '%s': %s", argv[0], strerror(errno));
+		_exit(RD_EXIT_START);
+	}
+	int e = errno;
+	free(cmd);
+	close(tp[0]);
+	close(fp[1]);
+	if (pid < 0) {
+		close(tp[1]);
+		close(fp[0]);
+		errno = e;
+		return -1;
+	}
+	*to = tp[1];
+	*from = fp[0];
+	return pid;
+}
