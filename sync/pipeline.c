@@ -826,7 +826,7 @@ int pipe_run(const struct pipe_opts *o)
 				code = coll.rc == -EPIPE ? RD_EXIT_FILEIO : sync_exit_code(coll.rc, &coll.st);
 			}
 		}
-		for (int i = 0; i < n && !why; i++) {
+		for (int i = 0; i < n; i++) {   /* all of them: a later failure may be the cause */
 			if (g[i].done || !(p[2 + i].revents))
 				continue;
 			uint8_t type;
@@ -837,7 +837,7 @@ int pipe_run(const struct pipe_opts *o)
 				waitpid(g[i].pid, &ws, 0);
 				g[i].pid = 0;
 				int xs = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-				if (!g[i].ready && (xs == 127 || xs == 126 || xs == 255))
+				if (!g[i].ready)
 					log_err("segment %d: could not start rdpipe on %s (remote shell exit "
 					        "%d): check the host, the login, and that rdpipe is installed "
 					        "there (--rdpipe-path)", i + 1, g[i].host, xs);
@@ -915,6 +915,37 @@ int pipe_run(const struct pipe_opts *o)
 			break;
 	}
 	if (why) {
+		/* a moment for the other segments' results (the rightmost failing
+		 * status decides, as with pipefail), then stop everything */
+		double until = now_s() + 0.3;
+		for (double left; (left = until - now_s()) > 0;) {
+			struct pollfd p[256];
+			for (int i = 0; i < n; i++)
+				p[i] = (struct pollfd){ g[i].done || g[i].pid <= 0 ? -1 : g[i].c.in,
+				                        POLLIN, 0 };
+			if (poll(p, (nfds_t)n, (int)(left * 1000) + 1) <= 0)
+				break;
+			for (int i = 0; i < n; i++) {
+				uint8_t type;
+				size_t len;
+				struct done d;
+				if (!p[i].revents)
+					continue;
+				if (ctl_recv(&g[i].c, &type, &len) < 0) {
+					g[i].done = 1;
+					continue;
+				}
+				if (type == CTL_SEG_DONE && done_decode(g[i].c.buf, len, &d) == 0) {
+					g[i].done = 1;
+					g[i].status = d.status;
+					if (d.status > 0) {
+						g[i].failed = 1;
+						log_err("segment %d (%s: %s): exited with status %d", i + 1,
+						        g[i].host, g[i].cmd, d.status);
+					}
+				}
+			}
+		}
 		teardown(g, n);
 		/* as with pipefail: the rightmost failing command's status wins */
 		for (int i = n - 1; i >= 0; i--)
