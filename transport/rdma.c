@@ -80,6 +80,7 @@ struct rdma {
 	int err;
 	int unacked;
 	int verdict_seen, verdict;
+	int peer_gone;      /* DISCONNECTED seen; the CQ may still hold its last words */
 	int rr;
 	int nstreams;
 	uint64_t session;
@@ -408,8 +409,7 @@ static void on_cm_event(struct rdma *r, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		/* after the verdict (sender) or every END (receiver) it is just
 		 * the peer closing; before, it is the peer going away */
-		if (r->sender ? !r->verdict_seen : r->ended < R_NSTREAMS(r))
-			set_err(r, -ECONNRESET);
+		r->peer_gone = 1;   /* judged by progress() once the CQ is drained */
 		break;
 	default:
 		break;
@@ -494,6 +494,12 @@ static int progress(struct tp_session *s, int block, int timeout_ms)
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
 	for (;;) {
 		int n = poll_cq(s) + (r->sender ? 0 : drain_released(s));
+		/* a peer that closed after its verdict (sender) or after every END
+		 * (receiver) just closed; before that, it went away. Its verdict can
+		 * be in the CQ when the CM event is read, so this comes after the poll */
+		if (r->peer_gone && !r->err &&
+		    (r->sender ? !r->verdict_seen : r->ended < R_NSTREAMS(r)))
+			set_err(r, -ECONNRESET);
 		if (n || !block || r->err)
 			return r->err ? r->err : n;
 		/* Notification is one-shot and fires only for completions after
