@@ -33,8 +33,7 @@ RSH=$top/tests/lib/netns-rsh
 head -c $((size_mb << 20)) /dev/urandom >"$W/f"
 cat "$W/f" >/dev/null
 bytes=$((size_mb << 20))
-now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source "$here/lib.sh"
 rp() { "$B/rdpipe" -e "$RSH" --rdpipe-path "$B/rdpipe" --transport tcp "$@" <"$W/f" >/dev/null; }
 run_hop() {   # one bare hop between two namespaces (its receiver already up)
 	ip netns exec rdpt-1 "$B/rdsend" --transport tcp "$H2" 7300 k "$W/f"; wait; }
@@ -59,9 +58,9 @@ echo >&2
 printf '\nrdpipe, %d MiB, network-namespace hosts over TCP (veth), %d reps, medians:\n' \
 	"$size_mb" "$reps"
 printf '%-52s %8s %9s %14s\n' contender s MB/s "3-seg speed ÷ its"
-three=$(tr ' ' '\n' <<<"${T[three]}" | grep . | median)
+three=$(medof "${T[three]}")
 for c in hop one three; do
-	m=$(tr ' ' '\n' <<<"${T[$c]}" | grep . | median)
+	m=$(medof "${T[$c]}")
 	name=$(case $c in hop) echo "rdsend -> rdrecv, one hop h1 -> h2";;
 		one) echo "rdpipe h1:cat (2 hops: in, out)";;
 		three) echo "rdpipe h1:cat h2:cat h3:cat (4 hops)";; esac)

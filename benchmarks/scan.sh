@@ -22,7 +22,7 @@ for i in range(n):
         f.write(rnd.randbytes(size))
 PY
 sleep 0.1
-now() { date +%s.%N; }
+source benchmarks/lib.sh
 t() { local a b; a=$(now); "$@" >/dev/null; b=$(now); echo "$b - $a" | bc -l; }
 find_s=$(t find "$W/tree" -printf '%s')
 first=$(t "$BUILD/rdcp" --scan "$W/tree" --index "$W/i.db")

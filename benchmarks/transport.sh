@@ -29,9 +29,7 @@ csv=$results/transport.csv
 mkdir -p "$results"
 echo "where,contender,rep,seconds,MBps" >"$csv"
 
-now() { date +%s.%N; }
-port() { echo $((20000 + RANDOM % 30000)); }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source "$here/lib.sh"
 
 echo "host: making a ${size_mb} MiB file and reading it into the page cache..." >&2
 head -c $((size_mb << 20)) /dev/urandom >"$W/f"
@@ -61,9 +59,9 @@ done
 echo >&2
 printf '\nHost TCP loopback, %d MiB page-cached, %d reps, medians:\n' "$size_mb" "$reps"
 printf '%-28s %9s %10s %12s\n' contender "s" "MB/s" "rdsend(file) ÷"
-rdm=$(tr ' ' '\n' <<<"${T[rd_file]}" | grep . | median)
+rdm=$(medof "${T[rd_file]}")
 for c in rd_file rd_stdin iperf nc; do
-	m=$(tr ' ' '\n' <<<"${T[$c]}" | grep . | median)
+	m=$(medof "${T[$c]}")
 	name=$(case $c in rd_file) echo "rdsend FILE -> rdrecv";; rd_stdin) echo "rdsend <FILE -> rdrecv";;
 		iperf) echo "iperf3 -n";; nc) echo "nc | nc";; esac)
 	printf '%-28s %9.3f %10.0f %12.2f\n' "$name" "$m" "$(echo "$bytes / $m / 1000000" | bc -l)" \

@@ -120,18 +120,17 @@ no_survivors() {
 	no_survivors
 }
 
-@test "rdpipe: Ctrl-C (SIGINT to its process group) tears the pipeline down on every host; no key on any command line" {
-	# setsid: a process group of its own, as a terminal's foreground job has
-	setsid "$RDPIPE" -e "$RSH" --rdpipe-path "$T/rdpipe-$TOKEN" --transport "$TR" \
+# start_spinning [setsid]: a pipeline that runs until stopped, in the background
+start_spinning() {
+	${1:-} "$RDPIPE" -e "$RSH" --rdpipe-path "$T/rdpipe-$TOKEN" --transport "$TR" \
 		"$H1:yes $TOKEN" "$H2:cat" "$H3:$T/sleeper-$TOKEN" </dev/null >/dev/null 2>"$T/err" &
-	local pid=$!
+	pid=$!
 	sleep 2
-	# the segments run as `rdpipe --segment`: the key came over the remote shell
-	pgrep -af "^$T/rdpipe-$TOKEN" >"$T/ps"
-	cat "$T/ps"
-	[ "$(grep -c -- ' --segment$' "$T/ps")" -eq 3 ]
-	[ "$(wc -l <"$T/ps")" -eq 3 ]
-	kill -INT -- "-$pid"
+}
+
+# stopped_by KILL-ARGS...: rdpipe exits 20 and leaves nothing behind
+stopped_by() {
+	kill "$@"
 	local st=0
 	wait "$pid" || st=$?
 	cat "$T/err"
@@ -139,17 +138,19 @@ no_survivors() {
 	no_survivors
 }
 
+@test "rdpipe: Ctrl-C (SIGINT to its process group) tears the pipeline down on every host; no key on any command line" {
+	start_spinning setsid   # a process group of its own, as a terminal's foreground job
+	# the segments run as `rdpipe --segment`: the key came over the remote shell
+	pgrep -af "^$T/rdpipe-$TOKEN" >"$T/ps"
+	cat "$T/ps"
+	[ "$(grep -c -- ' --segment$' "$T/ps")" -eq 3 ]
+	[ "$(wc -l <"$T/ps")" -eq 3 ]
+	stopped_by -INT -- "-$pid"
+}
+
 @test "rdpipe: SIGTERM to rdpipe alone also stops every segment" {
-	"$RDPIPE" -e "$RSH" --rdpipe-path "$T/rdpipe-$TOKEN" --transport "$TR" \
-		"$H1:yes $TOKEN" "$H2:cat" "$H3:$T/sleeper-$TOKEN" </dev/null >/dev/null 2>"$T/err" &
-	local pid=$!
-	sleep 2
-	kill -TERM "$pid"
-	local st=0
-	wait "$pid" || st=$?
-	cat "$T/err"
-	[ "$st" -eq 20 ]
-	no_survivors
+	start_spinning
+	stopped_by -TERM "$pid"
 }
 
 @test "rdpipe: '<' in the middle drains the input, then sends the file on" {
