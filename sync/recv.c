@@ -192,7 +192,12 @@ static int open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		fail_path(s, e->path, "cannot open its directory", errno);
 		return -1;
 	}
-	for (int tries = 0; tries < 5; tries++) {
+	/* An unnamed file in the target directory (O_TMPFILE): nothing of it
+	 * can be seen, or be left behind, until it is linked in whole. Where
+	 * the filesystem cannot, a named temp file. */
+	f->tmp[0] = 0;
+	f->fd = openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+	for (int tries = 0; f->fd < 0 && tries < 5; tries++) {
 		random_tmp(f->tmp, sizeof f->tmp);
 		f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		               0600);
@@ -217,7 +222,8 @@ static void drop_file(struct rfile *f)
 {
 	if (f->fd >= 0) {
 		close(f->fd);
-		unlinkat(f->dirfd, f->tmp, 0);
+		if (f->tmp[0])
+			unlinkat(f->dirfd, f->tmp, 0);
 	}
 	if (f->dirfd >= 0)
 		close(f->dirfd);
@@ -226,18 +232,45 @@ static void drop_file(struct rfile *f)
 	f->seen = NULL;
 }
 
-/* All chunks in and verified: metadata, rename into place. */
+/* Give an unnamed (O_TMPFILE) file a name: its own when that is free (a new
+ * file: one directory entry written, no rename), else a temp name for the
+ * caller to rename over the file it replaces. 1: in place, 0: linked as
+ * f->tmp, -1: error (errno). */
+static int link_in(struct rfile *f, const char *name)
+{
+	char proc[40];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", f->fd);
+	if (linkat(AT_FDCWD, proc, f->dirfd, name, AT_SYMLINK_FOLLOW) == 0)
+		return 1;
+	if (errno != EEXIST)
+		return -1;
+	for (int tries = 0; tries < 5; tries++) {
+		random_tmp(f->tmp, sizeof f->tmp);
+		if (linkat(AT_FDCWD, proc, f->dirfd, f->tmp, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	f->tmp[0] = 0;
+	return -1;
+}
+
+/* All chunks in and verified: metadata, then into place. */
 static void finish_file(struct rstate *s, size_t i, struct rfile *f)
 {
 	const struct idx_entry *e = &s->sm.e[i];
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
 	apply_meta_fd(s, f->fd, e);
-	if (close(f->fd) < 0) {
-		f->fd = -1;
-		fail_path(s, e->path, "write failed", errno);
-		unlinkat(f->dirfd, f->tmp, 0);
-	} else if (f->fd = -1, renameat(f->dirfd, f->tmp, f->dirfd, name) < 0) {
+	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
+	int cerr = close(f->fd) < 0 ? errno : 0;
+	f->fd = -1;
+	if (linked < 0) {
+		fail_path(s, e->path, "cannot link into place", errno);
+	} else if (cerr) {
+		fail_path(s, e->path, "write failed", cerr);
+		unlinkat(f->dirfd, linked ? name : f->tmp, 0);   /* new: nothing was there */
+	} else if (!linked && renameat(f->dirfd, f->tmp, f->dirfd, name) < 0) {
 		fail_path(s, e->path, "cannot rename into place", errno);
 		unlinkat(f->dirfd, f->tmp, 0);
 	} else {

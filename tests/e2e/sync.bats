@@ -254,10 +254,14 @@ kill_mid() {
 	cp "$T/dst/big" "$T/old-big"
 	"$RDCP" --sync -e "$LRSH" --rdcp-path "$RDCP" "$T/src" "localhost:$T/dst" &
 	local pid=$!
-	# wait until data flows (a temp file appears), then kill one side
-	for _ in $(seq 100); do
-		ls -A "$T/dst" | grep -q rdcp-tmp && break
-		sleep 0.05
+	# wait until data flows (the receiver holds an unnamed O_TMPFILE file in
+	# DST, shown as "DST/#inode (deleted)", or a named temp), then kill a side
+	local p
+	for _ in $(seq 200); do
+		p=$(pgrep -f -- "$RDCP --server" | head -1)
+		[ -n "$p" ] && ls -l "/proc/$p/fd" 2>/dev/null |
+			grep -q -e "$T/dst/#" -e "rdcp-tmp" && break
+		sleep 0.025
 	done
 	if [ "$side" = sender ]; then
 		kill -9 "$pid"
