@@ -25,6 +25,12 @@
 #include "common/log.h"
 #include "sync/sync_int.h"
 
+#ifndef UNPACK_WRITERS
+#define UNPACK_WRITERS   2          /* threads creating and writing files */
+#endif
+#define UNPACK_QUEUE     64         /* entries read ahead of the writers */
+#define UNPACK_MAX_ENTRY SYNC_SMALL /* the archive holds only small files */
+
 /* --- sending --- */
 
 struct packer {
@@ -141,8 +147,25 @@ struct held {
 	struct held *next;
 };
 
+/* One archive entry read into memory, for a writer thread. */
+struct job {
+	uint64_t idx, size;
+	uint8_t *data;
+	uint64_t len;
+	int ok;                 /* read whole and in order */
+	struct job *next;
+};
+
 struct unpacker {
 	pthread_t th;
+	/* writers: files are created and written by UNPACK_WRITERS threads, so
+	 * the filesystem's per-file work (inode allocation, metadata, linking
+	 * into the directory) of one file overlaps another's */
+	pthread_t wth[UNPACK_WRITERS];
+	int nw;
+	pthread_cond_t jcv, room;
+	struct job *jobs, *jtail;
+	int njobs, jdone;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct held *held;      /* sorted by offset, waiting for the reader */
@@ -204,6 +227,64 @@ static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 	return n;   /* 0: the stream ended (or failed) */
 }
 
+/* A writer: create, write and hash one file; the ops say where and judge. */
+static void write_job(struct unpacker *u, struct job *j)
+{
+	int fd = u->ops->open(u->ctx, j->idx, j->size);
+	if (fd == -EPROTO) {
+		pthread_mutex_lock(&u->mu);
+		if (!u->err)
+			u->err = -EPROTO;
+		pthread_cond_broadcast(&u->cv);
+		pthread_cond_broadcast(&u->room);
+		pthread_mutex_unlock(&u->mu);
+		return;
+	}
+	if (fd < 0)
+		return;   /* the ops gave up on this file and said why */
+	int ok = j->ok;
+	for (uint64_t w = 0; ok && w < j->len;) {
+		ssize_t n = write(fd, j->data + w, j->len - w);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			ok = 0;
+		else
+			w += (uint64_t)n;
+	}
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
+	u->ops->close(u->ctx, j->idx, ok && j->len == j->size, c.digest, j->len);
+}
+
+static void *writer_main(void *arg)
+{
+	struct unpacker *u = arg;
+	pthread_mutex_lock(&u->mu);
+	for (;;) {
+		while (!u->jobs && !u->jdone)
+			pthread_cond_wait(&u->jcv, &u->mu);
+		struct job *j = u->jobs;
+		if (!j)
+			break;
+		u->jobs = j->next;
+		if (!u->jobs)
+			u->jtail = NULL;
+		u->njobs--;
+		pthread_cond_signal(&u->room);
+		int skip = u->err < 0;
+		pthread_mutex_unlock(&u->mu);
+		if (!skip)
+			write_job(u, j);
+		free(j->data);
+		free(j);
+		pthread_mutex_lock(&u->mu);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+/* The reader: one entry into memory, queued for a writer. */
 static int extract_entry(struct unpacker *u, struct archive *a, struct archive_entry *e)
 {
 	const char *name = archive_entry_pathname(e);
@@ -211,17 +292,18 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 	errno = 0;
 	unsigned long long idx = name ? strtoull(name, &end, 10) : 0;
 	if (!name || !*name || *end || errno || archive_entry_filetype(e) != AE_IFREG ||
-	    !archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
+	    !archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
+	    (uint64_t)archive_entry_size(e) > UNPACK_MAX_ENTRY)
 		return -EPROTO;
+	struct job *j = calloc(1, sizeof *j);
 	uint64_t size = (uint64_t)archive_entry_size(e);
-	int fd = u->ops->open(u->ctx, idx, size);
-	if (fd == -EPROTO)
-		return -EPROTO;
-	XXH3_state_t st;
-	XXH3_INITSTATE(&st);
-	XXH3_128bits_reset(&st);
-	uint64_t got = 0;
-	int ok = fd >= 0;
+	if (!j || !(j->data = malloc(size ? size : 1))) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->idx = idx;
+	j->size = size;
+	j->ok = 1;
 	for (;;) {
 		const void *blk;
 		size_t len;
@@ -229,33 +311,38 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		int r = archive_read_data_block(a, &blk, &len, &off);
 		if (r == ARCHIVE_EOF)
 			break;
-		if (r != ARCHIVE_OK)
+		if (r != ARCHIVE_OK) {
+			free(j->data);
+			free(j);
 			return -EPROTO;
-		if (!ok)
-			continue;
-		if ((uint64_t)off != got) {   /* sparse or out of order: not ours */
-			ok = 0;
+		}
+		/* sparse, out of order or longer than said: not ours */
+		if ((uint64_t)off != j->len || len > size - j->len) {
+			j->ok = 0;
 			continue;
 		}
-		XXH3_128bits_update(&st, blk, len);
-		for (size_t w = 0; w < len;) {
-			ssize_t n = write(fd, (const uint8_t *)blk + w, len - w);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				ok = 0;
-				break;
-			}
-			w += (size_t)n;
-		}
-		got += len;
+		memcpy(j->data + j->len, blk, len);
+		j->len += len;
 	}
-	if (fd >= 0) {
-		XXH128_canonical_t c;
-		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
-		u->ops->close(u->ctx, idx, ok && got == size, c.digest, got);
+	pthread_mutex_lock(&u->mu);
+	while (u->njobs >= UNPACK_QUEUE && !u->err)
+		pthread_cond_wait(&u->room, &u->mu);
+	int err = u->err < 0 ? u->err : 0;
+	if (!err) {
+		if (u->jtail)
+			u->jtail->next = j;
+		else
+			u->jobs = j;
+		u->jtail = j;
+		u->njobs++;
+		pthread_cond_signal(&u->jcv);
 	}
-	return 0;
+	pthread_mutex_unlock(&u->mu);
+	if (err) {
+		free(j->data);
+		free(j);
+	}
+	return err;
 }
 
 static void *unpack_main(void *arg)
@@ -280,6 +367,13 @@ static void *unpack_main(void *arg)
 		tp_msg_release(u->ts, u->inuse);
 		u->inuse = NULL;
 	}
+	/* the writers finish what is queued (or drop it after an error) */
+	pthread_mutex_lock(&u->mu);
+	u->jdone = 1;
+	pthread_cond_broadcast(&u->jcv);
+	pthread_mutex_unlock(&u->mu);
+	for (int i = 0; i < u->nw; i++)
+		pthread_join(u->wth[i], NULL);
 	pthread_mutex_lock(&u->mu);
 	if (rc < 0 && !u->err)
 		u->err = rc;
@@ -304,10 +398,21 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 		return -ENOMEM;
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_cond_init(&u->cv, NULL);
+	pthread_cond_init(&u->jcv, NULL);
+	pthread_cond_init(&u->room, NULL);
 	u->ts = ts;
 	u->ops = ops;
 	u->ctx = ctx;
-	if (pthread_create(&u->th, NULL, unpack_main, u)) {
+	for (; u->nw < UNPACK_WRITERS; u->nw++)
+		if (pthread_create(&u->wth[u->nw], NULL, writer_main, u))
+			break;
+	if (!u->nw || pthread_create(&u->th, NULL, unpack_main, u)) {
+		pthread_mutex_lock(&u->mu);
+		u->jdone = 1;
+		pthread_cond_broadcast(&u->jcv);
+		pthread_mutex_unlock(&u->mu);
+		for (int i = 0; i < u->nw; i++)
+			pthread_join(u->wth[i], NULL);
 		free(u);
 		return -EAGAIN;
 	}
@@ -324,6 +429,8 @@ int unpacker_finish(struct unpacker *u)
 	pthread_join(u->th, NULL);
 	int rc = u->err == 1 ? 0 : u->err;
 	pthread_cond_destroy(&u->cv);
+	pthread_cond_destroy(&u->jcv);
+	pthread_cond_destroy(&u->room);
 	pthread_mutex_destroy(&u->mu);
 	free(u);
 	return rc;

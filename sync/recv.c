@@ -36,6 +36,7 @@ struct rfile {
 	uint32_t need, got;  /* messages (chunks) */
 	uint8_t *seen;       /* one byte per chunk */
 	int failed, done;
+	int claimed;         /* small files: a writer thread has it */
 };
 
 struct rstate {
@@ -98,11 +99,14 @@ static void itemize(struct rstate *s, const char *code, const struct idx_entry *
 	        e->type == IDX_DIR ? "/" : "");
 }
 
+/* res counters: bumped by the main thread and the archive's writer threads */
+#define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
+
 static void fail_path(struct rstate *s, const char *path, const char *what, int err)
 {
 	char shown[4096];
 	log_err("%s: %s: %s", log_path(shown, sizeof shown, path), what, strerror(err));
-	s->res->errors++;
+	STAT_ADD(s->res->errors, 1);
 }
 
 #define GONE 0x80   /* dm entry flag: removed from DST by this run */
@@ -185,13 +189,9 @@ static int open_parent_cached(struct rstate *s, const char *path)
 	return fd;
 }
 
-static int open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+/* The temp file in f->dirfd (already open). */
+static int create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
-	f->dirfd = open_parent_cached(s, e->path);
-	if (f->dirfd < 0) {
-		fail_path(s, e->path, "cannot open its directory", errno);
-		return -1;
-	}
 	/* An unnamed file in the target directory (O_TMPFILE): nothing of it
 	 * can be seen, or be left behind, until it is linked in whole. Where
 	 * the filesystem cannot, a named temp file. */
@@ -216,6 +216,16 @@ static int open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		return -1;
 	}
 	return 0;
+}
+
+static int open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
+	f->dirfd = open_parent_cached(s, e->path);
+	if (f->dirfd < 0) {
+		fail_path(s, e->path, "cannot open its directory", errno);
+		return -1;
+	}
+	return create_temp(s, e, f);
 }
 
 static void drop_file(struct rfile *f)
@@ -276,7 +286,7 @@ static void finish_file(struct rstate *s, size_t i, struct rfile *f)
 	} else {
 		f->done = 1;
 		s->written[i] = 1;
-		s->res->files++;
+		STAT_ADD(s->res->files, 1);
 	}
 	close(f->dirfd);
 	f->dirfd = -1;
@@ -294,7 +304,9 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 	struct rfile *f = &s->files[s->fetch[i]];
 	uint64_t k = m->off / IDX_CHUNK_SIZE;
 	uint64_t want = e->size - m->off < IDX_CHUNK_SIZE ? e->size - m->off : IDX_CHUNK_SIZE;
-	if (m->off % IDX_CHUNK_SIZE || m->off >= e->size || m->len != want || k >= f->need)
+	/* small files come only in the archive (whose writer threads own them) */
+	if (e->size < SYNC_SMALL || m->off % IDX_CHUNK_SIZE || m->off >= e->size ||
+	    m->len != want || k >= f->need)
 		return -EPROTO;
 	if (f->failed || f->done)
 		return 0;
@@ -308,7 +320,7 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		log_err("%s: chunk %llu does not match the sender's hash: the file changed "
 		        "while it was sent, or was damaged in transit; it is left as it was",
 		        log_path(shown, sizeof shown, e->path), (unsigned long long)k);
-		s->res->errors++;
+		STAT_ADD(s->res->errors, 1);
 		f->failed = 1;
 		drop_file(f);
 		return 0;
@@ -333,7 +345,7 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 	}
 	if (f->seen)
 		f->seen[k] = 1;
-	s->res->bytes += m->len;
+	STAT_ADD(s->res->bytes, m->len);
 	if (++f->got == f->need)
 		finish_file(s, i, f);
 	return 0;
@@ -657,7 +669,7 @@ static void delete_extra(struct rstate *s)
 	if (s->sender_errors) {
 		log_err("not deleting anything: the sender could not read %llu entries "
 		        "(see its messages)", (unsigned long long)s->sender_errors);
-		s->res->errors++;
+		STAT_ADD(s->res->errors, 1);
 		return;
 	}
 	for (size_t i = s->dm.n; i-- > 0;) {
@@ -733,19 +745,30 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 		return -EPROTO;
 	struct rfile *f = &s->files[s->fetch[i]];
 	int fd = -1;
+	/* under the lock: claim the file and get its directory (a cache shared
+	 * with the other writer); the file itself is made without it */
 	pthread_mutex_lock(&s->mu);
-	if (f->got || f->done || f->fd >= 0) {
+	if (f->claimed) {
 		fd = -EPROTO;   /* sent twice */
 	} else if (!f->failed) {
-		if (open_temp(s, e, f) == 0)
-			fd = f->fd;
-		else {
-			f->failed = 1;
-			drop_file(f);
-		}
+		f->claimed = 1;
+		f->dirfd = open_parent_cached(s, e->path);
+		fd = 0;
 	}
 	pthread_mutex_unlock(&s->mu);
-	return fd;
+	if (fd < 0 || f->failed)
+		return fd < 0 ? fd : -1;
+	if (f->dirfd < 0) {
+		fail_path(s, e->path, "cannot open its directory", errno);
+		f->failed = 1;
+		return -1;
+	}
+	if (create_temp(s, e, f) < 0) {
+		f->failed = 1;
+		drop_file(f);
+		return -1;
+	}
+	return f->fd;
 }
 
 static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got)
@@ -755,20 +778,19 @@ static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash,
 	const struct idx_entry *e = &s->sm.e[i];
 	struct rfile *f = &s->files[s->fetch[i]];
 	char shown[4096];
-	pthread_mutex_lock(&s->mu);
+	/* the file is this writer's alone since unpack_open() claimed it */
 	if (ok && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
-		s->res->bytes += got;
+		STAT_ADD(s->res->bytes, got);
 		f->got = f->need;
 		finish_file(s, i, f);
 	} else {
 		log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
 		        ok ? "does not match the sender's hash (changed while sent, or "
 		             "damaged in transit)" : "could not be written");
-		s->res->errors++;
+		STAT_ADD(s->res->errors, 1);
 		f->failed = 1;
 		drop_file(f);
 	}
-	pthread_mutex_unlock(&s->mu);
 }
 
 static const struct unpack_ops unpack_ops = { unpack_open, unpack_close };
@@ -866,7 +888,7 @@ static int transfer(struct rstate *s, const uint32_t *want, uint32_t nwant)
 				log_err("%s: incomplete (%u of %u chunks came): the sender could not "
 				        "read all of it; it is left as it was",
 				        log_path(shown, sizeof shown, s->sm.e[want[k]].path), f->got, f->need);
-				s->res->errors++;
+				STAT_ADD(s->res->errors, 1);
 				drop_file(f);
 			}
 		}
