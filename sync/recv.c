@@ -703,6 +703,14 @@ static void save_index(struct rstate *s)
 	for (size_t i = 0; i < s->sm.n; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
 		struct stat st;
+		if (e->type == IDX_REG && !s->written[i]) {
+			/* untouched by this run: its row is what the scan saw and
+			 * stored (a change since shows at the next scan's stat) */
+			const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+			if (d && d->type == IDX_REG)
+				idx_manifest_add(&now, d);
+			continue;
+		}
 		if (*e->path ? fstatat(s->root, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0
 		             : fstat(s->root, &st) < 0)
 			continue;
@@ -716,14 +724,6 @@ static void save_index(struct rstate *s)
 		n.gid = st.st_gid;
 		n.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 		n.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-		if (e->type == IDX_REG && !s->written[i]) {
-			const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
-			if (!d || d->ino != n.ino || d->size != n.size || d->ctime_ns != n.ctime_ns)
-				continue;   /* not vouched for: the next scan hashes it */
-			memcpy(n.hash, d->hash, IDX_HASH_LEN);
-			n.chunks = d->chunks;
-			n.nchunks = d->nchunks;
-		}
 		if ((e->type == IDX_REG) != S_ISREG(st.st_mode))
 			continue;
 		idx_manifest_add(&now, &n);
