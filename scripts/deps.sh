@@ -6,6 +6,7 @@ PKGS="build-essential pkg-config
 libxxhash-dev libsqlite3-dev libarchive-dev libsodium-dev
 libibverbs-dev librdmacm-dev libcmocka-dev
 bats bc python3 rsync openssh-server openssh-client netcat-openbsd iperf3 xxhash
+time openssl iproute2 procps util-linux
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
