@@ -284,6 +284,18 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* No more entries: the writers finish what is queued (or drop it after an
+ * error) and end. */
+static void stop_writers(struct unpacker *u)
+{
+	pthread_mutex_lock(&u->mu);
+	u->jdone = 1;
+	pthread_cond_broadcast(&u->jcv);
+	pthread_mutex_unlock(&u->mu);
+	for (int i = 0; i < u->nw; i++)
+		pthread_join(u->wth[i], NULL);
+}
+
 /* The reader: one entry into memory, queued for a writer. */
 static int extract_entry(struct unpacker *u, struct archive *a, struct archive_entry *e)
 {
@@ -367,13 +379,7 @@ static void *unpack_main(void *arg)
 		tp_msg_release(u->ts, u->inuse);
 		u->inuse = NULL;
 	}
-	/* the writers finish what is queued (or drop it after an error) */
-	pthread_mutex_lock(&u->mu);
-	u->jdone = 1;
-	pthread_cond_broadcast(&u->jcv);
-	pthread_mutex_unlock(&u->mu);
-	for (int i = 0; i < u->nw; i++)
-		pthread_join(u->wth[i], NULL);
+	stop_writers(u);
 	pthread_mutex_lock(&u->mu);
 	if (rc < 0 && !u->err)
 		u->err = rc;
@@ -407,12 +413,7 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 		if (pthread_create(&u->wth[u->nw], NULL, writer_main, u))
 			break;
 	if (!u->nw || pthread_create(&u->th, NULL, unpack_main, u)) {
-		pthread_mutex_lock(&u->mu);
-		u->jdone = 1;
-		pthread_cond_broadcast(&u->jcv);
-		pthread_mutex_unlock(&u->mu);
-		for (int i = 0; i < u->nw; i++)
-			pthread_join(u->wth[i], NULL);
+		stop_writers(u);
 		free(u);
 		return -EAGAIN;
 	}
