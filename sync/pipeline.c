@@ -436,8 +436,10 @@ static void agent_report(struct agent *a, int status)
 
 int pipe_segment(void)
 {
-	struct agent a = { .c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 }, .cmd_in = -1,
-	                   .cmd_out = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
+	/* static: the threads use it until the process exits, whichever way */
+	static struct agent a;
+	a = (struct agent){ .c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 }, .cmd_in = -1,
+	                    .cmd_out = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
 	uint8_t type;
 	size_t n;
 	int rc;
@@ -724,7 +726,9 @@ static void teardown(struct seg *g, int n)
 int pipe_run(const struct pipe_opts *o)
 {
 	int n = o->nsegs, code = RD_EXIT_OK;
-	struct seg *g = calloc((size_t)n, sizeof *g);
+	/* static: the local hop threads may outlive a failing return */
+	static struct seg *g;
+	g = calloc((size_t)n, sizeof *g);
 	if (!g)
 		return RD_EXIT_FILEIO;
 	for (int i = 0; i < n; i++) {
@@ -779,8 +783,11 @@ int pipe_run(const struct pipe_opts *o)
 	}
 
 	/* the last hop comes back to us */
-	struct local_hop feed = { .fd = STDIN_FILENO, .note = note[1], .tp = &tp };
-	struct local_hop coll = { .fd = STDOUT_FILENO, .note = note[1], .tp = &tp };
+	static struct tp_opts stp;
+	static struct local_hop feed, coll;
+	stp = tp;
+	feed = (struct local_hop){ .fd = STDIN_FILENO, .note = note[1], .tp = &stp };
+	coll = (struct local_hop){ .fd = STDOUT_FILENO, .note = note[1], .tp = &stp };
 	char me[64];
 	int rc = local_addr_for(g[n - 1].addr, me, sizeof me);
 	if (rc == 0 && (rc = tp_listen(NULL, 0, &tp, &coll.l)) < 0)
@@ -977,5 +984,8 @@ int pipe_run(const struct pipe_opts *o)
 		free(g[i].cmd);
 	}
 	free(g);
+	g = NULL;
+	tp_listener_free(coll.l);
+	coll.l = NULL;
 	return RD_EXIT_OK;
 }
