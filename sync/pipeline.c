@@ -223,6 +223,41 @@ static int done_decode(const uint8_t *b, size_t n, struct done *d)
 	return bad ? -EPROTO : 0;
 }
 
+/* GO: the next listener's port (non-zero) and address (non-empty, fits). */
+static int go_decode(const uint8_t *b, size_t n, char *addr, size_t cap, uint16_t *port)
+{
+	struct wire_rd r = { b, b + n, 0 };
+	*port = rd_u16(&r);
+	char *next = rd_str16(&r);
+	int bad = r.bad || r.p != r.end || !next || !*next || strlen(next) >= cap || !*port;
+	if (!bad)
+		snprintf(addr, cap, "%s", next);
+	free(next);
+	return bad ? -EPROTO : 0;
+}
+
+int pipe_msg_check(uint8_t type, const uint8_t *b, size_t n)
+{
+	struct setup su;
+	struct done d;
+	char addr[256];
+	uint16_t port;
+	switch (type) {
+	case CTL_SEG_SETUP:
+		if (pipe_setup_decode(b, n, &su) < 0)
+			return -EPROTO;
+		free(su.cmd);
+		free(su.label);
+		return 0;
+	case CTL_SEG_GO:
+		return go_decode(b, n, addr, sizeof addr, &port);
+	case CTL_SEG_DONE:
+		return done_decode(b, n, &d);
+	default:
+		return -EPROTO;
+	}
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -491,17 +526,10 @@ int pipe_segment(void)
 	rc = ctl_recv(&a.c, &type, &n);
 	if (rc < 0)
 		return RD_EXIT_SIGNAL;   /* the controller gave up before we started */
-	struct wire_rd r = { a.c.buf, a.c.buf + n, 0 };
-	a.next_port = rd_u16(&r);
-	char *next = rd_str16(&r);
-	if (type != CTL_SEG_GO || r.bad || r.p != r.end || !next || !*next ||
-	    strlen(next) >= sizeof a.next || !a.next_port) {
-		free(next);
+	if (type != CTL_SEG_GO || go_decode(a.c.buf, n, a.next, sizeof a.next, &a.next_port) < 0) {
 		ctl_error(&a.c, RD_EXIT_PROTO, "malformed go message");
 		return RD_EXIT_PROTO;
 	}
-	snprintf(a.next, sizeof a.next, "%s", next);
-	free(next);
 
 	if (pipe2(a.note, O_CLOEXEC) < 0)
 		return RD_EXIT_FILEIO;

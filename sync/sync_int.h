@@ -39,6 +39,11 @@ struct role {
 pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
                 int *from);
 
+/* sync/pipeline.c: decode one rdpipe segment message (SEG_SETUP, SEG_GO or
+ * SEG_DONE) as its receiver would; 0 if it would take it, else -EPROTO.
+ * For the fuzz target. */
+int pipe_msg_check(uint8_t type, const uint8_t *buf, size_t len);
+
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
 int  packer_open(struct packer **p, struct tp_session *ts);
