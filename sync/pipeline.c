@@ -60,11 +60,9 @@ struct seg {
 	uint16_t port;
 	int ready, done, failed;
 	int status;         /* command status (exit code, 128 + signal), NO_STATUS */
-	int in_rc, out_rc;
 	uint64_t in_bytes;
 	double in_seconds;
 	char kind[8];
-	char msg[256];
 };
 
 enum pipe_op pipe_op_of(const char *cmd, const char **arg)
@@ -92,11 +90,10 @@ enum pipe_op pipe_op_of(const char *cmd, const char **arg)
 /* "[user@]host:cmd" or "[user@][v6addr]:cmd" */
 static int parse_seg(const char *s, int i, struct seg *g)
 {
-	const char *at = NULL, *colon, *h = s;
-	if ((at = strchr(s, '@')) && at < strchr(s, ':') && strchr(s, ':'))
+	/* user@ counts only before the first ':' (a command may hold '@') */
+	const char *colon, *h = s, *at = strchr(s, '@'), *c1 = strchr(s, ':');
+	if (at && c1 && at < c1)
 		h = at + 1;
-	else
-		at = NULL;
 	if (*h == '[') {
 		const char *e = strchr(h, ']');
 		if (!e || e[1] != ':') {
@@ -120,7 +117,7 @@ static int parse_seg(const char *s, int i, struct seg *g)
 		return -ENOMEM;
 	const char *arg;
 	g->op = pipe_op_of(g->cmd, &arg);
-	if (g->op == PIPE_CMD ? !*arg : !*arg) {
+	if (!*arg) {
 		log_err("segment %d '%s': %s", i, s, g->op == PIPE_CMD ? "the command is empty"
 		        : "the operator needs a file name");
 		return -EINVAL;
@@ -131,7 +128,7 @@ static int parse_seg(const char *s, int i, struct seg *g)
 /* --- wire: the four segment messages --- */
 
 struct setup {
-	uint8_t index, count, kind, streams, verbose;
+	uint8_t index, count, kind, streams;
 	uint8_t key[TP_KEY_LEN];
 	char *cmd, *label;
 };
@@ -145,7 +142,6 @@ static int send_setup(struct ctl *c, const struct setup *s)
 	wr_u8(&w, s->count);
 	wr_u8(&w, s->kind);
 	wr_u8(&w, s->streams);
-	wr_u8(&w, s->verbose);
 	wr_bytes(&w, s->key, TP_KEY_LEN);
 	wr_str16(&w, s->cmd);
 	wr_str16(&w, s->label);
@@ -166,7 +162,6 @@ static int pipe_setup_decode(const uint8_t *b, size_t n, struct setup *s)
 	s->count = rd_u8(&r);
 	s->kind = rd_u8(&r);
 	s->streams = rd_u8(&r);
-	s->verbose = rd_u8(&r);
 	const uint8_t *k = rd_take(&r, TP_KEY_LEN);
 	s->cmd = rd_str16(&r);
 	s->label = rd_str16(&r);
@@ -212,11 +207,12 @@ static int done_decode(const uint8_t *b, size_t n, struct done *d)
 	d->in_bytes = rd_u64(&r);
 	d->in_usec = rd_u64(&r);
 	char *k = rd_str16(&r), *m = rd_str16(&r);
+	/* a status is what a shell reports: -1 (none), 0..255 */
 	int bad = r.bad || r.p != r.end || !k || !m || d->status < NO_STATUS ||
-	          d->in_rc > 0 || d->out_rc > 0;
-	if (!bad) {
-		snprintf(d->kind, sizeof d->kind, "%s", k);
-		snprintf(d->msg, sizeof d->msg, "%s", m);
+	          d->status > 255 || d->in_rc > 0 || d->out_rc > 0;
+	if (!bad) {   /* text from a remote host: escaped before it is printed */
+		log_path(d->kind, sizeof d->kind, k);
+		log_path(d->msg, sizeof d->msg, m);
 	}
 	free(k);
 	free(m);
@@ -510,7 +506,7 @@ int pipe_segment(void)
 		wordfree(&we);
 	}
 	a.tp = (struct tp_opts){ .kind = a.su.kind, .streams = a.su.streams,
-	                         .connect_timeout_ms = 30000 };
+	                         .connect_timeout_ms = 30000, .verbose = -1 };
 	memcpy(a.tp.key, a.su.key, TP_KEY_LEN);
 	sodium_memzero(a.su.key, TP_KEY_LEN);
 	if ((rc = tp_listen(NULL, 0, &a.tp, &a.lin)) < 0) {
@@ -723,6 +719,31 @@ static void print_hop(int k, const char *from, const char *to, uint64_t bytes, d
 	        *kind ? " over " : "", kind);
 }
 
+/* A segment's DONE (in its frame buffer): record it, say why it failed.
+ * 1: it failed, 0: it did not, -EPROTO: malformed. */
+static int take_done(struct seg *g, int i, size_t len)
+{
+	struct done d;
+	if (done_decode(g->c.buf, len, &d) < 0) {
+		log_err("segment %d (%s): malformed result", i + 1, g->host);
+		return -EPROTO;
+	}
+	g->done = 1;
+	g->status = d.status;
+	g->in_bytes = d.in_bytes;
+	g->in_seconds = (double)d.in_usec / 1e6;
+	snprintf(g->kind, sizeof g->kind, "%s", d.kind);
+	if (d.status <= 0 && d.in_rc >= 0 && d.out_rc >= 0)
+		return 0;
+	g->failed = 1;
+	if (d.status > 0)
+		log_err("segment %d (%s: %s): exited with status %d%s%s", i + 1, g->host, g->cmd,
+		        d.status, *d.msg ? "; " : "", d.msg);
+	else
+		log_err("segment %d (%s: %s): %s", i + 1, g->host, g->cmd, *d.msg ? d.msg : "failed");
+	return 1;
+}
+
 static void teardown(struct seg *g, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -790,6 +811,7 @@ int pipe_run(const struct pipe_opts *o)
 	if (!tp.streams)
 		tp.streams = 1;
 	tp.connect_timeout_ms = 30000;
+	tp.verbose = -1;   /* no per-hop fallback notice: -v names each hop's transport */
 	randombytes_buf(tp.key, TP_KEY_LEN);
 
 	const char *words[] = { o->rdpipe_path ? o->rdpipe_path : "rdpipe", "--segment", NULL };
@@ -803,7 +825,7 @@ int pipe_run(const struct pipe_opts *o)
 		}
 		struct setup su = { .index = (uint8_t)(i + 1), .count = (uint8_t)n,
 		                    .kind = (uint8_t)tp.kind, .streams = (uint8_t)tp.streams,
-		                    .verbose = (uint8_t)o->verbose, .cmd = g[i].cmd,
+		                    .cmd = g[i].cmd,
 		                    .label = g[i].host };
 		memcpy(su.key, tp.key, TP_KEY_LEN);
 		send_setup(&g[i].c, &su);   /* a failure shows as EOF below */
@@ -882,43 +904,28 @@ int pipe_run(const struct pipe_opts *o)
 				why = "segment lost";
 				code = g[i].ready ? RD_EXIT_CONN : RD_EXIT_START;
 			} else if (type == CTL_ERROR && len >= 4) {
+				char text[512];
 				log_err("segment %d (%s: %s): %s", i + 1, g[i].host, g[i].cmd,
-				        (char *)g[i].c.buf + 4);
+				        log_path(text, sizeof text, (char *)g[i].c.buf + 4));
 				why = "segment error";
 				code = (int)get_u32(g[i].c.buf);
 				if (code <= 0 || code > 125)
 					code = RD_EXIT_PROTO;
-			} else if (type == CTL_SEG_READY && len == 2 && !g[i].ready) {
+			} else if (type == CTL_SEG_READY && len == 2 && !g[i].ready &&
+			           get_u16(g[i].c.buf)) {
 				g[i].port = get_u16(g[i].c.buf);
 				g[i].ready = 1;
 				nready++;
 			} else if (type == CTL_SEG_DONE && g[i].ready) {
-				struct done d;
-				if (done_decode(g[i].c.buf, len, &d) < 0) {
-					log_err("segment %d (%s): malformed result", i + 1, g[i].host);
+				int rc2 = take_done(&g[i], i, len);
+				if (rc2 < 0) {
 					why = "protocol";
 					code = RD_EXIT_PROTO;
 					break;
 				}
-				g[i].done = 1;
 				ndone++;
-				g[i].status = d.status;
-				g[i].in_rc = d.in_rc;
-				g[i].out_rc = d.out_rc;
-				g[i].in_bytes = d.in_bytes;
-				g[i].in_seconds = (double)d.in_usec / 1e6;
-				snprintf(g[i].kind, sizeof g[i].kind, "%s", d.kind);
-				snprintf(g[i].msg, sizeof g[i].msg, "%s", d.msg);
-				if (d.status > 0 || d.in_rc < 0 || d.out_rc < 0) {
-					g[i].failed = 1;
-					if (d.status > 0)
-						log_err("segment %d (%s: %s): exited with status %d%s%s", i + 1,
-						        g[i].host, g[i].cmd, d.status, *d.msg ? "; " : "", d.msg);
-					else
-						log_err("segment %d (%s: %s): %s", i + 1, g[i].host, g[i].cmd,
-						        *d.msg ? d.msg : "failed");
+				if (rc2 > 0)
 					why = "segment failed";
-				}
 			} else {
 				log_err("segment %d (%s): unexpected message %u", i + 1, g[i].host, type);
 				why = "protocol";
@@ -963,22 +970,14 @@ int pipe_run(const struct pipe_opts *o)
 			for (int i = 0; i < n; i++) {
 				uint8_t type;
 				size_t len;
-				struct done d;
 				if (!p[i].revents)
 					continue;
 				if (ctl_recv(&g[i].c, &type, &len) < 0) {
 					g[i].done = 1;
 					continue;
 				}
-				if (type == CTL_SEG_DONE && done_decode(g[i].c.buf, len, &d) == 0) {
-					g[i].done = 1;
-					g[i].status = d.status;
-					if (d.status > 0) {
-						g[i].failed = 1;
-						log_err("segment %d (%s: %s): exited with status %d", i + 1,
-						        g[i].host, g[i].cmd, d.status);
-					}
-				}
+				if (type == CTL_SEG_DONE)
+					take_done(&g[i], i, len);
 			}
 		}
 		teardown(g, n);

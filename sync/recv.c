@@ -744,7 +744,7 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 	if (s->fetch[i] < 0 || e->size != size || size >= SYNC_SMALL || size == 0)
 		return -EPROTO;
 	struct rfile *f = &s->files[s->fetch[i]];
-	int fd = -1;
+	int fd = -1;   /* stays -1 for a file that failed before */
 	/* under the lock: claim the file and get its directory (a cache shared
 	 * with the other writer); the file itself is made without it */
 	pthread_mutex_lock(&s->mu);
@@ -756,8 +756,8 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 		fd = 0;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (fd < 0 || f->failed)
-		return fd < 0 ? fd : -1;
+	if (fd < 0)
+		return fd;   /* -EPROTO, or -1: it failed before */
 	if (f->dirfd < 0) {
 		fail_path(s, e->path, "cannot open its directory", errno);
 		f->failed = 1;

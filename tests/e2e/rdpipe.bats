@@ -107,7 +107,6 @@ no_survivors() {
 	for k in 0 1 2 3; do
 		grep -E "^rdpipe: hop $k .*: [0-9.]+ [KMGT]?i?B in [0-9.]+ s, [0-9.]+ MB/s over $TR" "$T/err"
 	done
-	cp "$T/err" "${RDPIPE_HOP_LOG:-/dev/null}" 2>/dev/null || true
 	no_survivors
 }
 
