@@ -207,12 +207,14 @@ static int done_decode(const uint8_t *b, size_t n, struct done *d)
 	d->in_bytes = rd_u64(&r);
 	d->in_usec = rd_u64(&r);
 	char *k = rd_str16(&r), *m = rd_str16(&r);
-	/* a status is what a shell reports: -1 (none), 0..255 */
+	/* a status is what a shell reports: -1 (none), 0..255; the transport
+	 * is one we know, or none (no input connection was made) */
 	int bad = r.bad || r.p != r.end || !k || !m || d->status < NO_STATUS ||
-	          d->status > 255 || d->in_rc > 0 || d->out_rc > 0;
-	if (!bad) {   /* text from a remote host: escaped before it is printed */
-		log_path(d->kind, sizeof d->kind, k);
-		log_path(d->msg, sizeof d->msg, m);
+	          d->status > 255 || d->in_rc > 0 || d->out_rc > 0 ||
+	          (strcmp(k, "rdma") && strcmp(k, "tcp") && *k);
+	if (!bad) {
+		snprintf(d->kind, sizeof d->kind, "%s", k);
+		log_path(d->msg, sizeof d->msg, m);   /* remote text: escaped for the terminal */
 	}
 	free(k);
 	free(m);

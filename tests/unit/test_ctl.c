@@ -98,7 +98,8 @@ static void test_hello(void **state)
 }
 
 /* rdpipe's DONE, as a remote segment could send it */
-static size_t make_done(uint8_t *b, int32_t status, int32_t in_rc, const char *msg)
+static size_t done_with(uint8_t *b, int32_t status, int32_t in_rc, const char *kind,
+                        const char *msg)
 {
 	struct wire_wr w = { 0 };
 	wr_u32(&w, (uint32_t)status);
@@ -106,13 +107,23 @@ static size_t make_done(uint8_t *b, int32_t status, int32_t in_rc, const char *m
 	wr_u32(&w, 0);
 	wr_u64(&w, 1000);
 	wr_u64(&w, 20);
-	wr_str16(&w, "tcp");
+	wr_str16(&w, kind);
 	wr_str16(&w, msg);
 	assert_false(w.bad);
 	memcpy(b, w.buf, w.len);
 	size_t n = w.len;
 	free(w.buf);
 	return n;
+}
+
+static size_t make_done(uint8_t *b, int32_t status, int32_t in_rc, const char *msg)
+{
+	return done_with(b, status, in_rc, "tcp", msg);
+}
+
+static size_t make_done_kind(uint8_t *b, const char *kind)
+{
+	return done_with(b, 0, 0, kind, "");
 }
 
 static void test_segment_done(void **state)
@@ -142,6 +153,10 @@ static void test_attack_segment_done_out_of_range(void **state)
 	assert_int_equal(pipe_msg_check(CTL_SEG_DONE, b, n), -EPROTO);
 	n = make_done(b, 0, 5, "");   /* results are 0 or -errno */
 	assert_int_equal(pipe_msg_check(CTL_SEG_DONE, b, n), -EPROTO);
+	n = make_done_kind(b, "\033[2J");   /* only transports we know */
+	assert_int_equal(pipe_msg_check(CTL_SEG_DONE, b, n), -EPROTO);
+	n = make_done_kind(b, "rdma");
+	assert_int_equal(pipe_msg_check(CTL_SEG_DONE, b, n), 0);
 }
 
 static void test_segment_go(void **state)
