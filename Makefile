@@ -28,7 +28,8 @@ COMMON_SRC := $(wildcard common/*.c)
 INDEX_SRC  := $(wildcard index/*.c)
 TP_SRC     := $(wildcard transport/*.c)
 SYNC_SRC   := $(wildcard sync/*.c)
-LIB_SRC    := $(COMMON_SRC) $(INDEX_SRC) $(TP_SRC) $(SYNC_SRC)
+PIPE_SRC   := $(wildcard pipe/*.c)
+LIB_SRC    := $(COMMON_SRC) $(INDEX_SRC) $(TP_SRC) $(SYNC_SRC) $(PIPE_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB        := $(BUILD)/librdcp.a
 

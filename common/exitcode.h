@@ -18,4 +18,9 @@ enum {
 	RD_EXIT_VANISHED = 24,  /* partial transfer: source files vanished */
 };
 
+/* The exit code for a failure that came back as a negative errno rc (0 for
+ * rc >= 0): authentication, RDMA, protocol, signal, connection; anything
+ * else is file I/O (ours, or the peer's reported to us). */
+int rd_exit_code(int rc);
+
 #endif

@@ -172,11 +172,11 @@ int main(int argc, char **argv)
 		case OPT_RDCP_PATH: o.rdcp_path = optarg; break;
 		case OPT_DATA_ADDR: o.data_addr = optarg; break;
 		case 'P':
-			if (sync_opt_streams(optarg, &o.tp.streams) < 0)
+			if (tp_opt_streams(optarg, &o.tp.streams) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case OPT_TRANSPORT:
-			if (sync_opt_transport(optarg, &o.tp.kind) < 0)
+			if (tp_opt_transport(optarg, &o.tp.kind) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case OPT_EXCLUDE:

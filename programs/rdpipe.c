@@ -5,7 +5,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync.h"
+#include "pipe/pipe.h"
 
 static const char usage[] =
 "Usage: rdpipe [OPTIONS] HOST:COMMAND [HOST:COMMAND...]\n"
@@ -74,11 +74,11 @@ int main(int argc, char **argv)
 		case 'e': o.rsh = optarg; break;
 		case O_PATH: o.rdpipe_path = optarg; break;
 		case O_TRANSPORT:
-			if (sync_opt_transport(optarg, &o.tp.kind) < 0)
+			if (tp_opt_transport(optarg, &o.tp.kind) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case 'P':
-			if (sync_opt_streams(optarg, &o.tp.streams) < 0)
+			if (tp_opt_streams(optarg, &o.tp.streams) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case O_SEGMENT: return pipe_segment();

@@ -9,7 +9,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync.h"
+#include "pipe/pipe.h"
 
 static const char usage[] =
 "Usage: rdrecv [OPTIONS] PORT KEY [FILE]\n"
@@ -57,14 +57,14 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'v': o.verbose = 1; break;
 		case O_TRANSPORT:
-			if (sync_opt_transport(optarg, &o.kind) < 0)
+			if (tp_opt_transport(optarg, &o.kind) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case O_LISTEN: addr = optarg; break;
 		case O_KEYFILE: key_file = optarg; break;
 		case O_POOL:
 		case O_MSG:
-			if (sync_opt_size(optarg, c == O_POOL, &o) < 0)
+			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case O_TIMEOUT: timeout_ms = atoi(optarg) * 1000; break;
@@ -82,7 +82,7 @@ int main(int argc, char **argv)
 		log_err("PORT: expected 1..65535, got '%s'", argv[optind]);
 		return RD_EXIT_USAGE;
 	}
-	if (sync_key(argv[optind + 1], key_file, o.key) < 0)
+	if (tp_opt_key(argv[optind + 1], key_file, o.key) < 0)
 		return RD_EXIT_USAGE;
 	const char *file = argc - optind == 3 ? argv[optind + 2] : NULL;
 	int fd = STDOUT_FILENO;
@@ -100,18 +100,18 @@ int main(int argc, char **argv)
 	if (rc < 0) {
 		if (rc == -ETIMEDOUT)
 			log_err("no sender came within the timeout");
-		return sync_exit_code(rc, NULL);
+		return rd_exit_code(rc);
 	}
 	struct pump_stats st = { 0 };
 	rc = pump_recv(s, fd, file ? file : "standard output", &st);
 	if (rc < 0)
-		sync_report_error(rc, &st, NULL, 0);
+		pump_report_error(rc, &st, NULL, 0);
 	else if (o.verbose)
-		sync_report_bw("rdrecv", &st, s);
+		tp_report_bw("rdrecv", st.bytes, st.seconds, s);
 	tp_close(s);
 	if (rc == 0 && file && close(fd) < 0) {
 		log_err("%s: %s", file, strerror(errno));
 		return RD_EXIT_FILEIO;
 	}
-	return sync_exit_code(rc, &st);
+	return pump_exit_code(rc, &st);
 }

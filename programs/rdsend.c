@@ -9,7 +9,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync.h"
+#include "pipe/pipe.h"
 
 static const char usage[] =
 "Usage: rdsend [OPTIONS] HOST PORT KEY [FILE]\n"
@@ -62,17 +62,17 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'v': o.verbose = 1; break;
 		case 'P':
-			if (sync_opt_streams(optarg, &o.streams) < 0)
+			if (tp_opt_streams(optarg, &o.streams) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case O_TRANSPORT:
-			if (sync_opt_transport(optarg, &o.kind) < 0)
+			if (tp_opt_transport(optarg, &o.kind) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case O_KEYFILE: key_file = optarg; break;
 		case O_POOL:
 		case O_MSG:
-			if (sync_opt_size(optarg, c == O_POOL, &o) < 0)
+			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
 				return RD_EXIT_USAGE;
 			break;
 		case O_TIMEOUT: o.connect_timeout_ms = atoi(optarg) * 1000; break;
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 		log_err("PORT: expected 1..65535, got '%s'", argv[optind + 1]);
 		return RD_EXIT_USAGE;
 	}
-	if (sync_key(argv[optind + 2], key_file, o.key) < 0)
+	if (tp_opt_key(argv[optind + 2], key_file, o.key) < 0)
 		return RD_EXIT_USAGE;
 	int fd = STDIN_FILENO;
 	if (file && (fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
@@ -102,12 +102,12 @@ int main(int argc, char **argv)
 	struct pump_stats st = { 0 };
 	int rc = tp_connect(host, (uint16_t)port, &o, &s);
 	if (rc < 0)
-		return sync_exit_code(rc, NULL);
+		return rd_exit_code(rc);
 	rc = pump_send(s, fd, file ? file : "standard input", &st);
 	if (rc < 0)
-		sync_report_error(rc, &st, s, 1);
+		pump_report_error(rc, &st, s, 1);
 	else if (o.verbose)
-		sync_report_bw("rdsend", &st, s);
+		tp_report_bw("rdsend", st.bytes, st.seconds, s);
 	tp_close(s);
-	return sync_exit_code(rc, &st);
+	return pump_exit_code(rc, &st);
 }

@@ -1121,7 +1121,7 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	rc = 0;
 out:
 	if (rc < 0 && !res->code)
-		res->code = sync_exit_code(rc, NULL);
+		res->code = rd_exit_code(rc);
 	if (!res->code && (res->errors || s.sender_errors))
 		res->code = RD_EXIT_PARTIAL;
 	send_log(&s);

@@ -14,26 +14,6 @@
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
-void result_put(uint8_t *p, const struct sync_result *r)
-{
-	put_u32(p, r->code);
-	put_u64(p + 4, r->files);
-	put_u64(p + 12, r->bytes);
-	put_u64(p + 20, r->deleted);
-	put_u64(p + 28, r->errors);
-	put_u64(p + 36, r->meta);
-}
-
-void result_get(const uint8_t *p, struct sync_result *r)
-{
-	r->code = get_u32(p);
-	r->files = get_u64(p + 4);
-	r->bytes = get_u64(p + 12);
-	r->deleted = get_u64(p + 20);
-	r->errors = get_u64(p + 28);
-	r->meta = get_u64(p + 36);
-}
-
 /* Split SRC into the root to scan and, unless its contents are meant, the
  * one name to send. */
 static int source_root(const struct role *r, char **root, char **only, int *is_dir)
@@ -413,7 +393,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 			char why[400];
 			snprintf(why, sizeof why, "cannot open the data connection to %s port %u",
 			         al ? addr : r->connect_addr, port);
-			ctl_error(r->ctl, sync_exit_code(rc, NULL), why);
+			ctl_error(r->ctl, rd_exit_code(rc), why);
 			goto out;
 		}
 		transport = tp_kind_name(ts);
@@ -431,7 +411,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 		if (rc == 0)
 			rc = tp_finish(ts);
 		if (rc < 0) {
-			sync_report_error(rc, &(struct pump_stats){ .bytes = res->bytes }, ts, 1);
+			tp_report_failure(rc, res->bytes, ts, 1);
 			goto out;
 		}
 		res->errors = changed;   /* await_done turns this into exit 24 */
@@ -440,7 +420,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 	res->transport = transport;
 out:
 	if (rc < 0 && !res->code)
-		res->code = sync_exit_code(rc, NULL);
+		res->code = rd_exit_code(rc);
 	tp_close(ts);
 	if (rootfd >= 0)
 		close(rootfd);

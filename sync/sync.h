@@ -1,8 +1,13 @@
 /*
- * sync: what runs on top of index/ and transport/. Today: the pumps that
- * move a byte stream (a pipe or a file) through a transport session, used by
- * rdsend, rdrecv and rdpipe.
+ * sync: a sync run, rdcp [OPTIONS] SRC DST. The client starts the far side
+ * (`rdcp --server`, over the remote shell or forked for a local run), the
+ * two sides scan their trees with index/, the sender's manifest crosses the
+ * control channel (common/ctl.h), the receiver plans and asks for what it
+ * lacks, and the data comes over one transport/ session: large files in
+ * chunks verified on arrival, small files as one archive stream. Files land
+ * through a temp file and a rename, so DST holds the old or the new file.
  *
+ * Depends on index/, transport/ and common/; knows nothing of pipe/.
  * Conventions as elsewhere: 0 or a negative errno; messages on stderr.
  */
 #ifndef RDCP_SYNC_H
@@ -11,27 +16,6 @@
 #include <stdint.h>
 
 #include "transport/transport.h"
-
-struct pump_stats {
-	uint64_t bytes;
-	double seconds;
-	int local;        /* the failure was ours (file I/O), not the link's */
-};
-
-/*
- * Send everything readable from fd (name is for messages), then end the
- * session and wait for the receiver's verdict. A regular file is read with
- * parallel positioned reads from its current offset to its end; anything
- * else is read sequentially, each message filled before it is sent.
- */
-int pump_send(struct tp_session *s, int fd, const char *name, struct pump_stats *st);
-
-/*
- * Receive the whole stream into fd and send the verdict. A regular file (not
- * O_APPEND) is written with parallel pwrite at each message's offset and cut
- * to the received length; anything else gets the bytes in order.
- */
-int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats *st);
 
 /* --- a sync run: rdcp [OPTIONS] SRC DST --- */
 
@@ -72,54 +56,5 @@ struct sync_opts {
 int sync_client(const struct sync_opts *o);
 /* The far side (rdcp --server): control channel on stdin/stdout. */
 int sync_server(void);
-
-/* --- rdpipe: a pipeline of commands on hosts (sync/pipeline.c) --- */
-
-/* What a segment's command starts with: nothing, <, > or >> */
-enum pipe_op { PIPE_CMD, PIPE_FROM, PIPE_TO, PIPE_APPEND };
-
-struct pipe_opts {
-	const char *const *segs;    /* "[user@]host:command", in pipeline order */
-	int nsegs;
-	const char *rsh;            /* remote shell, default "ssh" */
-	const char *rdpipe_path;    /* the remote rdpipe, default "rdpipe" */
-	int verbose;                /* -v: each hop's bandwidth at the end */
-	int dry_run;                /* -n: print what would run */
-	struct tp_opts tp;          /* kind, streams (the key is made per run) */
-};
-
-/* Run the pipeline; returns the exit code (see rdpipe.1). */
-int pipe_run(const struct pipe_opts *o);
-/* The far side of one segment (rdpipe --segment): control on stdin/stdout. */
-int pipe_segment(void);
-/* The operator a segment's command starts with; *arg: what follows it. */
-enum pipe_op pipe_op_of(const char *cmd, const char **arg);
-
-/* --- helpers for the programs' command lines --- */
-
-/*
- * The key: KEY as given, or with KEY "-" the contents of key_file (first
- * line) if set, else $RDCP_KEY, so it stays out of ps. Returns 0 or -EINVAL
- * (after saying what is missing).
- */
-int sync_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN]);
-/* "64M", "1g", "4096": bytes. 0 or -EINVAL. */
-int sync_parse_size(const char *s, uint64_t *out);
-/* "rdma", "tcp", "auto". 0 or -EINVAL. */
-int sync_parse_kind(const char *s, enum tp_kind *k);
-/* Command-line options the programs share. Each says what is wrong and
- * returns -EINVAL on a bad value. */
-int sync_opt_streams(const char *arg, int *streams);         /* -P 1..16 */
-int sync_opt_transport(const char *arg, enum tp_kind *kind); /* --transport */
-/* --pool (pool != 0) or --msg-size into o */
-int sync_opt_size(const char *arg, int pool, struct tp_opts *o);
-
-/* The documented exit code (common/exitcode.h) for a pump result. */
-int sync_exit_code(int rc, const struct pump_stats *st);
-/* One line on stderr: why a transfer failed, from the sender's view or not. */
-void sync_report_error(int rc, const struct pump_stats *st, struct tp_session *s,
-                       int sender);
-/* -v: bytes, time, bandwidth, transport, streams, pool size. */
-void sync_report_bw(const char *prog, const struct pump_stats *st, struct tp_session *s);
 
 #endif

@@ -6,7 +6,7 @@
 #include <sys/types.h>
 
 #include "index/index.h"
-#include "sync/ctl.h"
+#include "common/ctl.h"
 #include "sync/sync.h"
 
 #define SYNC_MSG_SIZE  ((uint32_t)IDX_CHUNK_SIZE)   /* one message = one chunk */
@@ -32,17 +32,6 @@ struct role {
 	const struct sync_rule *rules;
 	int nrules;
 };
-
-/* sync/rsh.c: run `rsh host words...` (rsh split on blanks, NULL: "ssh")
- * with pipes to its stdin (*to) and from its stdout (*from); its pid, or -1
- * with errno. */
-pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
-                int *from);
-
-/* sync/pipeline.c: decode one rdpipe segment message (SEG_SETUP, SEG_GO or
- * SEG_DONE) as its receiver would; 0 if it would take it, else -EPROTO.
- * For the fuzz target. */
-int pipe_msg_check(uint8_t type, const uint8_t *buf, size_t len);
 
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
@@ -90,6 +79,9 @@ int sync_receiver(struct role *r, struct sync_result *res);
 
 enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 
+/* Send the HELLO that gives the server its role, with o's options. */
+int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *path,
+                const char *addr);
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
 	int role, streams, nrules;
@@ -106,5 +98,15 @@ void hello_free(struct hello *h);
 void result_put(uint8_t *p, const struct sync_result *r);
 void result_get(const uint8_t *p, struct sync_result *r);
 #define RESULT_LEN (4 + 5 * 8)
+
+/* CTL_DATA: where the sender connects, and the session's secret. */
+struct ctl_data {
+	uint16_t port;
+	char key[33];       /* 32 hex characters */
+	char addr[256];     /* "" when the sender should use its own idea */
+};
+/* Decode peer input: -EPROTO unless the port is set, the key is 32 hex
+ * characters and the address is at most 255 bytes without NUL. */
+int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
 
 #endif

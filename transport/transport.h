@@ -113,4 +113,30 @@ int tp_streams(const struct tp_session *s);
 /* Sender: the errno value the receiver reported it failed with, else 0. */
 int tp_peer_status(const struct tp_session *s);
 
+/* --- for the programs' command lines and reports (transport/cli.c) --- */
+
+/*
+ * The key: KEY as given, or with KEY "-" the contents of key_file (first
+ * line) if set, else $RDCP_KEY, so it stays out of ps. Returns 0 or -EINVAL
+ * (after saying what is missing).
+ */
+int tp_opt_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN]);
+/* "64M", "1g", "4096": bytes. 0 or -EINVAL. */
+int tp_parse_size(const char *s, uint64_t *out);
+/* "rdma", "tcp", "auto". 0 or -EINVAL. */
+int tp_parse_kind(const char *s, enum tp_kind *k);
+/* Options the programs share. Each says what is wrong and returns -EINVAL
+ * on a bad value. */
+int tp_opt_streams(const char *arg, int *streams);         /* 1..TP_MAX_STREAMS */
+int tp_opt_transport(const char *arg, enum tp_kind *kind); /* --transport */
+/* --pool (pool != 0) or --msg-size into o */
+int tp_opt_size(const char *arg, int pool, struct tp_opts *o);
+
+/* One line on stderr: why a transfer failed after `bytes`, as the sender
+ * (sender != 0) or the receiver sees it; s may be NULL. */
+void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender);
+/* -v: bytes, time, bandwidth, transport, streams, pool size. */
+void tp_report_bw(const char *prog, uint64_t bytes, double seconds,
+                  const struct tp_session *s);
+
 #endif

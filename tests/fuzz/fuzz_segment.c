@@ -4,7 +4,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "sync/sync_int.h"
+#include "common/ctl.h"
+#include "pipe/pipe_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -40,7 +40,9 @@
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/wire.h"
-#include "sync/sync_int.h"
+#include "common/ctl.h"
+#include "common/rsh.h"
+#include "pipe/pipe_int.h"
 
 #define SEG_MAGIC    0x52445053u   /* "RDPS" */
 #define SEG_VERSION  1
@@ -872,7 +874,7 @@ int pipe_run(const struct pipe_opts *o)
 			if (feed.done && feed.rc < 0 && !feed.st.local) {
 				log_err("hop 0 (stdin -> %s): %s", g[0].host, strerror(-feed.rc));
 				why = "hop failed";
-				code = sync_exit_code(feed.rc, &feed.st);
+				code = pump_exit_code(feed.rc, &feed.st);
 			} else if (feed.done && feed.rc < 0) {
 				why = "reading stdin failed";
 				code = RD_EXIT_FILEIO;
@@ -882,7 +884,7 @@ int pipe_run(const struct pipe_opts *o)
 					log_err("hop %d (%s -> stdout): %s", n, g[n - 1].host,
 					        strerror(-coll.rc));
 				why = "hop failed";
-				code = coll.rc == -EPIPE ? RD_EXIT_FILEIO : sync_exit_code(coll.rc, &coll.st);
+				code = coll.rc == -EPIPE ? RD_EXIT_FILEIO : pump_exit_code(coll.rc, &coll.st);
 			}
 		}
 		for (int i = 0; i < n; i++) {   /* all of them: a later failure may be the cause */

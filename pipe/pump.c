@@ -1,22 +1,22 @@
 /*
  * Pumps: a byte stream (a pipe, or a file read/written with parallel
- * positioned I/O) into or out of a transport session. Used by rdsend,
- * rdrecv and rdpipe. Message ids are 0; offsets are byte offsets.
+ * positioned I/O on common/iopool.h's threads) into or out of a transport
+ * session. Used by rdsend, rdrecv and rdpipe. Message ids are 0; offsets
+ * are byte offsets.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/exitcode.h"
 #include "common/io.h"
+#include "common/iopool.h"
 #include "common/log.h"
-#include "sync/sync.h"
-
-#define IO_THREADS 4
+#include "pipe/pipe.h"
 
 static double now_s(void)
 {
@@ -40,125 +40,8 @@ static int local_err(struct pump_stats *st, int rc)
 	return rc;
 }
 
-/* --- a small pool of I/O threads working on (msg, fd, offset) jobs --- */
-
-struct job {
-	struct tp_msg *m;
-	uint64_t off;      /* file offset */
-	uint32_t want;     /* bytes to read (reads) */
-	int done, err;
-	int owned;         /* writes: the pool frees the job and releases m */
-	struct job *next;
-};
-
-struct iopool {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct job *todo, *todo_tail;
-	int fd, writing, stop;
-	int err;                 /* first error of an owned job */
-	struct tp_session *s;    /* writes: where to release buffers */
-	pthread_t th[IO_THREADS];
-	int nth;
-};
-
-static void *io_main(void *arg)
-{
-	struct iopool *p = arg;
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (!p->todo && !p->stop)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (!p->todo)
-			break;
-		struct job *j = p->todo;
-		p->todo = j->next;
-		if (!p->todo)
-			p->todo_tail = NULL;
-		pthread_mutex_unlock(&p->mu);
-		int err = 0;
-		uint8_t *buf = j->m->data;
-		uint32_t len = p->writing ? j->m->len : j->want, got = 0;
-		while (got < len) {
-			ssize_t n = p->writing
-			        ? pwrite(p->fd, buf + got, len - got, (off_t)(j->off + got))
-			        : pread(p->fd, buf + got, len - got, (off_t)(j->off + got));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				err = n < 0 ? errno : p->writing ? EIO : ENODATA;
-				break;
-			}
-			got += (uint32_t)n;
-		}
-		if (!p->writing)
-			j->m->len = got;
-		if (j->owned) {
-			/* done with the buffer: straight back to the transport, so
-			 * the stream it came from can take the next message */
-			tp_msg_release(p->s, j->m);
-			free(j);
-			j = NULL;
-		}
-		pthread_mutex_lock(&p->mu);
-		if (j) {
-			j->err = err;
-			j->done = 1;
-		} else if (err && !p->err) {
-			p->err = err;
-		}
-		pthread_cond_broadcast(&p->cv);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
-static int io_start(struct iopool *p, int fd, int writing)
-{
-	memset(p, 0, sizeof *p);
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
-	p->fd = fd;
-	p->writing = writing;
-	for (; p->nth < IO_THREADS; p->nth++)
-		if (pthread_create(&p->th[p->nth], NULL, io_main, p))
-			break;
-	return p->nth ? 0 : -EAGAIN;
-}
-
-static void io_submit(struct iopool *p, struct job *j)
-{
-	pthread_mutex_lock(&p->mu);
-	j->next = NULL;
-	j->done = j->err = 0;
-	if (p->todo_tail)
-		p->todo_tail->next = j;
-	else
-		p->todo = j;
-	p->todo_tail = j;
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-}
-
-static void io_wait(struct iopool *p, struct job *j)
-{
-	pthread_mutex_lock(&p->mu);
-	while (!j->done)
-		pthread_cond_wait(&p->cv, &p->mu);
-	pthread_mutex_unlock(&p->mu);
-}
-
-static void io_stop(struct iopool *p)
-{
-	pthread_mutex_lock(&p->mu);
-	p->stop = 1;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	for (int i = 0; i < p->nth; i++)
-		pthread_join(p->th[i], NULL);
-	pthread_cond_destroy(&p->cv);
-	pthread_mutex_destroy(&p->mu);
-}
+#define IO_THREADS 4
+#define READ_DEPTH 16   /* reads in flight: more than the threads, so none idles */
 
 /* --- sending --- */
 
@@ -216,50 +99,50 @@ static int send_file(struct tp_session *s, int fd, const char *name, struct pump
 	struct stat sb;
 	if (fstat(fd, &sb) < 0)
 		return local_err(st, -errno);
-	uint64_t size = (uint64_t)sb.st_size, next = lseek(fd, 0, SEEK_CUR) > 0
-	                ? (uint64_t)lseek(fd, 0, SEEK_CUR) : 0;
-	uint64_t base = next;
-	enum { DEPTH = 16 };
-	struct job jobs[DEPTH] = { 0 };
+	off_t cur = lseek(fd, 0, SEEK_CUR);
+	uint64_t size = (uint64_t)sb.st_size, base = cur > 0 ? (uint64_t)cur : 0, next = base;
+	struct io_job jobs[READ_DEPTH];
+	struct tp_msg *msgs[READ_DEPTH];
 	int head = 0, count = 0, rc = 0;
-	struct iopool p;
-	if (io_start(&p, fd, 0) < 0)
+	struct io_pool *p;
+	if (io_pool_start(&p, IO_THREADS) < 0)
 		return -EAGAIN;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	for (;;) {
-		/* keep DEPTH reads in flight */
-		while (rc == 0 && count < DEPTH && next < size) {
-			struct tp_msg *m;
-			if ((rc = tp_msg_get(s, &m)) < 0)
+		/* keep READ_DEPTH reads in flight */
+		while (rc == 0 && count < READ_DEPTH && next < size) {
+			int k = (head + count) % READ_DEPTH;
+			if ((rc = tp_msg_get(s, &msgs[k])) < 0)
 				break;
-			struct job *j = &jobs[(head + count) % DEPTH];
-			j->m = m;
-			j->off = next;
-			j->want = size - next < m->cap ? (uint32_t)(size - next) : m->cap;
+			struct tp_msg *m = msgs[k];
+			uint32_t want = size - next < m->cap ? (uint32_t)(size - next) : m->cap;
+			jobs[k] = (struct io_job){ .fd = fd, .buf = m->data, .len = want, .off = next };
 			m->off = next - base;
-			next += j->want;
-			io_submit(&p, j);
+			next += want;
+			io_pool_submit(p, &jobs[k]);
 			count++;
 		}
 		if (count == 0)
 			break;
-		struct job *j = &jobs[head];
-		io_wait(&p, j);
-		head = (head + 1) % DEPTH;
+		struct io_job *j = &jobs[head];
+		struct tp_msg *m = msgs[head];
+		io_pool_wait(p, j);
+		head = (head + 1) % READ_DEPTH;
 		count--;
-		if (rc == 0 && (j->err || j->m->len != j->want)) {
-			log_err("reading %s: %s", name, j->err == ENODATA || !j->err
-			        ? "the file shrank while being sent" : strerror(j->err));
+		if (rc == 0 && (j->err || j->got != j->len)) {
+			log_err("reading %s: %s", name,
+			        j->err ? strerror(j->err) : "the file shrank while being sent");
 			rc = local_err(st, -(j->err ? j->err : ENODATA));
 		}
 		if (rc < 0) {
-			tp_msg_put(s, j->m);
+			tp_msg_put(s, m);
 			continue;   /* drain the reads in flight */
 		}
-		st->bytes += j->m->len;
-		rc = tp_msg_send(s, j->m);
+		m->len = j->got;
+		st->bytes += m->len;
+		rc = tp_msg_send(s, m);
 	}
-	io_stop(&p);
+	io_pool_stop(p);
 	return rc;
 }
 
@@ -327,45 +210,62 @@ static int recv_pipe(struct tp_session *s, int fd, const char *name, struct pump
 	return rc;
 }
 
-/* To a regular file: pwrite at each message's offset, IO_THREADS at once.
- * The writer threads release each buffer themselves when it is written. */
+/* A write of recv_file(): the job owns its message. */
+struct wjob {
+	struct io_job j;
+	struct tp_msg *m;
+	struct tp_session *s;
+	int *err;            /* the first write error, shared */
+};
+
+/* On the I/O thread: the buffer goes straight back to the transport, so
+ * the stream it came from can take the next message. */
+static void write_done(struct io_job *j, void *ctx)
+{
+	struct wjob *w = ctx;
+	int zero = 0;
+	if (j->err)
+		__atomic_compare_exchange_n(w->err, &zero, j->err, 0, __ATOMIC_RELAXED,
+		                            __ATOMIC_RELAXED);
+	tp_msg_release(w->s, w->m);
+	free(w);
+}
+
+/* To a regular file: pwrite at each message's offset, IO_THREADS at once. */
 static int recv_file(struct tp_session *s, int fd, const char *name, struct pump_stats *st)
 {
 	off_t base = lseek(fd, 0, SEEK_CUR);
-	struct iopool p;
-	int rc;
+	struct io_pool *p;
+	int rc, err = 0;
 	if (base < 0)
 		base = 0;
-	if (io_start(&p, fd, 1) < 0)
+	if (io_pool_start(&p, IO_THREADS) < 0)
 		return -EAGAIN;
-	p.s = s;
 	for (;;) {
 		struct tp_msg *m;
 		rc = tp_msg_recv(s, &m);
 		if (rc != 0)
 			break;
-		struct job *j = calloc(1, sizeof *j);
-		if (!j) {
+		struct wjob *w = malloc(sizeof *w);
+		if (!w) {
 			tp_msg_release(s, m);
 			rc = local_err(st, -ENOMEM);
 			break;
 		}
-		j->m = m;
-		j->off = (uint64_t)base + m->off;
-		j->owned = 1;
+		*w = (struct wjob){ .j = { .fd = fd, .write = 1, .buf = m->data, .len = m->len,
+		                           .off = (uint64_t)base + m->off, .complete = write_done },
+		                    .m = m, .s = s, .err = &err };
+		w->j.ctx = w;
 		if (m->off + m->len > st->bytes)
 			st->bytes = m->off + m->len;
-		io_submit(&p, j);
-		pthread_mutex_lock(&p.mu);
-		int err = p.err;
-		pthread_mutex_unlock(&p.mu);
-		if (err)
+		io_pool_submit(p, &w->j);
+		if (__atomic_load_n(&err, __ATOMIC_RELAXED))
 			break;
 	}
-	io_stop(&p);   /* finishes every queued write */
-	if (p.err && rc >= 0) {
-		log_err("writing %s: %s", name, strerror(p.err));
-		rc = local_err(st, -p.err);
+	io_pool_stop(p);   /* finishes every queued write */
+	if (err && rc >= 0) {
+		log_err("writing %s: %s", name, strerror(err));
+		rc = local_err(st, -err);
 	}
 	return rc;
 }
@@ -396,4 +296,18 @@ int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats 
 	if (st->local)
 		tp_verdict(s, -rc);   /* tell the sender why we stop */
 	return rc;
+}
+
+int pump_exit_code(int rc, const struct pump_stats *st)
+{
+	if (rc < 0 && st && st->local)
+		return RD_EXIT_FILEIO;
+	return rd_exit_code(rc);
+}
+
+void pump_report_error(int rc, const struct pump_stats *st, const struct tp_session *s,
+                       int sender)
+{
+	if (!st->local)   /* a local failure was reported where it happened */
+		tp_report_failure(rc, st->bytes, s, sender);
 }

@@ -1,7 +1,4 @@
-/*
- * The remote shell: `rsh host word...` with the child's stdin and stdout on
- * pipes, as rsync does it. One place for rdcp's server and rdpipe's segments.
- */
+/* The remote shell launcher (common/rsh.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -10,7 +7,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync_int.h"
+#include "common/rsh.h"
 
 #define RSH_MAX_WORDS 56
 

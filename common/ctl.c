@@ -1,4 +1,4 @@
-/* The control channel: length-prefixed frames over a pair of fds. */
+/* The control channel: length-prefixed frames over a pair of fds (common/ctl.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +6,7 @@
 
 #include "common/io.h"
 #include "common/wire.h"
-#include "sync/ctl.h"
+#include "common/ctl.h"
 
 int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len)
 {
@@ -64,24 +64,4 @@ void ctl_free(struct ctl *c)
 	free(c->buf);
 	c->buf = NULL;
 	c->cap = 0;
-}
-
-int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d)
-{
-	if (len < 34 || len - 34 > sizeof d->addr - 1)
-		return -EPROTO;
-	d->port = get_u16(buf);
-	for (int i = 0; i < 32; i++) {
-		uint8_t c = buf[2 + i];
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return -EPROTO;
-		d->key[i] = (char)c;
-	}
-	d->key[32] = '\0';
-	size_t al = len - 34;
-	if (d->port == 0 || memchr(buf + 34, '\0', al))
-		return -EPROTO;
-	memcpy(d->addr, buf + 34, al);
-	d->addr[al] = '\0';
-	return 0;
 }

@@ -1,6 +1,16 @@
-/* Private to sync/: the control channel (over ssh, or a socketpair). */
-#ifndef RDCP_SYNC_CTL_H
-#define RDCP_SYNC_CTL_H
+/*
+ * The control channel: length-prefixed, typed frames over a pair of fds (the
+ * remote shell's pipes, or a socketpair for a local run). rdcp's sync
+ * (sync/) and rdpipe's segments (pipe/) each speak their own messages over
+ * it; the type numbers of both live here so that one registry says which
+ * byte means what (docs/protocol.md).
+ *
+ * Conventions: 0 or a negative errno. Frames are bounded by CTL_FRAME_MAX;
+ * a received payload is followed by 8 zero bytes, so its text can be printed
+ * and a short ERROR read at buf + 4 stays in bounds.
+ */
+#ifndef RDCP_COMMON_CTL_H
+#define RDCP_COMMON_CTL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +29,7 @@ enum ctl_type {
 	CTL_DATA,           /* receiver -> sender: u16 port, 32-byte key, address */
 	CTL_DONE,           /* receiver -> sender: results (see sync_result) */
 	CTL_LOG,            /* receiver -> sender: itemized lines for the user */
-	/* rdpipe (sync/pipeline.c): controller <-> one segment */
+	/* rdpipe (pipe/): controller <-> one segment */
 	CTL_SEG_SETUP,      /* controller -> segment: what to run, the key */
 	CTL_SEG_READY,      /* segment -> controller: u16 port it listens on */
 	CTL_SEG_GO,         /* controller -> segment: u16 port, address of the next */
@@ -41,15 +51,5 @@ int ctl_recv(struct ctl *c, uint8_t *type, size_t *len);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
 void ctl_free(struct ctl *c);
-
-/* CTL_DATA: where the sender connects, and the session's secret. */
-struct ctl_data {
-	uint16_t port;
-	char key[33];       /* 32 hex characters */
-	char addr[256];     /* "" when the sender should use its own idea */
-};
-/* Decode peer input: -EPROTO unless the port is set, the key is 32 hex
- * characters and the address is at most 255 bytes without NUL. */
-int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
 
 #endif

@@ -1,14 +1,13 @@
-/* Helpers the programs share: key, sizes, exit codes, reports. */
+/* Command-line options and reports the programs share (transport/transport.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync.h"
+#include "transport/transport.h"
 
-int sync_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
+int tp_opt_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
 {
 	char buf[4096];
 	const char *secret = arg;
@@ -39,7 +38,7 @@ int sync_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
 	return 0;
 }
 
-int sync_parse_size(const char *s, uint64_t *out)
+int tp_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	errno = 0;
@@ -61,7 +60,7 @@ int sync_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-int sync_parse_kind(const char *s, enum tp_kind *k)
+int tp_parse_kind(const char *s, enum tp_kind *k)
 {
 	if (strcmp(s, "rdma") == 0)
 		*k = TP_RDMA;
@@ -74,7 +73,7 @@ int sync_parse_kind(const char *s, enum tp_kind *k)
 	return 0;
 }
 
-int sync_opt_streams(const char *arg, int *streams)
+int tp_opt_streams(const char *arg, int *streams)
 {
 	char *end;
 	long n = strtol(arg, &end, 10);
@@ -86,19 +85,19 @@ int sync_opt_streams(const char *arg, int *streams)
 	return 0;
 }
 
-int sync_opt_transport(const char *arg, enum tp_kind *kind)
+int tp_opt_transport(const char *arg, enum tp_kind *kind)
 {
-	if (sync_parse_kind(arg, kind) < 0) {
+	if (tp_parse_kind(arg, kind) < 0) {
 		log_err("--transport: expected rdma, tcp or auto, got '%s'", arg);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-int sync_opt_size(const char *arg, int pool, struct tp_opts *o)
+int tp_opt_size(const char *arg, int pool, struct tp_opts *o)
 {
 	uint64_t v;
-	if (sync_parse_size(arg, &v) < 0 || v < 4096 ||
+	if (tp_parse_size(arg, &v) < 0 || v < 4096 ||
 	    (!pool && v > TP_MAX_MSG_SIZE) || (pool && v > (4ull << 30))) {
 		log_err("%s: bad size '%s' (4K..%s)", pool ? "--pool" : "--msg-size", arg,
 		        pool ? "4G" : "16M");
@@ -111,31 +110,10 @@ int sync_opt_size(const char *arg, int pool, struct tp_opts *o)
 	return 0;
 }
 
-int sync_exit_code(int rc, const struct pump_stats *st)
-{
-	if (rc >= 0)
-		return RD_EXIT_OK;
-	if (st && st->local)
-		return RD_EXIT_FILEIO;
-	switch (-rc) {
-	case EACCES: return RD_EXIT_AUTH;
-	case ENODEV: return RD_EXIT_NORDMA;
-	case EPROTO: return RD_EXIT_PROTO;
-	case EINTR: case ECANCELED: return RD_EXIT_SIGNAL;
-	case ECONNREFUSED: case ECONNRESET: case ETIMEDOUT: case EHOSTUNREACH:
-	case ENETUNREACH: case EPIPE: case ECONNABORTED:
-		return RD_EXIT_CONN;
-	default:
-		return RD_EXIT_FILEIO;   /* the peer's file I/O error, reported to us */
-	}
-}
-
-void sync_report_error(int rc, const struct pump_stats *st, struct tp_session *s, int sender)
+void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender)
 {
 	char b[16];
-	log_bytes(b, st->bytes);
-	if (st->local)
-		return;   /* already said where it happened */
+	log_bytes(b, bytes);
 	if (s && tp_peer_status(s))
 		log_err("the receiver failed after %s: %s", b, strerror(tp_peer_status(s)));
 	else if (rc == -ECONNRESET || rc == -EPIPE)
@@ -148,12 +126,12 @@ void sync_report_error(int rc, const struct pump_stats *st, struct tp_session *s
 		log_err("transfer failed after %s: %s", b, strerror(-rc));
 }
 
-void sync_report_bw(const char *prog, const struct pump_stats *st, struct tp_session *s)
+void tp_report_bw(const char *prog, uint64_t bytes, double seconds, const struct tp_session *s)
 {
 	char b[16], p[16];
-	double mbs = st->seconds > 0 ? (double)st->bytes / st->seconds / 1e6 : 0;
+	double mbs = seconds > 0 ? (double)bytes / seconds / 1e6 : 0;
 	fprintf(stderr, "%s: %s in %.3f s: %.1f MB/s (%.2f Gbit/s) over %s, %d stream%s, "
-	        "buffer pool %s\n", prog, log_bytes(b, st->bytes), st->seconds, mbs,
+	        "buffer pool %s\n", prog, log_bytes(b, bytes), seconds, mbs,
 	        mbs * 8 / 1000, tp_kind_name(s), tp_streams(s), tp_streams(s) == 1 ? "" : "s",
 	        log_bytes(p, tp_pool_bytes(s)));
 }

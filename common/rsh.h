@@ -1,0 +1,20 @@
+/*
+ * The remote shell: `rsh host word...` with the child's stdin and stdout on
+ * pipes, as rsync does it. One launcher for rdcp's server (sync/) and
+ * rdpipe's segments (pipe/).
+ */
+#ifndef RDCP_COMMON_RSH_H
+#define RDCP_COMMON_RSH_H
+
+#include <sys/types.h>
+
+/*
+ * Run `rsh host words...` (rsh split on blanks as rsync's -e is; NULL means
+ * "ssh"), words NULL-terminated. *to is a pipe to its stdin, *from one from
+ * its stdout, both close-on-exec. Returns its pid, or -1 with errno. A shell
+ * that cannot be executed exits RD_EXIT_START after one line on stderr.
+ */
+pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
+                int *from);
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * A sync run: the client (the rdcp the user started) starts the far side
+ * with the remote shell (`ssh host rdcp --server`), or, for local to local,
+ * forks it; the two talk over the control channel (docs/protocol.md), and
+ * data goes over the transport, from the sender to the receiver.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "common/rsh.h"
+#include "sync/sync_int.h"
+
+struct endpoint {
+	char *host;   /* NULL: local */
+	char *path;
+};
+
+/* "[user@]host:path" (no '/' before the ':'), else a local path. */
+static int parse_endpoint(const char *arg, struct endpoint *ep)
+{
+	const char *colon = strchr(arg, ':'), *slash = strchr(arg, '/');
+	ep->host = NULL;
+	if (colon && (!slash || colon < slash) && colon != arg) {
+		ep->host = strndup(arg, (size_t)(colon - arg));
+		ep->path = strdup(*(colon + 1) ? colon + 1 : ".");
+	} else {
+		ep->path = strdup(arg);
+	}
+	return ep->path ? 0 : -ENOMEM;
+}
+
+/* The host part without "user@", for data connections. */
+static const char *bare_host(const char *h)
+{
+	const char *at = strrchr(h, '@');
+	return at ? at + 1 : h;
+}
+
+/* Start `rsh host rdcp --server` with pipes; returns its pid. */
+static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
+{
+	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
+	return rsh_spawn(o->rsh, host, words, &c->out, &c->in);
+}
+
+/* Local to local: the far side is a child process on a socketpair. */
+static pid_t spawn_local(struct ctl *c)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		dup2(sv[1], STDIN_FILENO);
+		dup2(sv[1], STDOUT_FILENO);
+		_exit(sync_server());
+	}
+	close(sv[1]);
+	c->in = c->out = sv[0];
+	return pid;
+}
+
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int sync_client(const struct sync_opts *o)
+{
+	struct endpoint src, dst;
+	struct ctl c = { -1, -1, NULL, 0 };
+	struct sync_result res = { 0 };
+	double t0 = now_s();
+	if (parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0)
+		return RD_EXIT_USAGE;
+	if (src.host && dst.host) {
+		log_err("SRC and DST are both remote: one side must be local");
+		return RD_EXIT_USAGE;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	const char *remote = src.host ? src.host : dst.host;
+	pid_t pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c);
+	if (pid < 0) {
+		log_err("cannot start the other side: %s", strerror(errno));
+		return RD_EXIT_START;
+	}
+	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
+	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
+	                  .progress = o->progress };
+	if (!remote && r.tp.kind == TP_AUTO)
+		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
+	int rc;
+	if (src.host) {   /* remote -> local: we receive */
+		rc = hello_send(&c, ROLE_SENDER, o, src.path, o->data_addr ? o->data_addr : "");
+		r.path = dst.path;
+		r.announce_addr = o->data_addr ? o->data_addr : "";
+		if (rc == 0)
+			sync_receiver(&r, &res);
+	} else {          /* local -> remote or local: we send */
+		rc = hello_send(&c, ROLE_RECEIVER, o, dst.path, "");
+		r.path = src.path;
+		r.connect_addr = o->data_addr ? o->data_addr
+		                 : remote ? bare_host(remote) : "127.0.0.1";
+		if (rc == 0)
+			sync_sender(&r, &res);
+	}
+	close(c.out);
+	if (c.in != c.out)
+		close(c.in);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
+		/* the remote shell could not run rdcp, or ssh itself failed */
+		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
+		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
+		code = RD_EXIT_START;
+	} else if (!code && (rc < 0 || xs != 0)) {
+		code = xs > 0 ? xs : RD_EXIT_PROTO;
+	}
+	if (o->verbose) {
+		double s = now_s() - t0;
+		char b[16];
+		fprintf(stderr, "%s: %llu files (%s) transferred, %llu metadata updates, "
+		        "%llu deleted, %llu errors in %.3f s (%.1f MB/s%s%s)\n", log_prog,
+		        (unsigned long long)res.files, log_bytes(b, res.bytes),
+		        (unsigned long long)res.meta, (unsigned long long)res.deleted,
+		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
+		        res.transport ? " over " : "", res.transport ? res.transport : "");
+	}
+	ctl_free(&c);
+	free(src.host);
+	free(src.path);
+	free(dst.host);
+	free(dst.path);
+	return code;
+}
