@@ -1,4 +1,6 @@
-/* Diff two sorted manifests into new / content / metadata / removed / type. */
+/* Diff two sorted manifests into new / content / metadata / removed / type.
+ * These are the rules a sync plans by (sync/plan.c): one definition of
+ * "changed" for the whole project. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +22,16 @@ static int push(struct idx_diff *d, enum idx_change_kind k,
 	return 0;
 }
 
-static int content_differs(const struct idx_entry *s, const struct idx_entry *t)
+static int content_differs(const struct idx_entry *s, const struct idx_entry *t,
+                           unsigned flags)
 {
 	switch (s->type) {
 	case IDX_REG:
-		return s->size != t->size || memcmp(s->hash, t->hash, IDX_HASH_LEN) != 0;
+		if (s->size != t->size)
+			return 1;
+		if (flags & IDX_DIFF_QUICK)   /* rsync's quick check */
+			return s->mtime_ns != t->mtime_ns;
+		return memcmp(s->hash, t->hash, IDX_HASH_LEN) != 0;
 	case IDX_LNK:
 		return strcmp(s->link ? s->link : "", t->link ? t->link : "") != 0;
 	case IDX_CHR:
@@ -38,11 +45,11 @@ static int content_differs(const struct idx_entry *s, const struct idx_entry *t)
 static int meta_differs(const struct idx_entry *s, const struct idx_entry *t,
                         unsigned flags)
 {
-	if (s->type != IDX_LNK && s->mode != t->mode)
+	if (!(flags & IDX_DIFF_NO_PERMS) && s->type != IDX_LNK && s->mode != t->mode)
 		return 1;   /* a symlink's mode means nothing on Linux */
 	if ((flags & IDX_DIFF_OWNER) && (s->uid != t->uid || s->gid != t->gid))
 		return 1;
-	if (s->type == IDX_DIR && !(flags & IDX_DIFF_MTIME_DIRS))
+	if ((flags & IDX_DIFF_NO_TIMES) || (s->type == IDX_DIR && !(flags & IDX_DIFF_MTIME_DIRS)))
 		return 0;
 	return s->mtime_ns != t->mtime_ns;
 }
@@ -64,7 +71,7 @@ int idx_diff(const struct idx_manifest *src, const struct idx_manifest *dst,
 			const struct idx_entry *s = &src->e[i++], *t = &dst->e[j++];
 			if (s->type != t->type)
 				rc = push(out, IDX_TYPE, s, t);
-			else if (content_differs(s, t))
+			else if (content_differs(s, t, flags))
 				rc = push(out, IDX_CONTENT, s, t);
 			else if (meta_differs(s, t, flags))
 				rc = push(out, IDX_META, s, t);

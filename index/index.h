@@ -166,12 +166,20 @@ struct idx_diff {
 };
 
 enum {
-	IDX_DIFF_OWNER = 1 << 0,   /* uid/gid differences count as metadata */
+	IDX_DIFF_OWNER      = 1 << 0, /* uid/gid differences count as metadata */
 	IDX_DIFF_MTIME_DIRS = 1 << 1, /* directory mtimes count as metadata */
+	IDX_DIFF_QUICK      = 1 << 2, /* regular files: same size and mtime is the
+	                                 same content (rsync's quick check); else
+	                                 the content hashes are compared */
+	IDX_DIFF_NO_PERMS   = 1 << 3, /* modes do not count */
+	IDX_DIFF_NO_TIMES   = 1 << 4, /* mtimes do not count as metadata */
 };
 
 /*
  * Compare two sorted manifests. Unchanged entries are not listed.
+ * Content: a regular file's size and hash (or mtime, with IDX_DIFF_QUICK),
+ * a symlink's target, a device's number. Metadata: mode (not of symlinks),
+ * mtime (of directories only with IDX_DIFF_MTIME_DIRS), owner when asked.
  * Entries point into src and dst, which must outlive the diff.
  * Returns 0 or -ENOMEM.
  */

@@ -106,114 +106,127 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 	return st.errors ? RD_EXIT_PARTIAL : RD_EXIT_OK;
 }
 
+enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
+       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
+       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS };
+static const struct option lo[] = {
+	{ "scan", required_argument, NULL, OPT_SCAN },
+	{ "index", required_argument, NULL, OPT_INDEX },
+	{ "no-index", no_argument, NULL, OPT_NOINDEX },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "recursive", no_argument, NULL, 'r' },
+	{ "sync", no_argument, NULL, OPT_SYNC },
+	{ "archive", no_argument, NULL, 'a' },
+	{ "hard-links", no_argument, NULL, 'H' },
+	{ "delete", no_argument, NULL, OPT_DELETE },
+	{ "dry-run", no_argument, NULL, 'n' },
+	{ "checksum", no_argument, NULL, 'c' },
+	{ "rsh", required_argument, NULL, 'e' },
+	{ "rdcp-path", required_argument, NULL, OPT_RDCP_PATH },
+	{ "streams", required_argument, NULL, 'P' },
+	{ "transport", required_argument, NULL, OPT_TRANSPORT },
+	{ "data-addr", required_argument, NULL, OPT_DATA_ADDR },
+	{ "server", no_argument, NULL, OPT_SERVER },
+	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
+	{ "include", required_argument, NULL, OPT_INCLUDE },
+	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ 0 },
+};
+
+/* What the command line says. */
+struct cmdline {
+	struct idx_scan_opts so;
+	struct sync_opts o;
+	const char *scan;
+	struct sync_rule rules[256];
+};
+
+/* One option into cl: -1 to go on, else the exit code to leave with now. */
+static int take_opt(int c, struct cmdline *cl)
+{
+	struct sync_opts *o = &cl->o;
+	struct idx_scan_opts *so = &cl->so;
+	switch (c) {
+	case OPT_SCAN: cl->scan = optarg; break;
+	case OPT_INDEX: so->index_path = optarg; break;
+	case OPT_NOINDEX: so->no_index = 1; break;
+	case OPT_THREADS: {
+		char *end;
+		long n = strtol(optarg, &end, 10);
+		if (*end || n < 1 || n > 64) {
+			log_err("--threads: expected 1..64, got '%s'", optarg);
+			return RD_EXIT_USAGE;
+		}
+		so->threads = (int)n;
+		break;
+	}
+	case 'r': o->flags |= SYNC_F_RECURSIVE; break;
+	case OPT_SYNC:
+		o->flags |= SYNC_F_MIRROR | SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES |
+		            SYNC_F_OWNER;
+		break;
+	case 'a': o->flags |= SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES | SYNC_F_OWNER; break;
+	case 'H': o->flags |= SYNC_F_HARDLINKS; break;
+	case OPT_DELETE: o->flags |= SYNC_F_DELETE; break;
+	case 'n': o->flags |= SYNC_F_DRYRUN | SYNC_F_ITEMIZE; break;
+	case 'c': o->flags |= SYNC_F_CHECKSUM; break;
+	case 'e': o->rsh = optarg; break;
+	case OPT_RDCP_PATH: o->rdcp_path = optarg; break;
+	case OPT_DATA_ADDR: o->data_addr = optarg; break;
+	case 'P':
+		return tp_opt_streams(optarg, &o->tp.streams) < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_TRANSPORT:
+		return tp_opt_transport(optarg, &o->tp.kind) < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_EXCLUDE:
+	case OPT_INCLUDE:
+		if (o->nrules == 256 || !*optarg || strlen(optarg) > 4000) {
+			log_err("--%s: at most 256 rules of 1..4000 bytes",
+			        c == OPT_EXCLUDE ? "exclude" : "include");
+			return RD_EXIT_USAGE;
+		}
+		cl->rules[o->nrules++] = (struct sync_rule){ c == OPT_INCLUDE, optarg };
+		o->rules = cl->rules;
+		break;
+	case OPT_PROGRESS: o->progress = 1; break;
+	case OPT_SERVER:
+		log_prog = "rdcp (remote)";
+		return sync_server();
+	case 'v': so->verbose++; o->verbose++; o->flags |= SYNC_F_ITEMIZE; break;
+	case 'h': fputs(usage, stdout); return RD_EXIT_OK;
+	case OPT_VERSION: puts("rdcp " RDCP_VERSION); return RD_EXIT_OK;
+	default:
+		fputs("Try 'rdcp --help'.\n", stderr);
+		return RD_EXIT_USAGE;
+	}
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
-	enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
-	       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
-	       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS };
-	static const struct option lo[] = {
-		{ "scan", required_argument, NULL, OPT_SCAN },
-		{ "index", required_argument, NULL, OPT_INDEX },
-		{ "no-index", no_argument, NULL, OPT_NOINDEX },
-		{ "threads", required_argument, NULL, OPT_THREADS },
-		{ "recursive", no_argument, NULL, 'r' },
-		{ "sync", no_argument, NULL, OPT_SYNC },
-		{ "archive", no_argument, NULL, 'a' },
-		{ "hard-links", no_argument, NULL, 'H' },
-		{ "delete", no_argument, NULL, OPT_DELETE },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "checksum", no_argument, NULL, 'c' },
-		{ "rsh", required_argument, NULL, 'e' },
-		{ "rdcp-path", required_argument, NULL, OPT_RDCP_PATH },
-		{ "streams", required_argument, NULL, 'P' },
-		{ "transport", required_argument, NULL, OPT_TRANSPORT },
-		{ "data-addr", required_argument, NULL, OPT_DATA_ADDR },
-		{ "server", no_argument, NULL, OPT_SERVER },
-		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
-		{ "include", required_argument, NULL, OPT_INCLUDE },
-		{ "progress", no_argument, NULL, OPT_PROGRESS },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, OPT_VERSION },
-		{ 0 },
-	};
-	struct idx_scan_opts so = { 0 };
-	struct sync_opts o = { .tp = { .streams = 1 } };
-	const char *scan = NULL;
-	static struct sync_rule rules[256];
+	static struct cmdline cl = { .o = { .tp = { .streams = 1 } } };
 	int c;
 	log_prog = "rdcp";
 	while ((c = getopt_long(argc, argv, "raHncve:P:h", lo, NULL)) != -1) {
-		switch (c) {
-		case OPT_SCAN: scan = optarg; break;
-		case OPT_INDEX: so.index_path = optarg; break;
-		case OPT_NOINDEX: so.no_index = 1; break;
-		case OPT_THREADS: {
-			char *end;
-			long n = strtol(optarg, &end, 10);
-			if (*end || n < 1 || n > 64) {
-				log_err("--threads: expected 1..64, got '%s'", optarg);
-				return RD_EXIT_USAGE;
-			}
-			so.threads = (int)n;
-			break;
-		}
-		case 'r': o.flags |= SYNC_F_RECURSIVE; break;
-		case OPT_SYNC:
-			o.flags |= SYNC_F_MIRROR | SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES |
-			           SYNC_F_OWNER;
-			break;
-		case 'a': o.flags |= SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES | SYNC_F_OWNER; break;
-		case 'H': o.flags |= SYNC_F_HARDLINKS; break;
-		case OPT_DELETE: o.flags |= SYNC_F_DELETE; break;
-		case 'n': o.flags |= SYNC_F_DRYRUN | SYNC_F_ITEMIZE; break;
-		case 'c': o.flags |= SYNC_F_CHECKSUM; break;
-		case 'e': o.rsh = optarg; break;
-		case OPT_RDCP_PATH: o.rdcp_path = optarg; break;
-		case OPT_DATA_ADDR: o.data_addr = optarg; break;
-		case 'P':
-			if (tp_opt_streams(optarg, &o.tp.streams) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case OPT_TRANSPORT:
-			if (tp_opt_transport(optarg, &o.tp.kind) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case OPT_EXCLUDE:
-		case OPT_INCLUDE:
-			if (o.nrules == 256 || !*optarg || strlen(optarg) > 4000) {
-				log_err("--%s: at most 256 rules of 1..4000 bytes",
-				        c == OPT_EXCLUDE ? "exclude" : "include");
-				return RD_EXIT_USAGE;
-			}
-			rules[o.nrules++] = (struct sync_rule){ c == OPT_INCLUDE, optarg };
-			o.rules = rules;
-			break;
-		case OPT_PROGRESS: o.progress = 1; break;
-		case OPT_SERVER:
-			log_prog = "rdcp (remote)";
-			return sync_server();
-		case 'v': so.verbose++; o.verbose++; o.flags |= SYNC_F_ITEMIZE; break;
-		case 'h': fputs(usage, stdout); return RD_EXIT_OK;
-		case OPT_VERSION: puts("rdcp " RDCP_VERSION); return RD_EXIT_OK;
-		default:
-			fputs("Try 'rdcp --help'.\n", stderr);
-			return RD_EXIT_USAGE;
-		}
+		int code = take_opt(c, &cl);
+		if (code >= 0)
+			return code;
 	}
-	if (scan) {
+	if (cl.scan) {
 		if (optind != argc) {
 			log_err("--scan takes one directory and no SRC DST");
 			return RD_EXIT_USAGE;
 		}
-		return do_scan(scan, &so);
+		return do_scan(cl.scan, &cl.so);
 	}
 	if (argc - optind != 2) {
 		log_err(argc == optind ? "SRC and DST are missing" : "expected exactly SRC and DST");
 		fputs("Try 'rdcp --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
-	o.src = argv[optind];
-	o.dst = argv[optind + 1];
-	return sync_client(&o);
+	cl.o.src = argv[optind];
+	cl.o.dst = argv[optind + 1];
+	return sync_client(&cl.o);
 }

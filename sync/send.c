@@ -1,15 +1,16 @@
 /* The sending side of a sync: scan SRC, send the manifest, then the data of
- * what the receiver asks for, one message per 4 MiB chunk. */
+ * what the receiver asks for: large files one message per 4 MiB chunk, read
+ * ahead by a few I/O threads (common/iopool.h, as rdsend's pump reads), and
+ * small files packed into one archive stream (pack.c). */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/exitcode.h"
+#include "common/iopool.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "sync/sync_int.h"
@@ -66,13 +67,6 @@ static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t e
 	return rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
 }
 
-static int open_beneath(int dirfd, const char *path, int flags)
-{
-	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
-	                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
-	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-}
-
 /* The directory of the last file sent, kept open: files go directory by
  * directory, so most opens are one component. */
 struct dircache {
@@ -84,16 +78,16 @@ static int open_file(struct dircache *c, int root, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
-		return open_beneath(root, path, O_RDONLY);
+		return sync_open_beneath(root, path, O_RDONLY);
 	size_t n = (size_t)(slash - path);
 	if (!c->dir || strlen(c->dir) != n || strncmp(c->dir, path, n)) {
 		free(c->dir);
 		if (c->fd >= 0)
 			close(c->fd);
 		c->dir = strndup(path, n);
-		c->fd = c->dir ? open_beneath(root, c->dir, O_RDONLY | O_DIRECTORY) : -1;
+		c->fd = c->dir ? sync_open_beneath(root, c->dir, O_RDONLY | O_DIRECTORY) : -1;
 	}
-	return c->fd < 0 ? -1 : open_beneath(c->fd, slash + 1, O_RDONLY);
+	return c->fd < 0 ? -1 : sync_open_beneath(c->fd, slash + 1, O_RDONLY);
 }
 
 /* Open a planned file and check it is still what the scan saw; -1 (with a
@@ -129,8 +123,21 @@ static uint32_t read_full(int fd, uint8_t *buf, uint32_t want, uint64_t off)
 	return got;
 }
 
+#define READ_THREADS   4   /* as rdsend's pump: reads of several chunks at once */
+#define READ_AHEAD_MAX 4   /* chunks read ahead of the one being sent */
+
+/* A chunk of a large file on its way from the disk (common/iopool.h). */
+struct chunk_rd {
+	struct io_job j;
+	struct tp_msg *m;
+	uint32_t file;       /* manifest index */
+	int last;            /* the file's last chunk: its fd is closed with it */
+};
+
 /* What is being sent: small files into the archive, large ones chunk by
- * chunk, interleaved so both kinds are on the wire at the same time. */
+ * chunk, interleaved so both kinds are on the wire at the same time. The
+ * chunks are read ahead by the I/O pool's threads (across file boundaries,
+ * so several files can be in flight) and sent in order. */
 struct sendq {
 	struct tp_session *ts;
 	struct dircache dc;
@@ -138,55 +145,87 @@ struct sendq {
 	const struct idx_manifest *m;
 	struct sync_result *res;
 	uint64_t changed, big_bytes;
-	int big_fd;              /* the large file being sent, -1 between files */
-	uint64_t big_off;
+	uint32_t files_done;
+	struct io_pool *io;
+	struct chunk_rd ring[READ_AHEAD_MAX];
+	int head, count, depth;
+	const uint32_t *big;     /* large files, in plan order */
+	uint32_t nb, bi;         /* how many; the next one to open */
+	int fd;                  /* the file being queued, -1 between files */
+	uint64_t off;            /* its next chunk */
+	uint32_t bad;            /* a file whose read failed: its chunks are
+	                            dropped (the receiver sees it incomplete) */
 };
 
-/* One chunk of large file i (opening it on the first). 0 or an error. */
-static int send_chunk(struct sendq *q, uint32_t i, int *file_done)
+/* Queue reads of the next chunks while the ring has room. 0 or an error. */
+static int queue_reads(struct sendq *q)
 {
-	const struct idx_entry *e = &q->m->e[i];
-	char shown[4096];
-	*file_done = 0;
-	if (q->big_fd < 0) {
-		q->big_fd = open_planned(&q->dc, q->root, e);
-		q->big_off = 0;
-		if (q->big_fd < 0) {
-			q->changed++;
-			*file_done = 1;
-			return 0;
+	while (q->count < q->depth && (q->fd >= 0 || q->bi < q->nb)) {
+		const struct idx_entry *e = &q->m->e[q->big[q->bi]];
+		if (q->fd < 0) {
+			q->fd = open_planned(&q->dc, q->root, e);
+			q->off = 0;
+			if (q->fd < 0) {
+				q->changed++;
+				q->files_done++;
+				q->bi++;
+				continue;
+			}
+			posix_fadvise(q->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		}
-		posix_fadvise(q->big_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	}
-	struct tp_msg *msg;
-	int rc = tp_msg_get(q->ts, &msg);
-	if (rc < 0)
-		return rc;
-	uint64_t off = q->big_off;
-	uint32_t want = (uint32_t)(e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE);
-	if (read_full(q->big_fd, msg->data, want, off) != want) {
-		tp_msg_put(q->ts, msg);
-		log_warn("%s: shrank while being sent; not sent", log_path(shown, sizeof shown, e->path));
-		q->changed++;
-		close(q->big_fd);
-		q->big_fd = -1;
-		*file_done = 1;
-		return 0;
-	}
-	msg->len = want;
-	msg->id = (uint64_t)i + 1;
-	msg->off = off;
-	if ((rc = tp_msg_send(q->ts, msg)) < 0)
-		return rc;
-	q->res->bytes += want;
-	q->big_bytes += want;
-	q->big_off += want;
-	if (q->big_off == e->size) {
-		close(q->big_fd);
-		q->big_fd = -1;
-		*file_done = 1;
+		struct chunk_rd *c = &q->ring[(q->head + q->count) % q->depth];
+		int rc = tp_msg_get(q->ts, &c->m);
+		if (rc < 0)
+			return rc;
+		uint64_t left = e->size - q->off;
+		uint32_t len = (uint32_t)(left < IDX_CHUNK_SIZE ? left : IDX_CHUNK_SIZE);
+		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = len, .off = q->off };
+		c->file = q->big[q->bi];
+		c->last = q->off + len == e->size;
+		q->off += len;
+		if (c->last) {   /* the fd is the last chunk's to close */
+			q->fd = -1;
+			q->bi++;
+		}
+		io_pool_submit(q->io, &c->j);
+		q->count++;
 	}
 	return 0;
+}
+
+/* Wait for the oldest chunk read and send it (or drop it, when its file
+ * could not be read whole). 0 or an error; with drop set, nothing is sent. */
+static int send_next(struct sendq *q, int drop)
+{
+	struct chunk_rd *c = &q->ring[q->head];
+	io_pool_wait(q->io, &c->j);
+	q->head = (q->head + 1) % q->depth;
+	q->count--;
+	const struct idx_entry *e = &q->m->e[c->file];
+	int rc = 0;
+	if (!drop && c->file != q->bad && (c->j.err || c->j.got != c->j.len)) {
+		char shown[4096];
+		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
+		         c->j.err ? strerror(c->j.err) : "shrank while being sent");
+		q->changed++;
+		q->bad = c->file;
+	}
+	if (drop || c->file == q->bad) {
+		tp_msg_put(q->ts, c->m);
+	} else {
+		c->m->len = c->j.len;
+		c->m->id = (uint64_t)c->file + 1;
+		c->m->off = c->j.off;
+		if ((rc = tp_msg_send(q->ts, c->m)) == 0) {
+			q->res->bytes += c->j.len;
+			q->big_bytes += c->j.len;
+		}
+	}
+	if (c->last) {
+		close(c->j.fd);
+		q->files_done++;
+	}
+	return rc;
 }
 
 /* One small file into the archive. 0 or an error. */
@@ -194,6 +233,7 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 {
 	const struct idx_entry *e = &q->m->e[i];
 	char shown[4096];
+	q->files_done++;
 	int fd = open_planned(&q->dc, q->root, e);
 	if (fd < 0) {
 		q->changed++;
@@ -212,50 +252,68 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	return rc;
 }
 
+/* Small files first in the archive until it is ahead of the large files'
+ * bytes, then a large chunk, and so on. 0 or an error. */
+static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns,
+                      struct progress *pg)
+{
+	uint8_t *buf = ns ? malloc(SYNC_SMALL) : NULL;
+	uint32_t si = 0;
+	int rc = ns && !buf ? -ENOMEM : 0;
+	while (rc == 0 && (si < ns || q->count || q->bi < q->nb)) {
+		int big_left = q->count || q->bi < q->nb;
+		if (si < ns && (!big_left || packer_bytes(pk) <= q->big_bytes)) {
+			rc = pack_one(q, pk, small[si++], buf);
+		} else if ((rc = queue_reads(q)) == 0 && q->count) {
+			rc = send_next(q, 0);
+		}
+		progress_update(pg, q->res->bytes, q->files_done, 0);
+	}
+	free(buf);
+	return rc;
+}
+
 static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struct role *r)
 {
 	uint32_t *small = malloc((size_t)(nplan ? nplan : 1) * 4);
 	uint32_t *big = malloc((size_t)(nplan ? nplan : 1) * 4);
-	uint8_t *buf = malloc(SYNC_SMALL);
-	uint32_t ns = 0, nb = 0, si = 0, bi = 0;
+	uint32_t ns = 0;
 	uint64_t total = 0;
 	struct packer *pk = NULL;
 	struct progress pg;
-	int rc = 0;
-	if (!small || !big || !buf)
-		rc = -ENOMEM;
+	int rc = small && big ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
 		const struct idx_entry *e = &q->m->e[plan[k]];
 		total += e->size;
 		if (e->size < SYNC_SMALL)
 			small[ns++] = plan[k];
 		else
-			big[nb++] = plan[k];
+			big[q->nb++] = plan[k];
 	}
+	q->big = big;
+	/* read ahead, but leave buffers for the archive and the wire */
+	int bufs = (int)(tp_pool_bytes(q->ts) / SYNC_MSG_SIZE);
+	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
+	if (rc == 0 && q->nb)
+		rc = io_pool_start(&q->io, READ_THREADS);
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
 	progress_start(&pg, r->progress, total, nplan);
-	while (rc == 0 && (si < ns || bi < nb)) {
-		if (si < ns && (bi >= nb || packer_bytes(pk) <= q->big_bytes)) {
-			rc = pack_one(q, pk, small[si++], buf);
-		} else {
-			int done;
-			rc = send_chunk(q, big[bi], &done);
-			bi += (uint32_t)done;
-		}
-		progress_update(&pg, q->res->bytes, si + bi, 0);
-	}
+	if (rc == 0)
+		rc = send_mixed(q, pk, small, ns, &pg);
+	while (q->count)
+		send_next(q, 1);   /* after an error: let the reads in flight end */
+	if (q->fd >= 0)
+		close(q->fd);
+	io_pool_stop(q->io);
 	if (pk) {
 		int prc = packer_close(pk, rc == 0);
 		if (rc == 0)
 			rc = prc;
 	}
-	progress_update(&pg, q->res->bytes, si + bi, 1);
-	if (q->big_fd >= 0)
-		close(q->big_fd);
+	progress_update(&pg, q->res->bytes, q->files_done, 1);
 	free(small);
 	free(big);
-	free(buf);
 	return rc;
 }
 
@@ -288,145 +346,173 @@ static int await_done(struct role *r, struct sync_result *res)
 	}
 }
 
-int sync_sender(struct role *r, struct sync_result *res)
-{
-	struct idx_manifest m = { 0 };
-	struct idx_stats st;
-	struct idx_scan_opts so = { 0 };
-	char *root = NULL, *only = NULL;
-	uint32_t *plan = NULL, nplan = 0;
-	int is_dir = 0, rootfd = -1, rc;
-	struct tp_session *ts = NULL;
-	const char *transport = NULL;
-	memset(res, 0, sizeof *res);
+/* The sender's run. */
+struct sstate {
+	struct role *r;
+	struct sync_result *res;
+	struct idx_manifest m;
+	char *root, *only;       /* where SRC is scanned; the one name sent */
+	uint32_t *plan, nplan;   /* what the receiver asked for */
+	struct tp_session *ts;
+};
 
-	if ((rc = source_root(r, &root, &only, &is_dir)) < 0) {
+/* READY, the scan of SRC and the manifest. */
+static int scan_and_send(struct sstate *s)
+{
+	struct role *r = s->r;
+	struct idx_scan_opts so = { 0 };
+	struct idx_stats st;
+	int is_dir = 0, rc;
+	if ((rc = source_root(r, &s->root, &s->only, &is_dir)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
-		res->code = RD_EXIT_SELECT;
-		goto out;
+		s->res->code = RD_EXIT_SELECT;
+		return rc;
 	}
-	size_t tl = only ? strlen(only) : 0;
+	size_t tl = s->only ? strlen(s->only) : 0;
 	uint8_t ready[4 + 256];
-	ready[0] = only != NULL;
+	ready[0] = s->only != NULL;
 	ready[1] = (uint8_t)is_dir;
 	put_u16(ready + 2, (uint16_t)tl);
-	memcpy(ready + 4, only ? only : "", tl > 255 ? 255 : tl);
+	memcpy(ready + 4, s->only ? s->only : "", tl > 255 ? 255 : tl);
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
-		goto out;
-	so.only = only;
+		return rc;
+	so.only = s->only;
 	if (r->nrules) {
 		so.skip = sync_filter_skip;
 		so.skip_ctx = r;
 	}
-	if ((rc = idx_scan(root, &so, &m, &st)) < 0) {
+	if ((rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
-		res->code = RD_EXIT_SELECT;
-		goto out;
+		s->res->code = RD_EXIT_SELECT;
+		return rc;
 	}
-	if ((rc = send_manifest(r->ctl, &m, st.errors)) < 0)
-		goto out;
+	return send_manifest(r->ctl, &s->m, st.errors);
+}
 
-	/* the plan: which entries to send */
+/* The receiver's plan: which entries to send. 0, 1 when the receiver gave
+ * up before the data (its result is in res), or an error. */
+static int read_plan(struct sstate *s)
+{
+	struct ctl *c = s->r->ctl;
 	uint8_t type;
 	size_t n;
-	if ((rc = ctl_recv(r->ctl, &type, &n)) < 0)
-		goto out;
-	if (type == CTL_ERROR || type == CTL_DONE || type == CTL_LOG) {
-		/* the receiver gave up before the data: its reasons follow */
-		if (type == CTL_ERROR) {
-			log_err("%s", (char *)r->ctl->buf + 4);
-			res->code = n >= 4 ? get_u32(r->ctl->buf) : RD_EXIT_PROTO;
-		} else if (type == CTL_DONE && n == RESULT_LEN) {
-			result_get(r->ctl->buf, res);
-		} else {
-			fwrite(r->ctl->buf, 1, n, stdout);
-			rc = await_done(r, res);
-		}
-		goto out;
+	int rc = ctl_recv(c, &type, &n);
+	if (rc < 0)
+		return rc;
+	if (type == CTL_ERROR) {
+		log_err("%s", (char *)c->buf + 4);
+		s->res->code = n >= 4 ? get_u32(c->buf) : RD_EXIT_PROTO;
+		return 1;
 	}
-	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(r->ctl->buf) || n % 4) {
-		rc = -EPROTO;
-		goto out;
+	if (type == CTL_DONE && n == RESULT_LEN) {
+		result_get(c->buf, s->res);
+		return 1;
 	}
-	nplan = get_u32(r->ctl->buf);
-	plan = malloc((size_t)(nplan ? nplan : 1) * 4);
-	if (!plan) {
-		rc = -ENOMEM;
-		goto out;
+	if (type == CTL_LOG) {   /* its reasons, then its DONE */
+		fwrite(c->buf, 1, n, stdout);
+		rc = await_done(s->r, s->res);
+		return rc < 0 ? rc : 1;
 	}
-	for (uint32_t k = 0; k < nplan; k++) {
-		plan[k] = get_u32(r->ctl->buf + 4 + 4 * k);
-		if (plan[k] >= m.n || m.e[plan[k]].type != IDX_REG) {
-			rc = -EPROTO;
-			goto out;
-		}
+	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4)
+		return -EPROTO;
+	s->nplan = get_u32(c->buf);
+	s->plan = malloc((size_t)(s->nplan ? s->nplan : 1) * 4);
+	if (!s->plan)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < s->nplan; k++) {
+		s->plan[k] = get_u32(c->buf + 4 + 4 * k);
+		if (s->plan[k] >= s->m.n || s->m.e[s->plan[k]].type != IDX_REG)
+			return -EPROTO;
 	}
-	if (nplan) {
-		/* where and how to connect, from the receiver (or why it cannot) */
-		while ((rc = ctl_recv(r->ctl, &type, &n)) == 0 && type == CTL_LOG)
-			fwrite(r->ctl->buf, 1, n, stdout);
-		if (rc < 0)
-			goto out;
-		if (type == CTL_DONE && n == RESULT_LEN) {
-			result_get(r->ctl->buf, res);   /* it failed before the data */
-			goto out;
-		}
-		if (type == CTL_ERROR && n >= 4) {
-			log_err("%s", (char *)r->ctl->buf + 4);
-			res->code = get_u32(r->ctl->buf);
-			goto out;
-		}
-		struct ctl_data cd;
-		if (type != CTL_DATA || ctl_data_decode(r->ctl->buf, n, &cd) < 0) {
-			rc = -EPROTO;
-			goto out;
-		}
-		struct tp_opts o = r->tp;
-		uint16_t port = cd.port;
-		tp_key_derive(cd.key, 32, o.key);
-		explicit_bzero(cd.key, sizeof cd.key);
-		const char *addr = cd.addr;
-		size_t al = strlen(addr);
-		o.msg_size = SYNC_MSG_SIZE;
-		o.pool_size = SYNC_POOL_SIZE;
-		if ((rc = tp_connect(al ? addr : r->connect_addr, port, &o, &ts)) < 0) {
-			char why[400];
-			snprintf(why, sizeof why, "cannot open the data connection to %s port %u",
-			         al ? addr : r->connect_addr, port);
-			ctl_error(r->ctl, rd_exit_code(rc), why);
-			goto out;
-		}
-		transport = tp_kind_name(ts);
-		if ((rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			rc = -errno;
-			goto out;
-		}
-		struct sendq q = { .ts = ts, .dc = { NULL, -1 }, .root = rootfd, .m = &m,
-		                   .res = res, .big_fd = -1 };
-		rc = send_all(&q, plan, nplan, r);
-		uint64_t changed = q.changed;
-		free(q.dc.dir);
-		if (q.dc.fd >= 0)
-			close(q.dc.fd);
-		if (rc == 0)
-			rc = tp_finish(ts);
-		if (rc < 0) {
-			tp_report_failure(rc, res->bytes, ts, 1);
-			goto out;
-		}
-		res->errors = changed;   /* await_done turns this into exit 24 */
+	return 0;
+}
+
+/* Where and how to connect, from the receiver (or why it cannot); then the
+ * data session. 0, 1 when the receiver failed before the data, or an error. */
+static int connect_data(struct sstate *s)
+{
+	struct role *r = s->r;
+	uint8_t type;
+	size_t n;
+	int rc;
+	while ((rc = ctl_recv(r->ctl, &type, &n)) == 0 && type == CTL_LOG)
+		fwrite(r->ctl->buf, 1, n, stdout);
+	if (rc < 0)
+		return rc;
+	if (type == CTL_DONE && n == RESULT_LEN) {
+		result_get(r->ctl->buf, s->res);
+		return 1;
 	}
-	rc = await_done(r, res);
-	res->transport = transport;
-out:
+	if (type == CTL_ERROR && n >= 4) {
+		log_err("%s", (char *)r->ctl->buf + 4);
+		s->res->code = get_u32(r->ctl->buf);
+		return 1;
+	}
+	struct ctl_data cd;
+	if (type != CTL_DATA || ctl_data_decode(r->ctl->buf, n, &cd) < 0)
+		return -EPROTO;
+	struct tp_opts o = r->tp;
+	tp_key_derive(cd.key, 32, o.key);
+	explicit_bzero(cd.key, sizeof cd.key);
+	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
+	o.msg_size = SYNC_MSG_SIZE;
+	o.pool_size = SYNC_POOL_SIZE;
+	if ((rc = tp_connect(addr, cd.port, &o, &s->ts)) < 0) {
+		char why[400];
+		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
+		         cd.port);
+		ctl_error(r->ctl, rd_exit_code(rc), why);
+	}
+	return rc;
+}
+
+/* The planned files over the data session, then the receiver's verdict. */
+static int send_data(struct sstate *s)
+{
+	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -errno;
+	struct sendq q = { .ts = s->ts, .dc = { NULL, -1 }, .root = rootfd, .m = &s->m,
+	                   .res = s->res, .fd = -1, .bad = UINT32_MAX };
+	int rc = send_all(&q, s->plan, s->nplan, s->r);
+	free(q.dc.dir);
+	if (q.dc.fd >= 0)
+		close(q.dc.fd);
+	close(rootfd);
+	if (rc == 0)
+		rc = tp_finish(s->ts);
+	if (rc < 0)
+		tp_report_failure(rc, s->res->bytes, s->ts, 1);
+	else
+		s->res->errors = q.changed;   /* await_done turns this into exit 24 */
+	return rc;
+}
+
+static int sender_run(struct sstate *s)
+{
+	int rc = scan_and_send(s);
+	if (rc < 0 || (rc = read_plan(s)) != 0)
+		return rc;
+	if (s->nplan) {
+		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
+			return rc;
+	}
+	rc = await_done(s->r, s->res);
+	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;
+	return rc;
+}
+
+int sync_sender(struct role *r, struct sync_result *res)
+{
+	struct sstate s = { .r = r, .res = res };
+	memset(res, 0, sizeof *res);
+	int rc = sender_run(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
-	tp_close(ts);
-	if (rootfd >= 0)
-		close(rootfd);
-	free(plan);
-	free(root);
-	free(only);
-	idx_manifest_free(&m);
+	tp_close(s.ts);
+	free(s.plan);
+	free(s.root);
+	free(s.only);
+	idx_manifest_free(&s.m);
 	return res->code;
 }

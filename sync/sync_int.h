@@ -65,6 +65,10 @@ struct progress {
 void progress_start(struct progress *p, int wanted, uint64_t bytes, uint64_t files);
 void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int final);
 
+/* sync/fs.c: open path beneath root (an fd of a tree's root) without
+ * following any symlink or leaving the tree; "" is root itself (a dup). */
+int sync_open_beneath(int root, const char *path, int flags);
+
 /* idx_scan_opts.skip for the role's --exclude/--include rules (ctx: role) */
 int sync_filter_skip(const char *path, int is_dir, void *ctx);
 

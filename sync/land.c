@@ -1,0 +1,501 @@
+/*
+ * Landing: everything the receiver does to DST. Files are written to a temp
+ * file in their target directory (unnamed, O_TMPFILE, where the filesystem
+ * can; else a random IDX_TEMP_PREFIX name) and linked or renamed into place
+ * only when complete, verified and with their metadata: a crash leaves the
+ * old file or the new one. Links, fifos and devices go through a temp name
+ * too. Then deletions, the metadata of what did not change, and the index.
+ *
+ * Paths come from the peer: the manifest decoder has checked their syntax,
+ * every parent is a directory of the manifest (recv.c), and directories are
+ * opened with sync_open_beneath() from DST's root, so nothing is ever
+ * written through a symlink or outside DST.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "sync/recv_int.h"
+
+void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e)
+{
+	char shown[4096];
+	if (!s->log)
+		return;
+	fprintf(s->log, "%s %s%s\n", code, log_path(shown, sizeof shown, e->path),
+	        e->type == IDX_DIR ? "/" : "");
+}
+
+void recv_fail(struct rstate *s, const char *path, const char *what, int err)
+{
+	char shown[4096];
+	log_err("%s: %s: %s", log_path(shown, sizeof shown, path), what, strerror(err));
+	STAT_ADD(s->res->errors, 1);
+}
+
+/* Open the directory holding path; *name points at its last component. */
+int recv_open_parent(int root, const char *path, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash) {
+		*name = path;
+		return dup(root);
+	}
+	*name = slash + 1;
+	char *dir = strndup(path, (size_t)(slash - path));
+	if (!dir)
+		return -1;
+	int fd = sync_open_beneath(root, dir, O_RDONLY | O_DIRECTORY);
+	free(dir);
+	return fd;
+}
+
+/* recv_open_parent() with a one-entry cache: during the data phase no directory
+ * changes, and consecutive files mostly share their directory. */
+int recv_open_parent_cached(struct rstate *s, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (s->cdir && strlen(s->cdir) == n && !strncmp(s->cdir, path, n))
+		return dup(s->cfd);
+	const char *name;
+	int fd = recv_open_parent(s->root, path, &name);
+	if (fd < 0)
+		return fd;
+	free(s->cdir);
+	if (s->cfd >= 0)
+		close(s->cfd);
+	s->cdir = strndup(path, n);
+	s->cfd = s->cdir ? dup(fd) : -1;
+	if (s->cfd < 0) {
+		free(s->cdir);
+		s->cdir = NULL;
+	}
+	return fd;
+}
+
+/* Remove path from DST, recursively if it is a directory of dm. */
+int recv_remove(struct rstate *s, const char *path)
+{
+	size_t len = strlen(path);
+	for (size_t i = s->dm.n; i-- > 0;) {
+		const char *p = s->dm.e[i].path;
+		if (strncmp(p, path, len) != 0 || (p[len] != '/' && p[len] != '\0'))
+			continue;
+		s->dm.e[i].flags |= GONE;
+		s->actions++;
+		const char *name;
+		int d = recv_open_parent(s->root, p, &name);
+		if (d < 0)
+			return -errno;
+		int rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
+		int err = errno;
+		close(d);
+		if (rc < 0 && err != ENOENT) {
+			recv_fail(s, p, "cannot remove", err);
+			return -err;
+		}
+	}
+	return 0;
+}
+
+/* Metadata on an open file or directory (before it is renamed into place). */
+static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
+{
+	unsigned f = s->r->flags;
+	s->actions++;
+	if ((f & SYNC_F_OWNER) && geteuid() == 0 && fchown(fd, e->uid, e->gid) < 0)
+		recv_fail(s, e->path, "cannot set owner", errno);
+	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
+	if (e->type == IDX_DIR && !(f & SYNC_F_PERMS))
+		mode = 0777 & ~s->umask;
+	if (fchmod(fd, mode) < 0)
+		recv_fail(s, e->path, "cannot set mode", errno);
+	if (f & SYNC_F_TIMES) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT },
+		                          { e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 } };
+		if (futimens(fd, ts) < 0)
+			recv_fail(s, e->path, "cannot set times", errno);
+	}
+}
+
+static void random_tmp(char *buf, size_t cap)
+{
+	uint8_t r[8];
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		memset(r, 0x5a, sizeof r);   /* O_EXCL still guards the name */
+	snprintf(buf, cap, "%s%02x%02x%02x%02x%02x%02x", IDX_TEMP_PREFIX, r[0], r[1], r[2], r[3],
+	         r[4], r[5]);
+}
+
+/* The temp file in f->dirfd (already open). */
+int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
+	/* An unnamed file in the target directory (O_TMPFILE): nothing of it
+	 * can be seen, or be left behind, until it is linked in whole. Where
+	 * the filesystem cannot, a named temp file. */
+	f->tmp[0] = 0;
+	f->fd = openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+	for (int tries = 0; f->fd < 0 && tries < 5; tries++) {
+		random_tmp(f->tmp, sizeof f->tmp);
+		f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		               0600);
+		if (f->fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (f->fd < 0) {
+		recv_fail(s, e->path, "cannot create a temp file", errno);
+		close(f->dirfd);
+		f->dirfd = -1;
+		return -1;
+	}
+	/* size multi-chunk files up front (chunks land in any order) */
+	if (e->nchunks && ftruncate(f->fd, (off_t)e->size) < 0) {
+		recv_fail(s, e->path, "cannot size the temp file", errno);
+		return -1;
+	}
+	return 0;
+}
+
+int recv_open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
+	f->dirfd = recv_open_parent_cached(s, e->path);
+	if (f->dirfd < 0) {
+		recv_fail(s, e->path, "cannot open its directory", errno);
+		return -1;
+	}
+	return recv_create_temp(s, e, f);
+}
+
+void recv_drop_file(struct rfile *f)
+{
+	if (f->fd >= 0) {
+		close(f->fd);
+		if (f->tmp[0])
+			unlinkat(f->dirfd, f->tmp, 0);
+	}
+	if (f->dirfd >= 0)
+		close(f->dirfd);
+	f->fd = f->dirfd = -1;
+	free(f->seen);
+	f->seen = NULL;
+}
+
+/* Give an unnamed (O_TMPFILE) file a name: its own when that is free (a new
+ * file: one directory entry written, no rename), else a temp name for the
+ * caller to rename over the file it replaces. 1: in place, 0: linked as
+ * f->tmp, -1: error (errno). */
+static int link_in(struct rfile *f, const char *name)
+{
+	char proc[40];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", f->fd);
+	if (linkat(AT_FDCWD, proc, f->dirfd, name, AT_SYMLINK_FOLLOW) == 0)
+		return 1;
+	if (errno != EEXIST)
+		return -1;
+	for (int tries = 0; tries < 5; tries++) {
+		random_tmp(f->tmp, sizeof f->tmp);
+		if (linkat(AT_FDCWD, proc, f->dirfd, f->tmp, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	f->tmp[0] = 0;
+	return -1;
+}
+
+/* All chunks in and verified: metadata, then into place. */
+void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	const char *name = strrchr(e->path, '/');
+	name = name ? name + 1 : e->path;
+	apply_meta_fd(s, f->fd, e);
+	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
+	int cerr = close(f->fd) < 0 ? errno : 0;
+	f->fd = -1;
+	if (linked < 0) {
+		recv_fail(s, e->path, "cannot link into place", errno);
+	} else if (cerr) {
+		recv_fail(s, e->path, "write failed", cerr);
+		unlinkat(f->dirfd, linked ? name : f->tmp, 0);   /* new: nothing was there */
+	} else if (!linked && renameat(f->dirfd, f->tmp, f->dirfd, name) < 0) {
+		recv_fail(s, e->path, "cannot rename into place", errno);
+		unlinkat(f->dirfd, f->tmp, 0);
+	} else {
+		f->done = 1;
+		s->written[i] = 1;
+		STAT_ADD(s->res->files, 1);
+	}
+	close(f->dirfd);
+	f->dirfd = -1;
+	free(f->seen);
+	f->seen = NULL;
+}
+
+/* Is sender entry i (a link, special or hard-link follower) already what
+ * DST has? */
+static int link_current(const struct rstate *s, size_t i, int follower)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+	if (!d || d->type != e->type || (d->flags & GONE))
+		return 0;
+	if (follower) {   /* the same inode as its leader's (a sync-only rule:
+	                     link identity is not a property of one entry) */
+		const struct idx_entry *l = idx_manifest_find(&s->dm, s->sm.e[e->hlink - 1].path);
+		return l && d->ino == l->ino;
+	}
+	return s->change[i] != IDX_CONTENT;   /* same target, same device number */
+}
+
+/* Make entry e as tmp in pd: a symlink, a hard link to its leader, a fifo
+ * or a device. 0, -1 with errno, or 1 when it is not ours to make. */
+static int make_entry(struct rstate *s, const struct idx_entry *e, int follower, int pd,
+                      const char *tmp)
+{
+	if (e->type == IDX_LNK)
+		return symlinkat(e->link, pd, tmp);
+	if (e->type == IDX_FIFO)
+		return mkfifoat(pd, tmp, 0600);
+	if (!follower) {
+		if (geteuid() != 0)
+			return 1;   /* devices need root, as with rsync */
+		return mknodat(pd, tmp, (e->type == IDX_CHR ? S_IFCHR : S_IFBLK) | 0600, e->rdev);
+	}
+	const struct idx_entry *leader = &s->sm.e[e->hlink - 1];
+	if (!s->written[e->hlink - 1] && !idx_manifest_find(&s->dm, leader->path)) {
+		errno = ENOENT;   /* the leader never arrived */
+		return -1;
+	}
+	const char *lname;
+	int ld = recv_open_parent(s->root, leader->path, &lname);
+	if (ld < 0)
+		return -1;
+	int rc = linkat(ld, lname, pd, tmp, 0);
+	int err = errno;
+	close(ld);
+	errno = err;
+	return rc;
+}
+
+/* Metadata on the new entry tmp in pd (a follower shares its leader's). */
+static void entry_meta(struct rstate *s, const struct idx_entry *e, int follower, int pd,
+                       const char *tmp)
+{
+	unsigned f = s->r->flags;
+	if (e->type == IDX_LNK) {
+		if ((f & SYNC_F_OWNER) && geteuid() == 0)
+			fchownat(pd, tmp, e->uid, e->gid, AT_SYMLINK_NOFOLLOW);
+		if (f & SYNC_F_TIMES) {
+			struct timespec ts[2] = { { 0, UTIME_OMIT },
+			        { e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 } };
+			utimensat(pd, tmp, ts, AT_SYMLINK_NOFOLLOW);
+		}
+	} else if (!follower) {
+		int fd = openat(pd, tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			apply_meta_fd(s, fd, e);
+			close(fd);
+		}
+	}
+}
+
+/* Symlinks, hard links, fifos and devices: made after the data, each under
+ * a temp name and renamed over whatever is there. */
+void recv_make_links(struct rstate *s)
+{
+	unsigned f = s->r->flags;
+	for (size_t i = 0; i < s->sm.n; i++) {
+		const struct idx_entry *e = &s->sm.e[i];
+		int follower = e->type == IDX_REG && (f & SYNC_F_HARDLINKS) && e->hlink &&
+		               e->hlink != i + 1;
+		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK)
+			continue;
+		if (link_current(s, i, follower))
+			continue;
+		recv_itemize(s, e->type == IDX_LNK ? "cL+++++++++" : follower ? "hf+++++++++"
+		                                                   : "cD+++++++++", e);
+		if (f & SYNC_F_DRYRUN)
+			continue;
+		const char *name;
+		char tmp[32];
+		int pd = recv_open_parent(s->root, e->path, &name);
+		if (pd < 0) {
+			recv_fail(s, e->path, "cannot open its directory", errno);
+			continue;
+		}
+		random_tmp(tmp, sizeof tmp);
+		int rc = make_entry(s, e, follower, pd, tmp);
+		if (rc < 0)
+			recv_fail(s, e->path, "cannot create", errno);
+		if (rc != 0) {
+			close(pd);
+			continue;
+		}
+		entry_meta(s, e, follower, pd, tmp);
+		if (renameat(pd, tmp, pd, name) < 0) {
+			recv_fail(s, e->path, "cannot rename into place", errno);
+			unlinkat(pd, tmp, 0);
+		} else {
+			s->written[i] = 1;
+			s->actions++;
+		}
+		close(pd);
+	}
+}
+
+/* Mark the directory (in sm) holding path as touched. */
+static void touch_parent(struct rstate *s, const char *path, uint8_t *touched)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
+	const struct idx_entry *p = dir ? idx_manifest_find(&s->sm, dir) : NULL;
+	if (p)
+		touched[p - s->sm.e] = 1;
+	free(dir);
+}
+
+/* Metadata of files whose content was already right, then of directories,
+ * deepest first (writing into a directory changes its mtime): only those
+ * that are new, differ, or had entries written or removed this run. */
+void recv_fix_meta(struct rstate *s)
+{
+	if (s->r->flags & SYNC_F_DRYRUN)
+		return;
+	uint8_t *touched = calloc(s->sm.n ? s->sm.n : 1, 1);
+	if (!touched)
+		return;
+	for (size_t k = 0; k < s->sm.n; k++)
+		if (s->written[k])
+			touch_parent(s, s->sm.e[k].path, touched);
+	for (size_t k = 0; k < s->dm.n; k++)
+		if (s->dm.e[k].flags & GONE)
+			touch_parent(s, s->dm.e[k].path, touched);
+	for (size_t k = s->sm.n; k-- > 0;) {
+		const struct idx_entry *e = &s->sm.e[k];
+		if (e->type != IDX_DIR && (e->type != IDX_REG || s->written[k]))
+			continue;
+		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+		/* a file whose content did not arrive keeps its old metadata too:
+		 * the new mtime on old content would hide it from the next run */
+		if (e->type == IDX_REG && s->change[k] != IDX_META)
+			continue;
+		if (e->type == IDX_DIR && d && d->type == IDX_DIR && !(d->flags & GONE) &&
+		    !touched[k] && !s->written[k] && s->change[k] != IDX_META)
+			continue;
+		if (e->type == IDX_REG && (s->r->flags & SYNC_F_HARDLINKS) && e->hlink &&
+		    e->hlink != k + 1)
+			continue;
+		int fd = sync_open_beneath(s->root, e->path, O_RDONLY |
+		                           (e->type == IDX_DIR ? O_DIRECTORY : O_NONBLOCK));
+		if (fd < 0) {
+			recv_fail(s, *e->path ? e->path : ".", "cannot open to set metadata", errno);
+			continue;
+		}
+		apply_meta_fd(s, fd, e);
+		close(fd);
+	}
+	free(touched);
+}
+
+void recv_delete_extra(struct rstate *s)
+{
+	unsigned f = s->r->flags;
+	if (!(f & SYNC_F_DELETE))
+		return;
+	if (s->sender_errors) {
+		log_err("not deleting anything: the sender could not read %llu entries "
+		        "(see its messages)", (unsigned long long)s->sender_errors);
+		STAT_ADD(s->res->errors, 1);
+		return;
+	}
+	/* deepest first: what the diff found only in DST, in reverse order */
+	for (size_t k = s->diff.n; k-- > 0;) {
+		if (s->diff.c[k].kind != IDX_REMOVED)
+			continue;
+		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
+		if (!*d->path || (d->flags & GONE))
+			continue;
+		if (s->log) {
+			char shown[4096];
+			fprintf(s->log, "*deleting   %s%s\n", log_path(shown, sizeof shown, d->path),
+			        d->type == IDX_DIR ? "/" : "");
+		}
+		s->res->deleted++;
+		if (f & SYNC_F_DRYRUN)
+			continue;
+		d->flags |= GONE;
+		s->actions++;
+		const char *name;
+		int pd = recv_open_parent(s->root, d->path, &name);
+		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
+			if (errno != ENOENT)
+				recv_fail(s, d->path, "cannot delete", errno);
+		if (pd >= 0)
+			close(pd);
+	}
+}
+
+/* Clean temp files an interrupted run left in the directories we know. */
+void recv_clean_temps(struct rstate *s)
+{
+	for (size_t i = 0; i < s->dm.n; i++) {
+		if (s->dm.e[i].type != IDX_DIR)
+			continue;
+		int fd = sync_open_beneath(s->root, s->dm.e[i].path, O_RDONLY | O_DIRECTORY);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, IDX_TEMP_PREFIX, sizeof IDX_TEMP_PREFIX - 1))
+				unlinkat(fd, de->d_name, 0);
+		if (d)
+			closedir(d);
+		else if (fd >= 0)
+			close(fd);
+	}
+}
+
+/* The receiver's new index: what it holds now, hashes it can vouch for. */
+void recv_save_index(struct rstate *s)
+{
+	struct idx_manifest now = { 0 };
+	for (size_t i = 0; i < s->sm.n; i++) {
+		const struct idx_entry *e = &s->sm.e[i];
+		struct stat st;
+		if (e->type == IDX_REG && !s->written[i]) {
+			/* untouched by this run: its row is what the scan saw and
+			 * stored (a change since shows at the next scan's stat) */
+			const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+			if (d && d->type == IDX_REG)
+				idx_manifest_add(&now, d);
+			continue;
+		}
+		if (*e->path ? fstatat(s->root, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0
+		             : fstat(s->root, &st) < 0)
+			continue;
+		struct idx_entry n = *e;
+		n.dev = st.st_dev;
+		n.ino = st.st_ino;
+		n.nlink = (uint32_t)st.st_nlink;
+		n.size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+		n.mode = st.st_mode & 07777;
+		n.uid = st.st_uid;
+		n.gid = st.st_gid;
+		n.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		n.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+		if ((e->type == IDX_REG) != S_ISREG(st.st_mode))
+			continue;
+		idx_manifest_add(&now, &n);
+	}
+	idx_manifest_sort(&now);
+	idx_save(s->root_path, &s->so, &s->dm, &now);
+	idx_manifest_free(&now);
+}

@@ -1,0 +1,128 @@
+/*
+ * The receiver's plan: what each entry of the sender's manifest needs. What
+ * "changed" means is index/'s idx_diff() (one rule set for the project),
+ * given the run's options: rsync's quick check (size and mtime) or, with -c,
+ * content hashes; permissions, times and owners only when they are kept.
+ * What the sync adds on top is its own: hard-link followers are linked to
+ * their leader, not compared, and a type change removes the old entry.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "sync/recv_int.h"
+
+/* idx_diff() flags for this run's options. */
+static unsigned diff_flags(unsigned f)
+{
+	unsigned df = 0;
+	if (!(f & SYNC_F_CHECKSUM))
+		df |= IDX_DIFF_QUICK;
+	if (!(f & SYNC_F_PERMS))
+		df |= IDX_DIFF_NO_PERMS;
+	df |= (f & SYNC_F_TIMES) ? IDX_DIFF_MTIME_DIRS : IDX_DIFF_NO_TIMES;
+	if ((f & SYNC_F_OWNER) && geteuid() == 0)
+		df |= IDX_DIFF_OWNER;
+	return df;
+}
+
+/* s->diff and s->change[]: how each sender entry differs from DST's. */
+static int classify(struct rstate *s)
+{
+	int rc = idx_diff(&s->sm, &s->dm, diff_flags(s->r->flags), &s->diff);
+	if (rc < 0)
+		return rc;
+	s->change = calloc(s->sm.n ? s->sm.n : 1, 1);
+	if (!s->change)
+		return -ENOMEM;
+	for (size_t k = 0; k < s->diff.n; k++)
+		if (s->diff.c[k].src)
+			s->change[s->diff.c[k].src - s->sm.e] = (uint8_t)s->diff.c[k].kind;
+	return 0;
+}
+
+static void make_dir(struct rstate *s, size_t i)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	recv_itemize(s, "cd+++++++++", e);
+	if (s->r->flags & SYNC_F_DRYRUN)
+		return;
+	const char *name;
+	int pd = recv_open_parent(s->root, e->path, &name);
+	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
+		recv_fail(s, e->path, "cannot create directory", errno);
+	} else {
+		s->written[i] = 1;
+		s->actions++;
+	}
+	if (pd >= 0)
+		close(pd);
+}
+
+/* Regular file i needs its content: a slot in files[], or made at once
+ * when it is empty. 0, or -ENOMEM. */
+static int want_file(struct rstate *s, size_t i, int exists, uint32_t *want,
+                     uint32_t *nwant)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	recv_itemize(s, exists ? ">f.st......" : ">f+++++++++", e);
+	struct rfile *rf = &s->files[s->nfiles];
+	rf->fd = rf->dirfd = -1;
+	rf->need = e->nchunks ? e->nchunks : 1;
+	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
+		return -ENOMEM;
+	s->fetch[i] = (int32_t)s->nfiles++;
+	if (e->size == 0) {   /* nothing to send: make it now */
+		if (!(s->r->flags & SYNC_F_DRYRUN) && recv_open_temp(s, e, rf) == 0)
+			recv_finish_file(s, i, rf);
+		s->fetch[i] = -1;
+		return 0;
+	}
+	want[(*nwant)++] = (uint32_t)i;
+	return 0;
+}
+
+int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
+{
+	unsigned f = s->r->flags;
+	size_t n = s->sm.n ? s->sm.n : 1;
+	*nwant = 0;
+	*want = calloc(n, sizeof **want);
+	s->fetch = malloc(n * sizeof *s->fetch);
+	s->files = calloc(n, sizeof *s->files);
+	s->written = calloc(n, 1);
+	if (!*want || !s->fetch || !s->files || !s->written)
+		return -ENOMEM;
+	int rc = classify(s);
+	for (size_t i = 0; i < s->sm.n && rc == 0; i++) {
+		const struct idx_entry *e = &s->sm.e[i];
+		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+		s->fetch[i] = -1;
+		if (s->change[i] == IDX_TYPE) {
+			recv_itemize(s, e->type == IDX_DIR ? "cd+++++++++" : "*replacing ", d);
+			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0)
+				continue;
+			d = NULL;
+		}
+		if (e->type == IDX_DIR) {
+			if (!d && *e->path)
+				make_dir(s, i);
+			continue;
+		}
+		if (e->type != IDX_REG)
+			continue;   /* links and specials after the data */
+		if ((f & SYNC_F_HARDLINKS) && e->hlink && e->hlink != i + 1)
+			continue;   /* a follower: linked to its leader later */
+		if (d && s->change[i] != IDX_CONTENT) {
+			if (s->change[i] == IDX_META) {
+				recv_itemize(s, ".f..t.p....", e);
+				s->res->meta++;
+			}
+			continue;
+		}
+		rc = want_file(s, i, d != NULL, *want, nwant);
+	}
+	return rc;
+}

@@ -1,0 +1,102 @@
+/*
+ * Private to the receiving side of a sync (sync/recv.c and the files of its
+ * phases). The receiver scans DST, reads the sender's manifest (recv.c),
+ * plans (plan.c), takes the data (take.c), and lands every file through a
+ * temp file, then links, deletions, metadata and its index (land.c).
+ *
+ * Threads: the main thread takes chunks; the archive's writer threads land
+ * small files. They share files[], written[] and the result counters: the
+ * counters are bumped with STAT_ADD, the rest under rstate.mu, and a file
+ * claimed by one writer is that writer's alone.
+ */
+#ifndef RDCP_SYNC_RECV_INT_H
+#define RDCP_SYNC_RECV_INT_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "sync/sync_int.h"
+
+/* A file being received. */
+struct rfile {
+	int fd;              /* temp file, -1 when not open */
+	int dirfd;
+	char tmp[32];        /* its name, when it has one (not O_TMPFILE) */
+	uint32_t need, got;  /* messages (chunks) */
+	uint8_t *seen;       /* one byte per chunk */
+	int failed, done;
+	int claimed;         /* small files: a writer thread has it */
+};
+
+struct rstate {
+	struct role *r;
+	int root;
+	char *root_path;
+	struct idx_manifest sm, dm;   /* the sender's entries, ours */
+	struct idx_scan_opts so;
+	struct idx_diff diff;    /* sm against dm, by index/'s rules */
+	uint8_t *change;         /* sm index -> enum idx_change_kind, 0: the same */
+	int32_t *fetch;          /* sm index -> files index, or -1 */
+	struct rfile *files;
+	uint32_t nfiles;
+	uint8_t *written;        /* sm index -> written (or made) this run */
+	FILE *log;               /* itemized changes */
+	char *logbuf;
+	size_t loglen;
+	uint64_t sender_errors;
+	uint32_t shift;          /* sender index = our index + shift */
+	uint64_t actions;        /* changes made to DST (0: its index is current) */
+	pthread_mutex_t mu;      /* files[], written[]: see above */
+	char *cdir;              /* the last parent directory opened for data, */
+	int cfd;                 /* and its fd (files arrive directory by directory) */
+	struct sync_result *res;
+	mode_t umask;
+	/* what READY said, and the run's shape */
+	int named;               /* one named entry, not a directory's contents */
+	char *top;               /* the sender's top name */
+	char *only, *mapto;      /* our scan's only name; what top becomes */
+	uint32_t *want, nwant;   /* sm indices the plan fetches */
+};
+
+/* res counters: bumped by the main thread and the archive's writer threads */
+#define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
+
+#define GONE 0x80   /* dm entry flag: removed from DST by this run */
+
+/* plan.c: decide, for every sender entry, what to do; remove what is in
+ * the way; create directories. *want: the sm indices to fetch. */
+int  recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant);
+
+/* take.c: receive the planned files' data over the transport. */
+int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
+
+/* land.c: put things into DST. */
+void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e);
+void recv_fail(struct rstate *s, const char *path, const char *what, int err);
+/* The directory holding path; *name: its last component. -1 with errno. */
+int  recv_open_parent(int root, const char *path, const char **name);
+/* The same through a one-entry cache (call under s->mu when threads run). */
+int  recv_open_parent_cached(struct rstate *s, const char *path);
+/* Remove path from DST, recursively if it is a directory of dm. */
+int  recv_remove(struct rstate *s, const char *path);
+/* A temp file for e in f->dirfd (already open); f->fd. 0 or -1 (reported). */
+int  recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+/* recv_create_temp() in the directory of e, opened through the cache. */
+int  recv_open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+/* Every chunk of sm entry i is in and verified: metadata, then into place. */
+void recv_finish_file(struct rstate *s, size_t i, struct rfile *f);
+/* Close and forget f's temp file and directory. */
+void recv_drop_file(struct rfile *f);
+/* After the data: symlinks, hard links, fifos and devices. */
+void recv_make_links(struct rstate *s);
+/* --delete: what DST has and the sender has not. */
+void recv_delete_extra(struct rstate *s);
+/* Metadata of unchanged files, then directories, deepest first. */
+void recv_fix_meta(struct rstate *s);
+/* Temp files an interrupted run left (named ones, in known directories). */
+void recv_clean_temps(struct rstate *s);
+/* The receiver's index: what it holds now, with the hashes it verified. */
+void recv_save_index(struct rstate *s);
+
+#endif
