@@ -1,12 +1,14 @@
 /*
- * pipe: byte streams between hosts. The pumps move a stream (a pipe, or a
- * file with parallel positioned I/O) into or out of one transport session:
- * they are rdsend and rdrecv. rdpipe builds on them: a UNIX pipeline whose
- * segments run on hosts, each hop one authenticated transport session
- * (pipe/pipeline.c, the controller; pipe/segment.c, the far side).
+ * pipe: byte streams between hosts. The pumps (pipe/pump.c) move a stream
+ * (a pipe, or a file with parallel positioned I/O) into or out of one
+ * transport session: they are rdsend and rdrecv. rdpipe builds on them: a
+ * UNIX pipeline whose segments run on hosts, each hop one authenticated
+ * transport session (pipe/pipeline.c, the controller; pipe/segment.c, the
+ * far side; pipe/segmsg.c, the segments' syntax and messages). docs/pipe.md.
  *
  * Depends on transport/ and common/; nothing here knows of sync/ or index/.
  * Conventions as elsewhere: 0 or a negative errno; messages on stderr.
+ * What pipe/pipeline.c and pipe/segment.c share is in pipe/pipe_int.h.
  */
 #ifndef RDCP_PIPE_H
 #define RDCP_PIPE_H
