@@ -1,11 +1,11 @@
-/* The public API: backend selection, the buffer pool, dispatch. */
+/* The public API: backend selection (listen, accept, connect) and dispatch
+ * of the per-session calls to the backend's tp_ops. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -17,55 +17,6 @@ struct tp_listener {
 	struct tp_opts o;
 	uint16_t port;
 };
-
-int tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size)
-{
-	size_t pool = o->pool_size ? o->pool_size : TP_DEF_POOL_SIZE;
-	size_t n = pool / msg_size;
-	if (n < (size_t)streams * 2)
-		n = (size_t)streams * 2;   /* at least two in flight per stream */
-	if (n > 4096)
-		n = 4096;
-	return (int)n;
-}
-
-int tp_pool_init(struct tp_session *s, int nbufs, uint32_t msg_size)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t stride = ((size_t)msg_size + page - 1) / page * page;
-	s->mem_len = stride * (size_t)nbufs;
-	/* anonymous mmap: page-aligned (O_DIRECT, registration) and zeroed */
-	s->mem = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE,
-	              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	s->hdrs = calloc((size_t)nbufs, TP_HDR_LEN);
-	s->bufs = calloc((size_t)nbufs, sizeof *s->bufs);
-	if (s->mem == MAP_FAILED || !s->hdrs || !s->bufs) {
-		if (s->mem == MAP_FAILED)
-			s->mem = NULL;
-		tp_pool_free(s);
-		return -ENOMEM;
-	}
-	s->nbufs = nbufs;
-	s->msg_size = msg_size;
-	for (int i = 0; i < nbufs; i++) {
-		s->bufs[i].m.data = s->mem + stride * (size_t)i;
-		s->bufs[i].m.cap = msg_size;
-		s->bufs[i].hdr = s->hdrs + (size_t)i * TP_HDR_LEN;
-		s->bufs[i].next = -1;
-	}
-	return 0;
-}
-
-void tp_pool_free(struct tp_session *s)
-{
-	if (s->mem)
-		munmap(s->mem, s->mem_len);
-	free(s->hdrs);
-	free(s->bufs);
-	s->mem = NULL;
-	s->hdrs = NULL;
-	s->bufs = NULL;
-}
 
 int tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
               struct tp_listener **out)

@@ -1,10 +1,12 @@
-/* Private to transport/: the wire messages, the buffer pool and the session
- * shared by the TCP and RDMA backends. */
+/* Private to transport/: what the TCP and RDMA backends share: the wire
+ * messages and handshake (msg.c), the session and its buffer pool (pool.c),
+ * and the backends' entry points that session.c dispatches to. */
 #ifndef RDCP_TP_INT_H
 #define RDCP_TP_INT_H
 
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "transport/transport.h"
 
@@ -119,13 +121,23 @@ struct tp_session {
 	void *be;            /* backend state */
 };
 
+/* --- the buffer pool (pool.c) --- */
+
 /* Allocate nbufs buffers of msg_size bytes (page-aligned payloads). */
 int  tp_pool_init(struct tp_session *s, int nbufs, uint32_t msg_size);
 void tp_pool_free(struct tp_session *s);
 /* Buffers for a session of these options: total count, at least 2 per stream. */
 int  tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size);
 
-/* Backends. */
+/* Milliseconds on the monotonic clock, for deadlines. */
+static inline int64_t tp_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* --- backends: tcp_conn.c, rdma_conn.c --- */
 int  tp_tcp_listen(const char *addr, uint16_t port, int *fd);
 int  tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
                    struct tp_session **out);

@@ -1,0 +1,481 @@
+/*
+ * TCP backend, the data path: framing (header + payload per message) and the
+ * session. One thread per stream moves bytes so that the caller's disk
+ * I/O overlaps the wire: on the sender a writer per stream (sendmsg of header
+ * + payload, MSG_NOSIGNAL) and a monitor on stream 0 that catches the
+ * receiver's verdict, early or late; on the receiver a reader per stream.
+ * Connections are made and authenticated in tcp_conn.c.
+ *
+ * Each receiving stream may hold at most `quota` buffers. Messages of one
+ * stream arrive in increasing offset order, so a consumer that reorders by
+ * offset always finds the buffer it waits for: the stream that carries it
+ * has released everything it delivered before it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/io.h"
+#include "transport/tcp_int.h"
+
+struct tcp_stream {
+	int fd;
+	pthread_t th;
+	int th_live;
+	int qhead, qtail, qlen;    /* sender: buffers to write */
+	int used;                  /* receiver: buffers held from this stream */
+	uint64_t msgs, bytes;
+	int done;                  /* sender: END written; receiver: END read */
+};
+
+struct tcp {
+	struct tcp_stream st[TP_MAX_STREAMS];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int free_head;
+	int ready_head, ready_tail;
+	int ended;                 /* receiver: streams that ended cleanly */
+	int err;                   /* first error, negative errno */
+	int ending;                /* sender: tp_finish() asked for END */
+	int quota;
+	pthread_t mon;
+	int mon_live;
+	int verdict_seen;
+	int verdict;               /* receiver's status */
+	struct tp_session *s;
+};
+
+static struct tcp *T(struct tp_session *s) { return s->be; }
+
+static void set_err(struct tcp *t, int err)
+{
+	if (!t->err)
+		t->err = err;
+	pthread_cond_broadcast(&t->cv);
+}
+
+/* --- framing: a message is its header, then its payload --- */
+
+/* A receive timeout (SO_RCVTIMEO, during the handshake) is a timeout. */
+static int read_full(int fd, void *buf, size_t len)
+{
+	int rc = io_read_full(fd, buf, len);
+	return rc == -EAGAIN ? -ETIMEDOUT : rc;
+}
+
+static int send_full(int fd, const void *hdr, const void *payload, size_t len)
+{
+	struct iovec iov[2] = { { (void *)hdr, TP_HDR_LEN }, { (void *)payload, len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	while (mh.msg_iovlen) {
+		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EPIPE ? -ECONNRESET : -errno;
+		while (n > 0 && mh.msg_iovlen) {
+			size_t take = (size_t)n < mh.msg_iov->iov_len ? (size_t)n : mh.msg_iov->iov_len;
+			mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + take;
+			mh.msg_iov->iov_len -= take;
+			n -= (ssize_t)take;
+			if (mh.msg_iov->iov_len == 0) {
+				mh.msg_iov++;
+				mh.msg_iovlen--;
+			}
+		}
+	}
+	return 0;
+}
+
+/* One control message: header + len bytes of payload. */
+int tp_tcp_send_ctl(int fd, uint8_t type, uint64_t id, uint64_t off,
+                    const void *payload, uint32_t len)
+{
+	uint8_t h[TP_HDR_LEN];
+	tp_hdr_put(h, &(struct tp_hdr){ .type = type, .len = len, .id = id, .off = off });
+	return send_full(fd, h, payload, len);
+}
+
+/* Read one control message (header + small payload). */
+int tp_tcp_read_ctl(int fd, struct tp_hdr *h, uint8_t *payload)
+{
+	uint8_t hb[TP_HDR_LEN];
+	int rc = read_full(fd, hb, sizeof hb);
+	if (rc < 0)
+		return rc;
+	if (tp_hdr_get(hb, h) < 0 || h->type == TP_DATA || h->len > TP_CTRL_MAX)
+		return -EPROTO;
+	return h->len ? read_full(fd, payload, h->len) : 0;
+}
+
+/* Receive timeout (SO_RCVTIMEO) in ms; 0: none. */
+void tp_tcp_set_timeout(int fd, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+/* --- the session --- */
+
+static int list_pop(struct tp_session *s, int *head, int *tail)
+{
+	int i = *head;
+	if (i >= 0) {
+		*head = s->bufs[i].next;
+		if (tail && *head < 0)
+			*tail = -1;
+	}
+	return i;
+}
+
+static void list_push(struct tp_session *s, int *head, int *tail, int i)
+{
+	s->bufs[i].next = -1;
+	if (!tail) {
+		s->bufs[i].next = *head;
+		*head = i;
+	} else if (*tail < 0) {
+		*head = *tail = i;
+	} else {
+		s->bufs[*tail].next = i;
+		*tail = i;
+	}
+}
+
+struct thr_arg {
+	struct tcp *t;
+	int i;
+};
+
+static void *writer_main(void *arg)
+{
+	struct thr_arg *a = arg;
+	struct tcp *t = a->t;
+	struct tp_session *s = t->s;
+	struct tcp_stream *st = &t->st[a->i];
+	free(a);
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		while (st->qhead < 0 && !t->ending && !t->err)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (t->err)
+			break;
+		int i = list_pop(s, &st->qhead, &st->qtail);
+		if (i < 0) {   /* ending and nothing queued: END */
+			uint64_t msgs = st->msgs, bytes = st->bytes;
+			pthread_mutex_unlock(&t->mu);
+			int rc = tp_tcp_send_ctl(st->fd, TP_END, msgs, bytes, NULL, 0);
+			pthread_mutex_lock(&t->mu);
+			if (rc < 0)
+				set_err(t, rc);
+			st->done = 1;
+			pthread_cond_broadcast(&t->cv);
+			break;
+		}
+		st->qlen--;
+		pthread_mutex_unlock(&t->mu);
+		struct tp_buf *b = &s->bufs[i];
+		int rc = send_full(st->fd, b->hdr, b->m.data, b->m.len);
+		pthread_mutex_lock(&t->mu);
+		if (rc < 0)
+			set_err(t, rc);
+		st->msgs++;
+		st->bytes += b->m.len;
+		list_push(s, &t->free_head, NULL, i);
+		pthread_cond_broadcast(&t->cv);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+/* Sender: wait for the receiver's verdict on stream 0, whenever it comes. */
+static void *monitor_main(void *arg)
+{
+	struct tcp *t = arg;
+	struct tp_hdr h;
+	uint8_t p[TP_CTRL_MAX];
+	int rc = tp_tcp_read_ctl(t->st[0].fd, &h, p);
+	pthread_mutex_lock(&t->mu);
+	if (rc == 0 && h.type == TP_VERDICT && h.id < 4096) {
+		t->verdict_seen = 1;
+		t->verdict = (int)h.id;
+		t->s->peer_status = (int)h.id;
+		if (h.id)
+			set_err(t, -(int)h.id);
+	} else if (rc == 0) {
+		set_err(t, -EPROTO);
+	} else if (!t->verdict_seen) {
+		set_err(t, rc);
+	}
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+static void *reader_main(void *arg)
+{
+	struct thr_arg *a = arg;
+	struct tcp *t = a->t;
+	struct tp_session *s = t->s;
+	int idx = a->i;
+	struct tcp_stream *st = &t->st[idx];
+	free(a);
+	for (;;) {
+		uint8_t hb[TP_HDR_LEN];
+		struct tp_hdr h;
+		int rc = read_full(st->fd, hb, sizeof hb);
+		if (rc == 0 && tp_hdr_get(hb, &h) < 0)
+			rc = -EPROTO;
+		if (rc == 0 && h.type == TP_END) {
+			if (h.id != st->msgs || h.off != st->bytes)
+				rc = -EPROTO;   /* lost or extra messages: cannot happen on TCP */
+			pthread_mutex_lock(&t->mu);
+			if (rc < 0)
+				set_err(t, rc);
+			else
+				t->ended++;
+			st->done = 1;
+			pthread_cond_broadcast(&t->cv);
+			pthread_mutex_unlock(&t->mu);
+			return NULL;
+		}
+		if (rc == 0 && (h.type != TP_DATA || h.len > s->msg_size))
+			rc = -EPROTO;
+		if (rc < 0) {
+			pthread_mutex_lock(&t->mu);
+			set_err(t, rc);
+			pthread_mutex_unlock(&t->mu);
+			return NULL;
+		}
+		pthread_mutex_lock(&t->mu);
+		while ((st->used >= t->quota || t->free_head < 0) && !t->err)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (t->err) {
+			pthread_mutex_unlock(&t->mu);
+			return NULL;
+		}
+		int i = list_pop(s, &t->free_head, NULL);
+		st->used++;
+		pthread_mutex_unlock(&t->mu);
+		struct tp_buf *b = &s->bufs[i];
+		rc = read_full(st->fd, b->m.data, h.len);
+		b->m.len = h.len;
+		b->m.id = h.id;
+		b->m.off = h.off;
+		b->m.stream = idx;
+		b->owner = idx;
+		st->msgs++;
+		st->bytes += h.len;
+		pthread_mutex_lock(&t->mu);
+		if (rc < 0) {
+			set_err(t, rc);
+			pthread_mutex_unlock(&t->mu);
+			return NULL;
+		}
+		list_push(s, &t->ready_head, &t->ready_tail, i);
+		pthread_cond_broadcast(&t->cv);
+		pthread_mutex_unlock(&t->mu);
+	}
+}
+
+static int tcp_get(struct tp_session *s, struct tp_buf **out)
+{
+	struct tcp *t = T(s);
+	pthread_mutex_lock(&t->mu);
+	while (t->free_head < 0 && !t->err)
+		pthread_cond_wait(&t->cv, &t->mu);
+	int rc = t->err;
+	if (!rc)
+		*out = &s->bufs[list_pop(s, &t->free_head, NULL)];
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
+static void tcp_put(struct tp_session *s, struct tp_buf *b)
+{
+	struct tcp *t = T(s);
+	pthread_mutex_lock(&t->mu);
+	list_push(s, &t->free_head, NULL, (int)(b - s->bufs));
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static int tcp_send(struct tp_session *s, struct tp_buf *b)
+{
+	struct tcp *t = T(s);
+	pthread_mutex_lock(&t->mu);
+	int rc = t->err;
+	if (rc) {
+		list_push(s, &t->free_head, NULL, (int)(b - s->bufs));
+		pthread_mutex_unlock(&t->mu);
+		return rc;
+	}
+	int best = 0;   /* the stream with the shortest queue */
+	for (int i = 1; i < s->nstreams; i++)
+		if (t->st[i].qlen < t->st[best].qlen)
+			best = i;
+	list_push(s, &t->st[best].qhead, &t->st[best].qtail, (int)(b - s->bufs));
+	t->st[best].qlen++;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+static int tcp_finish(struct tp_session *s)
+{
+	struct tcp *t = T(s);
+	pthread_mutex_lock(&t->mu);
+	t->ending = 1;
+	pthread_cond_broadcast(&t->cv);
+	/* the verdict comes after every END; an early one is an error */
+	while (!t->verdict_seen && !t->err)
+		pthread_cond_wait(&t->cv, &t->mu);
+	int rc = t->err ? t->err : -t->verdict;
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
+static int tcp_recv(struct tp_session *s, struct tp_buf **out)
+{
+	struct tcp *t = T(s);
+	pthread_mutex_lock(&t->mu);
+	while (t->ready_head < 0 && t->ended < s->nstreams && !t->err)
+		pthread_cond_wait(&t->cv, &t->mu);
+	int rc;
+	if (t->err)
+		rc = t->err;
+	else if (t->ready_head >= 0) {
+		*out = &s->bufs[list_pop(s, &t->ready_head, &t->ready_tail)];
+		rc = 0;
+	} else
+		rc = 1;
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
+static void tcp_release(struct tp_session *s, struct tp_buf *b)
+{
+	struct tcp *t = T(s);
+	pthread_mutex_lock(&t->mu);
+	t->st[b->owner].used--;
+	list_push(s, &t->free_head, NULL, (int)(b - s->bufs));
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static int tcp_verdict(struct tp_session *s, int status)
+{
+	struct tcp *t = T(s);
+	int rc = tp_tcp_send_ctl(t->st[0].fd, TP_VERDICT, (uint64_t)status, 0, NULL, 0);
+	if (status) {
+		/* Stop the readers; let the sender read the verdict before our
+		 * close would reset the connection under it. */
+		pthread_mutex_lock(&t->mu);
+		set_err(t, -ECANCELED);
+		pthread_mutex_unlock(&t->mu);
+		for (int i = 0; i < s->nstreams; i++)
+			shutdown(t->st[i].fd, SHUT_WR);
+		struct pollfd p = { t->st[0].fd, POLLIN, 0 };
+		char junk[65536];
+		for (int k = 0; k < 200 && poll(&p, 1, 10) >= 0; k++)
+			if ((p.revents & POLLIN) && read(t->st[0].fd, junk, sizeof junk) <= 0)
+				break;
+	}
+	return rc;
+}
+
+static void tcp_close(struct tp_session *s)
+{
+	struct tcp *t = T(s);
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->mu);
+	set_err(t, -ECANCELED);
+	pthread_mutex_unlock(&t->mu);
+	for (int i = 0; i < s->nstreams; i++)
+		if (t->st[i].fd >= 0)
+			shutdown(t->st[i].fd, SHUT_RDWR);
+	for (int i = 0; i < s->nstreams; i++)
+		if (t->st[i].th_live)
+			pthread_join(t->st[i].th, NULL);
+	if (t->mon_live)
+		pthread_join(t->mon, NULL);
+	for (int i = 0; i < s->nstreams; i++)
+		if (t->st[i].fd >= 0)
+			close(t->st[i].fd);
+	pthread_cond_destroy(&t->cv);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+	s->be = NULL;
+}
+
+static const struct tp_ops tcp_ops = {
+	.name = "tcp",
+	.send = tcp_send, .get = tcp_get, .put = tcp_put, .finish = tcp_finish,
+	.recv = tcp_recv, .release = tcp_release, .verdict = tcp_verdict,
+	.close = tcp_close,
+};
+
+/* Make the session for fds[0..n) and start its threads. */
+int tp_tcp_session(const int *fds, int n, int sender, uint32_t msg_size,
+                       const struct tp_opts *o, struct tp_session **out)
+{
+	struct tp_session *s = calloc(1, sizeof *s);
+	struct tcp *t = calloc(1, sizeof *t);
+	if (!s || !t) {
+		free(s);
+		free(t);
+		return -ENOMEM;
+	}
+	s->ops = &tcp_ops;
+	s->be = t;
+	s->nstreams = n;
+	s->verbose = o->verbose;
+	t->s = s;
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	t->free_head = t->ready_head = t->ready_tail = -1;
+	for (int i = 0; i < TP_MAX_STREAMS; i++) {
+		t->st[i].fd = i < n ? fds[i] : -1;
+		t->st[i].qhead = t->st[i].qtail = -1;
+	}
+	int nbufs = tp_pool_count(o, n, msg_size);
+	int rc = tp_pool_init(s, nbufs, msg_size);
+	if (rc < 0)
+		goto fail;
+	for (int i = nbufs - 1; i >= 0; i--)
+		list_push(s, &t->free_head, NULL, i);
+	t->quota = nbufs / n;
+	for (int i = 0; i < n; i++) {
+		tp_tcp_set_timeout(fds[i], 0);
+		struct thr_arg *a = malloc(sizeof *a);
+		if (!a) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		*a = (struct thr_arg){ t, i };
+		if (pthread_create(&t->st[i].th, NULL, sender ? writer_main : reader_main, a)) {
+			free(a);
+			rc = -EAGAIN;
+			goto fail;
+		}
+		t->st[i].th_live = 1;
+	}
+	if (sender) {
+		if (pthread_create(&t->mon, NULL, monitor_main, t)) {
+			rc = -EAGAIN;
+			goto fail;
+		}
+		t->mon_live = 1;
+	}
+	*out = s;
+	return 0;
+fail:
+	tcp_close(s);   /* closes the fds too */
+	tp_pool_free(s);
+	free(s);
+	return rc;
+}
