@@ -220,15 +220,18 @@ int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len
 	return 0;
 }
 
-static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
-                        size_t index, char *pathbuf, size_t *prevlen)
+/* The head of entry `index`: type, flags and path. The path is a prefix of
+ * the previous one (pathbuf, *prevlen bytes) plus a suffix; it must be
+ * checked, canonically encoded and after the previous entry's. Leaves the
+ * path in pathbuf and its length in *prevlen. 0 or -EBADMSG. */
+static int decode_head(struct wire_rd *r, const struct idx_manifest *out, size_t index,
+                       struct idx_entry *e, char *pathbuf, size_t *prevlen)
 {
-	struct idx_entry e = { 0 };
-	e.type = rd_u8(r);
+	e->type = rd_u8(r);
 	uint8_t flags = rd_u8(r);
 	size_t pre = rd_u16(r), slen = rd_u16(r);
 	const uint8_t *suffix = rd_take(r, slen);
-	if (r->bad || e.type < IDX_REG || e.type > IDX_SOCK || (flags & ~IDX_F_UNSTABLE))
+	if (r->bad || e->type < IDX_REG || e->type > IDX_SOCK || (flags & ~IDX_F_UNSTABLE))
 		return -EBADMSG;
 	if (pre > *prevlen || pre + slen > IDX_PATH_MAX)
 		return -EBADMSG;
@@ -239,7 +242,7 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
 	size_t plen = pre + slen;
 	pathbuf[plen] = '\0';
 	if (index == 0 && plen == 0) {
-		if (e.type != IDX_DIR)   /* only the root may have the empty path */
+		if (e->type != IDX_DIR)   /* only the root may have the empty path */
 			return -EBADMSG;
 	} else if (idx_path_check(pathbuf, plen) < 0) {
 		return -EBADMSG;
@@ -248,7 +251,62 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
 	if (index > 0 && strcmp(out->e[index - 1].path, pathbuf) >= 0)
 		return -EBADMSG;
 	*prevlen = plen;
-	e.flags = flags;
+	e->flags = flags;
+	return 0;
+}
+
+/* The fields of entry `index` that depend on its type: a file's size, hash,
+ * hard-link group and chunk digests (*chunks, pointing into r's buffer), a
+ * symlink's target (*target, *tlen bytes, likewise), a device's number.
+ * 0 or -EBADMSG; the caller still checks r->bad. */
+static int decode_type_fields(struct wire_rd *r, const struct idx_manifest *out,
+                              size_t index, struct idx_entry *e, const uint8_t **chunks,
+                              const uint8_t **target, size_t *tlen)
+{
+	switch (e->type) {
+	case IDX_REG: {
+		e->size = rd_u64(r);
+		const uint8_t *h = rd_take(r, IDX_HASH_LEN);
+		e->hlink = rd_u32(r);
+		if (r->bad || e->size > ((uint64_t)1 << 60))
+			return -EBADMSG;
+		memcpy(e->hash, h, IDX_HASH_LEN);
+		e->nchunks = idx_nchunks(e->size);
+		*chunks = rd_take(r, (size_t)e->nchunks * IDX_HASH_LEN);
+		/* a group leads with its own index; followers point back to a leader */
+		if (e->hlink > index + 1)
+			return -EBADMSG;
+		if (e->hlink && e->hlink <= index) {
+			const struct idx_entry *l = &out->e[e->hlink - 1];
+			if (l->type != IDX_REG || l->hlink != e->hlink)
+				return -EBADMSG;
+		}
+		break;
+	}
+	case IDX_LNK:
+		*tlen = rd_u16(r);
+		*target = rd_take(r, *tlen);
+		if (r->bad || *tlen == 0 || *tlen > IDX_LINK_MAX || memchr(*target, '\0', *tlen))
+			return -EBADMSG;
+		break;
+	case IDX_CHR:
+	case IDX_BLK:
+		e->rdev = rd_u64(r);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* Decode entry `index` and append it to out. On -ENOMEM the entry may be
+ * in out half-made: the caller frees out. */
+static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
+                        size_t index, char *pathbuf, size_t *prevlen)
+{
+	struct idx_entry e = { 0 };
+	if (decode_head(r, out, index, &e, pathbuf, prevlen) < 0)
+		return -EBADMSG;
 	e.mode = rd_u32(r);
 	e.uid = rd_u32(r);
 	e.gid = rd_u32(r);
@@ -258,40 +316,7 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
 	const uint8_t *chunks = NULL;
 	const uint8_t *target = NULL;
 	size_t tlen = 0;
-	switch (e.type) {
-	case IDX_REG: {
-		e.size = rd_u64(r);
-		const uint8_t *h = rd_take(r, IDX_HASH_LEN);
-		e.hlink = rd_u32(r);
-		if (r->bad || e.size > ((uint64_t)1 << 60))
-			return -EBADMSG;
-		memcpy(e.hash, h, IDX_HASH_LEN);
-		e.nchunks = idx_nchunks(e.size);
-		chunks = rd_take(r, (size_t)e.nchunks * IDX_HASH_LEN);
-		/* a group leads with its own index; followers point back to a leader */
-		if (e.hlink > index + 1)
-			return -EBADMSG;
-		if (e.hlink && e.hlink <= index) {
-			const struct idx_entry *l = &out->e[e.hlink - 1];
-			if (l->type != IDX_REG || l->hlink != e.hlink)
-				return -EBADMSG;
-		}
-		break;
-	}
-	case IDX_LNK:
-		tlen = rd_u16(r);
-		target = rd_take(r, tlen);
-		if (r->bad || tlen == 0 || tlen > IDX_LINK_MAX || memchr(target, '\0', tlen))
-			return -EBADMSG;
-		break;
-	case IDX_CHR:
-	case IDX_BLK:
-		e.rdev = rd_u64(r);
-		break;
-	default:
-		break;
-	}
-	if (r->bad)
+	if (decode_type_fields(r, out, index, &e, &chunks, &target, &tlen) < 0 || r->bad)
 		return -EBADMSG;
 	struct idx_entry *d = manifest_push(out);
 	if (!d)

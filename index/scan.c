@@ -149,12 +149,71 @@ static void count(struct idx_stats *st, const struct idx_manifest *m)
 	}
 }
 
+/* Open the index of root (unless opts->no_index) into *db and load what it
+ * holds into old. Only a lack of memory is an error: without a usable index
+ * (*db stays NULL) the scan goes on and hashes every file. */
+static int open_index(const char *root, const char *real, const struct idx_scan_opts *opts,
+                      char **dbpath, struct idx_db **db, struct idx_manifest *old,
+                      int64_t *last_scan)
+{
+	char keybuf[8192];
+	if (opts->no_index)
+		return 0;
+	*dbpath = opts->index_path ? strdup(opts->index_path)
+	          : default_path_for(root, opts->only);
+	if (!*dbpath)
+		return -ENOMEM;
+	int mrc = opts->index_path ? 0 : make_parents(*dbpath);
+	if (mrc < 0)
+		log_warn("%s: cannot create the index directory: %s", *dbpath, strerror(-mrc));
+	if (idx_db_open(*dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), db) < 0) {
+		log_warn("going on without an index: every file will be hashed");
+	} else if (idx_db_load(*db, old, last_scan) < 0) {
+		/* unreadable rows mid-way: start again from an empty index */
+		if (idx_db_reset(*db, "damaged") < 0) {
+			idx_db_close(*db);
+			*db = NULL;
+		}
+	}
+	return 0;
+}
+
+/* Threads to walk with: opts->threads, else one per CPU; 1..64. */
+static int walk_threads(const struct idx_scan_opts *opts)
+{
+	int threads = opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (threads < 1)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+	return threads;
+}
+
+/* Add the root itself to out, as the directory with the empty path. */
+static int add_root(struct idx_manifest *out, const struct stat *rst)
+{
+	int rc = idx_manifest_add(out, &(struct idx_entry){ .path = "" });
+	if (rc < 0)
+		return rc;
+	struct idx_entry *r = &out->e[out->n - 1];
+	r->type = IDX_DIR;
+	r->mode = rst->st_mode & 07777;
+	r->uid = rst->st_uid;
+	r->gid = rst->st_gid;
+	r->mtime_ns = (int64_t)rst->st_mtim.tv_sec * 1000000000 + rst->st_mtim.tv_nsec;
+	r->ctime_ns = (int64_t)rst->st_ctim.tv_sec * 1000000000 + rst->st_ctim.tv_nsec;
+	r->dev = rst->st_dev;
+	r->ino = rst->st_ino;
+	r->nlink = (uint32_t)rst->st_nlink;
+	return 0;
+}
+
 int idx_scan(const char *root, const struct idx_scan_opts *opts,
              struct idx_manifest *out, struct idx_stats *st)
 {
 	struct idx_manifest old = { 0 };
 	struct idx_db *db = NULL;
-	char *dbpath = NULL, *real = NULL, keybuf[8192];
+	char *dbpath = NULL, *real = NULL;
 	int64_t last_scan = 0, t0 = now_ns(CLOCK_MONOTONIC);
 	int rc;
 
@@ -173,50 +232,16 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		goto out;
 	}
 	raise_nofile();
-	if (!opts->no_index) {
-		dbpath = opts->index_path ? strdup(opts->index_path)
-		         : default_path_for(root, opts->only);
-		if (!dbpath) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		int mrc = opts->index_path ? 0 : make_parents(dbpath);
-		if (mrc < 0)
-			log_warn("%s: cannot create the index directory: %s", dbpath, strerror(-mrc));
-		if (idx_db_open(dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), &db) < 0) {
-			log_warn("going on without an index: every file will be hashed");
-		} else if (idx_db_load(db, &old, &last_scan) < 0) {
-			/* unreadable rows mid-way: start again from an empty index */
-			if (idx_db_reset(db, "damaged") < 0) {
-				idx_db_close(db);
-				db = NULL;
-			}
-		}
-	}
+	rc = open_index(root, real, opts, &dbpath, &db, &old, &last_scan);
+	if (rc < 0)
+		goto out;
 	/* The kernel stamps files with the coarse clock: a file written after
 	 * this instant gets a timestamp >= it. */
 	int64_t scan_start = now_ns(CLOCK_REALTIME_COARSE);
-	int threads = opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (threads < 1)
-		threads = 1;
-	if (threads > 64)
-		threads = 64;
-
-	struct idx_entry *r;
-	rc = idx_manifest_add(out, &(struct idx_entry){ .path = "" });
+	int threads = walk_threads(opts);
+	rc = add_root(out, &rst);
 	if (rc < 0)
 		goto out;
-	r = &out->e[out->n - 1];
-	r->type = IDX_DIR;
-	r->mode = rst.st_mode & 07777;
-	r->uid = rst.st_uid;
-	r->gid = rst.st_gid;
-	r->mtime_ns = (int64_t)rst.st_mtim.tv_sec * 1000000000 + rst.st_mtim.tv_nsec;
-	r->ctime_ns = (int64_t)rst.st_ctim.tv_sec * 1000000000 + rst.st_ctim.tv_nsec;
-	r->dev = rst.st_dev;
-	r->ino = rst.st_ino;
-	r->nlink = (uint32_t)rst.st_nlink;
-
 	rc = idx_walk(fd, &old, last_scan, threads, opts, out, st);
 	if (rc < 0) {
 		log_err("%s: scan failed: %s", root, strerror(-rc));
