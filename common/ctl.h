@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   1
+#define CTL_VERSION   2           /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -33,8 +33,11 @@ enum ctl_type {
 	CTL_SEG_SETUP,      /* controller -> segment: what to run, the key */
 	CTL_SEG_READY,      /* segment -> controller: u16 port it listens on */
 	CTL_SEG_GO,         /* controller -> segment: u16 port, address of the next */
-	CTL_SEG_DONE,       /* segment -> controller: results (see pipeline.c) */
-	CTL_LAST = CTL_SEG_DONE,
+	CTL_SEG_DONE,       /* segment -> controller: results (see pipe/segmsg.c) */
+	/* sync, version 2 */
+	CTL_SENT,           /* sender -> receiver, after the data: u64 planned
+	                       files it could not send (vanished, changed) */
+	CTL_LAST = CTL_SENT,
 };
 
 struct ctl {

@@ -1,10 +1,14 @@
-/* Opening paths beneath a tree's root, never through a symlink. */
+/* Opening paths beneath a tree's root, never through a symlink; the lock
+ * that keeps two runs from writing one tree. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <string.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "sync/sync_int.h"
 
 int sync_open_beneath(int root, const char *path, int flags)
@@ -15,4 +19,21 @@ int sync_open_beneath(int root, const char *path, int flags)
 	                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 	                                   RESOLVE_NO_MAGICLINKS };
 	return (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+}
+
+int sync_lock(int rootfd, const char *path, int writer)
+{
+	/* flock(2) on the root directory: it goes with the open file, so a
+	 * killed run's lock goes with it; and a non-blocking try, so a cron job
+	 * fails at once with a reason instead of piling up behind another */
+	if (flock(rootfd, (writer ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+		return 0;
+	int err = errno;
+	char shown[4096];
+	if (err == EWOULDBLOCK)
+		log_err("%s: another rdcp is %s this tree now; try again when it has finished",
+		        log_path(shown, sizeof shown, path), writer ? "using" : "writing into");
+	else
+		log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path), strerror(err));
+	return -err;
 }

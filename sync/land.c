@@ -411,10 +411,15 @@ void recv_delete_extra(struct rstate *s)
 	unsigned f = s->r->flags;
 	if (!(f & SYNC_F_DELETE))
 		return;
-	if (s->sender_errors) {
-		log_err("not deleting anything: the sender could not read %llu entries "
-		        "(see its messages)", (unsigned long long)s->sender_errors);
-		STAT_ADD(s->res->errors, 1);
+	/* as rclone: after any error, nothing is deleted (an entry that vanished
+	 * or moved while the sender read it may have been seen under a name
+	 * that is no longer its own) */
+	uint64_t bad = s->sender_errors + s->unsent + s->res->errors;
+	if (bad) {
+		log_err("not deleting anything: %llu entries could not be read, sent or "
+		        "written (see the messages above)", (unsigned long long)bad);
+		if (s->sender_errors)
+			STAT_ADD(s->res->errors, 1);
 		return;
 	}
 	/* deepest first: what the diff found only in DST, in reverse order */

@@ -223,7 +223,13 @@ static int scan_dst(struct rstate *s)
 	}
 	if (s->root < 0)
 		return 0;   /* a dry run into nothing */
-	int rc = idx_scan(s->root_path, &s->so, &s->dm, &st);
+	/* one writer per tree (a dry run writes nothing) */
+	int rc = (r->flags & SYNC_F_DRYRUN) ? 0 : sync_lock(s->root, s->root_path, 1);
+	if (rc < 0) {
+		s->res->code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
+		return rc;
+	}
+	rc = idx_scan(s->root_path, &s->so, &s->dm, &st);
 	if (rc < 0) {
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
@@ -269,6 +275,31 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	return rc;
 }
 
+/* After the data: CTL_SENT, the count of planned files the sender could
+ * not send. Files that stopped short beyond that count are our errors. */
+static int read_sent(struct rstate *s)
+{
+	struct ctl *c = s->r->ctl;
+	uint8_t type;
+	size_t n;
+	int rc = ctl_recv(c, &type, &n);
+	if (rc < 0)
+		return rc;
+	if (type == CTL_ERROR) {
+		log_err("the sender failed: %s", (char *)c->buf + 4);
+		s->res->code = n >= 4 ? get_u32(c->buf) : RD_EXIT_PROTO;
+		return -ECANCELED;
+	}
+	if (type != CTL_SENT || n != 8) {
+		log_err("the sender's report after the data is malformed");
+		return -EPROTO;
+	}
+	s->unsent = get_u64(c->buf);
+	if (s->incomplete > s->unsent)
+		STAT_ADD(s->res->errors, s->incomplete - s->unsent);
+	return 0;
+}
+
 static int receive(struct rstate *s)
 {
 	uint32_t send_n;
@@ -276,12 +307,14 @@ static int receive(struct rstate *s)
 	if ((rc = read_ready(s)) < 0 || (rc = scan_dst(s)) < 0 ||
 	    (rc = their_manifest(s)) < 0 || (rc = plan_and_ask(s, &send_n)) < 0)
 		return rc;
-	/* 5. the data */
+	/* 5. the data, and what the sender could not send */
 	if (send_n && (rc = recv_take(s, s->want, s->nwant)) < 0) {
 		if (rc == -EACCES)
 			s->res->code = RD_EXIT_AUTH;
 		return rc;
 	}
+	if (send_n && (rc = read_sent(s)) < 0)
+		return rc;
 	/* 6. links, deletions, metadata, and the index for next time */
 	recv_make_links(s);
 	recv_delete_extra(s);
@@ -333,8 +366,11 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	int rc = receive(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
+	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
 	if (!res->code && (res->errors || s.sender_errors))
 		res->code = RD_EXIT_PARTIAL;
+	else if (!res->code && s.unsent)
+		res->code = RD_EXIT_VANISHED;
 	send_log(&s);
 	uint8_t done[RESULT_LEN];
 	const char *transport = res->transport;

@@ -44,7 +44,9 @@ struct rstate {
 	FILE *log;               /* itemized changes */
 	char *logbuf;
 	size_t loglen;
-	uint64_t sender_errors;
+	uint64_t sender_errors;  /* entries the sender's scan could not read */
+	uint64_t unsent;         /* planned files the sender could not send */
+	uint64_t incomplete;     /* files whose data stopped short */
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[]: see above */

@@ -354,6 +354,7 @@ struct sstate {
 	char *root, *only;       /* where SRC is scanned; the one name sent */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
 	struct tp_session *ts;
+	int lockfd;              /* SRC's root, locked shared for the run */
 };
 
 /* READY, the scan of SRC and the manifest. */
@@ -380,6 +381,20 @@ static int scan_and_send(struct sstate *s)
 	if (r->nrules) {
 		so.skip = sync_filter_skip;
 		so.skip_ctx = r;
+	}
+	/* not while another run writes into SRC: what we read would be a mix */
+	s->lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->lockfd >= 0 && s->only) {   /* one named entry: its own tree, if any */
+		int fd = is_dir ? sync_open_beneath(s->lockfd, s->only, O_RDONLY | O_DIRECTORY) : -1;
+		close(s->lockfd);
+		s->lockfd = fd;
+	}
+	if (s->lockfd >= 0 && (rc = sync_lock(s->lockfd, s->root, 0)) < 0) {
+		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
+		ctl_error(r->ctl, code, rc == -EWOULDBLOCK ? "the source is being written by "
+		          "another rdcp" : "the source cannot be locked (see above)");
+		s->res->code = code;
+		return rc;
 	}
 	if ((rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
@@ -466,9 +481,24 @@ static int connect_data(struct sstate *s)
 	return rc;
 }
 
+/* For tests: with $RDCP_TEST_PAUSE naming a path, create it and wait until
+ * it is removed (60 s at most), so a test can change SRC between the scan
+ * and the reads, as a busy tree does. Nothing else reads the variable. */
+static void test_pause(void)
+{
+	const char *p = getenv("RDCP_TEST_PAUSE");
+	int fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
+	if (fd < 0)
+		return;
+	close(fd);
+	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++)
+		usleep(10000);
+}
+
 /* The planned files over the data session, then the receiver's verdict. */
 static int send_data(struct sstate *s)
 {
+	test_pause();
 	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return -errno;
@@ -481,16 +511,22 @@ static int send_data(struct sstate *s)
 	close(rootfd);
 	if (rc == 0)
 		rc = tp_finish(s->ts);
-	if (rc < 0)
+	if (rc < 0) {
 		tp_report_failure(rc, s->res->bytes, s->ts, 1);
-	else
-		s->res->errors = q.changed;   /* await_done turns this into exit 24 */
-	return rc;
+		return rc;
+	}
+	/* what could not be sent, before the receiver decides on deletions */
+	uint8_t sent[8];
+	put_u64(sent, q.changed);
+	s->res->errors = q.changed;   /* await_done turns this into exit 24 */
+	return ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
 }
 
 static int sender_run(struct sstate *s)
 {
 	int rc = scan_and_send(s);
+	if (rc == -ECONNRESET && read_plan(s) == 1)
+		return 1;   /* the receiver stopped early: its reason came first */
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
 	if (s->nplan) {
@@ -504,12 +540,14 @@ static int sender_run(struct sstate *s)
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res };
+	struct sstate s = { .r = r, .res = res, .lockfd = -1 };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	tp_close(s.ts);
+	if (s.lockfd >= 0)
+		close(s.lockfd);
 	free(s.plan);
 	free(s.root);
 	free(s.only);

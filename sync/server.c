@@ -12,6 +12,9 @@
 #include "common/log.h"
 #include "sync/sync_int.h"
 
+#define RD_STR2(x) #x
+#define RD_STR(x) RD_STR2(x)
+
 int sync_server(void)
 {
 	struct ctl c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 };
@@ -30,7 +33,7 @@ int sync_server(void)
 	rc = hello_decode(c.buf, n, &h);
 	if (rc < 0) {
 		ctl_error(&c, RD_EXIT_PROTO, rc == -EPROTONOSUPPORT
-		          ? "rdcp versions differ: protocol 1 is needed" : "malformed hello");
+		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : "malformed hello");
 		ctl_free(&c);
 		return RD_EXIT_PROTO;
 	}

@@ -233,7 +233,7 @@ static void drop_incomplete(struct rstate *s, const uint32_t *want, uint32_t nwa
 		log_err("%s: incomplete (%u of %u chunks came): the sender could not "
 		        "read all of it; it is left as it was",
 		        log_path(shown, sizeof shown, s->sm.e[want[k]].path), f->got, f->need);
-		STAT_ADD(s->res->errors, 1);
+		s->incomplete++;   /* the sender's to count (CTL_SENT), see recv.c */
 		recv_drop_file(f);
 	}
 }

@@ -1,0 +1,130 @@
+#!/usr/bin/env bats
+# Attacks and accidents (issue "Hardening"): each test is named after what
+# it tries, and checks that nothing is lost and the refusal is explained.
+load helpers
+LRSH=$BATS_TEST_DIRNAME/local-rsh
+
+same() {
+	local d; d=$(rsync -anciH --delete "$1/" "$2/")
+	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
+}
+
+sync_in() {   # sync_in MODE ARGS... SRC DST
+	local mode=$1; shift
+	local n=$#; local src=${@:n-1:1} dst=${@:n:1}
+	local args=("${@:1:n-2}")
+	case $mode in
+	local) "$RDCP" "${args[@]}" "$src" "$dst" ;;
+	push) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "$src" "localhost:$dst" ;;
+	pull) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "localhost:$src" "$dst" ;;
+	esac
+}
+
+# wait_for FILE: until the sender's test pause (RDCP_TEST_PAUSE) has begun
+wait_for() {
+	for _ in $(seq 400); do [ -e "$1" ] && return 0; sleep 0.025; done
+	echo "the sender never paused at $1"; return 1
+}
+
+# A directory renamed away before the scan and back before the data: the scan
+# saw dirZ, the reads find dirA. --delete must not then remove DST/dirA.
+rename_during_delete() {
+	local mode=$1
+	mkdir -p "$T/src/dirA" "$T/src/keep"
+	for i in 1 2 3; do echo "a$i" >"$T/src/dirA/f$i"; done
+	head -c 200000 /dev/urandom >"$T/src/dirA/big"
+	echo k >"$T/src/keep/k"
+	"$RDCP" --sync "$T/src" "$T/dst"
+	mv "$T/src/dirA" "$T/src/dirZ"
+	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" --sync --delete "$T/src" "$T/dst" \
+		>"$T/out" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	mv "$T/src/dirZ" "$T/src/dirA"
+	rm "$T/pause"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ]                                  # files vanished, as rsync
+	grep -q "not deleting anything" "$T/err"          # said in one line
+	[ "$(grep -c 'not deleting' "$T/err")" -eq 1 ]
+	for i in 1 2 3; do [ "$(cat "$T/dst/dirA/f$i")" = "a$i" ]; done
+	cmp "$T/src/dirA/big" "$T/dst/dirA/big"
+	# the next run, with SRC at rest, completes the mirror
+	sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+@test "attack: a directory renamed away and back during --sync --delete deletes nothing (local)" {
+	rename_during_delete local
+}
+@test "attack: a directory renamed away and back during --sync --delete deletes nothing (push)" {
+	rename_during_delete push
+}
+@test "attack: a directory renamed away and back during --sync --delete deletes nothing (pull)" {
+	rename_during_delete pull
+}
+
+@test "a source file that vanished after the scan: exit 24, the rest copied" {
+	mkdir -p "$T/src"
+	echo stays >"$T/src/stays"
+	echo goes >"$T/src/goes"
+	head -c 300000 /dev/urandom >"$T/src/goes-big"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	rm "$T/src/goes" "$T/src/goes-big" "$T/pause"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ]
+	grep -q "goes: vanished since the scan" "$T/err"
+	[ "$(cat "$T/dst/stays")" = stays ]
+	[ ! -e "$T/dst/goes" ] && [ ! -e "$T/dst/goes-big" ]
+}
+
+# lock_holder MODE: a first run into DST, paused before its data
+lock_holder() {
+	mkdir -p "$T/src" "$T/src2"
+	head -c 300000 /dev/urandom >"$T/src/big"
+	echo other >"$T/src2/other"
+	RDCP_TEST_PAUSE=$T/pause sync_in "$1" --sync "$T/src" "$T/dst" 2>"$T/err1" &
+	HOLDER=$!
+	wait_for "$T/pause"
+}
+
+@test "attack: two runs into one DST at once: the second is refused (exit 7), the first completes" {
+	for mode in local push pull; do
+		rm -rf "$T/src" "$T/src2" "$T/dst" "$T/pause"
+		lock_holder "$mode"
+		run sync_in "$mode" --sync "$T/src2" "$T/dst"
+		echo "$mode: $output"
+		[ "$status" -eq 7 ]
+		[[ "$output" == *"another rdcp is using this tree now"* ]]
+		rm "$T/pause"
+		wait "$HOLDER"
+		same "$T/src" "$T/dst"
+		[ ! -e "$T/dst/other" ]
+	done
+}
+
+@test "attack: a run whose SRC is a DST being written is refused (exit 7)" {
+	lock_holder local
+	run "$RDCP" --sync "$T/dst" "$T/elsewhere"
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[[ "$output" == *"another rdcp is writing into this tree now"* ]]
+	[ ! -e "$T/elsewhere" ] || [ -z "$(ls -A "$T/elsewhere")" ]
+	rm "$T/pause"
+	wait "$HOLDER"
+}
+
+@test "a killed run's lock does not outlive it" {
+	lock_holder local
+	pkill -9 -P "$HOLDER" || true   # the receiver (a child of the client)
+	kill -9 "$HOLDER" || true
+	wait "$HOLDER" || true
+	rm -f "$T/pause"
+	"$RDCP" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
