@@ -89,9 +89,17 @@ struct idx_scan_opts {
 	void       *skip_ctx;
 };
 
-/* Names starting with this are rdcp's temp files: never recorded by a scan
- * (counted in stats.temps), removed by the next sync. */
+/* rdcp's temp files are named IDX_TEMP_PREFIX + 16 random hex digits + 16
+ * hex digits of a check over them (index/temp.c). Only names that pass the
+ * check are rdcp's: never recorded by a scan (counted in stats.temps), and
+ * removed by the next sync; any other name, ".rdcp-tmp-notes" included, is
+ * a user's file like any other. */
 #define IDX_TEMP_PREFIX ".rdcp-tmp-"
+#define IDX_TEMP_NAME_LEN (sizeof IDX_TEMP_PREFIX - 1 + 32)
+/* A fresh temp name into buf (IDX_TEMP_NAME_LEN + 1 bytes). */
+void idx_temp_name(char *buf);
+/* 1 when name is one idx_temp_name() could have made, else 0. */
+int  idx_is_temp_name(const char *name);
 
 /*
  * Scan the directory tree at root into *out (which must be zeroed or freed).

@@ -22,7 +22,7 @@
 struct rfile {
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
-	char tmp[32];        /* its name, when it has one (not O_TMPFILE) */
+	char tmp[IDX_TEMP_NAME_LEN + 1];   /* its name, when it has one (not O_TMPFILE) */
 	uint32_t need, got;  /* messages (chunks) */
 	uint8_t *seen;       /* one byte per chunk */
 	int failed, done;

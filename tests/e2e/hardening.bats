@@ -128,3 +128,51 @@ lock_holder() {
 	"$RDCP" --sync "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 }
+
+# A user's names that start like rdcp's temp files are the user's.
+user_tmp_names() {
+	local mode=$1
+	mkdir -p "$T/src/sub" "$T/dst"
+	echo notes >"$T/src/.rdcp-tmp-notes"
+	echo deep >"$T/src/sub/.rdcp-tmp-0123456789abcdef0123456789abcdef"
+	echo mine >"$T/dst/.rdcp-tmp-mine"
+	run sync_in "$mode" -r -a "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/dst/.rdcp-tmp-mine")" = mine ]            # not deleted
+	[ "$(cat "$T/dst/.rdcp-tmp-notes")" = notes ]          # copied
+	[ "$(cat "$T/dst/sub/.rdcp-tmp-0123456789abcdef0123456789abcdef")" = deep ]
+	# and a mirror with --delete treats them as any file
+	run sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	[ "$status" -eq 0 ]
+	[ ! -e "$T/dst/.rdcp-tmp-mine" ]                        # deleted only as extra
+	same "$T/src" "$T/dst"
+}
+@test "attack: files named .rdcp-tmp-* are a user's: kept, copied, round-trip (local)" { user_tmp_names local; }
+@test "attack: files named .rdcp-tmp-* are a user's: kept, copied, round-trip (push)" { user_tmp_names push; }
+@test "attack: files named .rdcp-tmp-* are a user's: kept, copied, round-trip (pull)" { user_tmp_names pull; }
+
+# The named-temp road (a filesystem without O_TMPFILE), killed mid-file: the
+# next run removes the leftover, and only it.
+@test "named temp files (no O_TMPFILE): receiver killed -9 mid-file, next run cleans only its own" {
+	mkdir -p "$T/src"
+	head -c $((300 << 20)) /dev/urandom >"$T/src/big"
+	echo u >"$T/src/.rdcp-tmp-user"
+	RDCP_TEST_NO_TMPFILE=1 "$RDCP" --sync -e "$LRSH" --rdcp-path "$RDCP" "$T/src" \
+		"localhost:$T/dst" 2>/dev/null &
+	local pid=$! left=""
+	for _ in $(seq 400); do
+		left=$(ls -A "$T/dst" 2>/dev/null | grep -E '^\.rdcp-tmp-[0-9a-f]{32}$' || true)
+		[ -n "$left" ] && break
+		sleep 0.025
+	done
+	[ -n "$left" ]
+	pkill -9 -f -- "$RDCP --server" || true
+	wait "$pid" || true
+	[ -e "$T/dst/$left" ]                 # the debris is there
+	[ ! -e "$T/dst/big" ]                 # and no half file under the real name
+	RDCP_TEST_NO_TMPFILE=1 "$RDCP" --sync "$T/src" "$T/dst"
+	[ ! -e "$T/dst/$left" ]
+	[ -z "$(ls -A "$T/dst" | grep -E '^\.rdcp-tmp-[0-9a-f]{32}$')" ]
+	same "$T/src" "$T/dst"
+}
