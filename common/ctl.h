@@ -37,22 +37,36 @@ enum ctl_type {
 	/* sync, version 2 */
 	CTL_SENT,           /* sender -> receiver, after the data: u64 planned
 	                       files it could not send (vanished, changed) */
-	CTL_LAST = CTL_SENT,
+	CTL_NOOP,           /* either way: nothing (keep-alive under --timeout);
+	                       ctl_recv() skips it */
+	CTL_LAST = CTL_NOOP,
 };
 
 struct ctl {
 	int in, out;
 	uint8_t *buf;       /* last frame's payload */
 	size_t cap;
+	int timeout_ms;     /* 0: wait forever; see ctl_set_timeout() */
+	struct ctl_ka *ka;  /* the keep-alive thread, with a timeout */
 };
 
 /* Send one frame. 0 or -errno. */
 int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len);
-/* Receive one frame into c->buf; *type and *len out. -EPROTO on a frame over
- * CTL_FRAME_MAX, -ECONNRESET when the peer closed. */
+/* Receive one frame into c->buf (NOOPs are skipped); *type and *len out.
+ * -EPROTO on a frame over CTL_FRAME_MAX, -ECONNRESET when the peer closed,
+ * -ETIME when nothing came for the timeout. */
 int ctl_recv(struct ctl *c, uint8_t *type, size_t *len);
+/* Without waiting: 1 with a frame (not a NOOP) in c->buf when one has come,
+ * 0 when none has, or an error. */
+int ctl_poll(struct ctl *c, uint8_t *type, size_t *len);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
+/* Stop the keep-alive thread, free the buffer (not the fds). */
 void ctl_free(struct ctl *c);
+/* From now on, a send or receive in which no byte moves for timeout_ms
+ * fails with -ETIME (0: never), and a thread sends NOOP when nothing else
+ * was sent for a quarter of that, so the peer's timeout holds while we
+ * work. Makes the fds non-blocking; ctl_send() becomes thread-safe. */
+int ctl_set_timeout(struct ctl *c, int timeout_ms);
 
 #endif

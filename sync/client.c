@@ -82,7 +82,7 @@ static double now_s(void)
 int sync_client(const struct sync_opts *o)
 {
 	struct endpoint src, dst;
-	struct ctl c = { -1, -1, NULL, 0 };
+	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };
 	double t0 = now_s();
 	if (parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0)
@@ -100,7 +100,8 @@ int sync_client(const struct sync_opts *o)
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
 	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
-	                  .progress = o->progress };
+	                  .progress = o->progress, .timeout = o->timeout };
+	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	int rc;
@@ -118,9 +119,14 @@ int sync_client(const struct sync_opts *o)
 		if (rc == 0)
 			sync_sender(&r, &res);
 	}
+	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
 	if (c.in != c.out)
 		close(c.in);
+	if (res.code == RD_EXIT_TIMEOUT || rc == -ETIME) {
+		log_err("the other side did nothing for %d s (--timeout): giving up", o->timeout);
+		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
+	}
 	int status = 0;
 	waitpid(pid, &status, 0);
 	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -142,7 +148,6 @@ int sync_client(const struct sync_opts *o)
 		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
 		        res.transport ? " over " : "", res.transport ? res.transport : "");
 	}
-	ctl_free(&c);
 	free(src.host);
 	free(src.path);
 	free(dst.host);

@@ -33,11 +33,44 @@ void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e)
 	        e->type == IDX_DIR ? "/" : "");
 }
 
+/* "... and N entries below it": the tail of a failed directory. */
+static void say_below(struct rstate *s)
+{
+	char shown[4096];
+	if (s->failed_below)
+		log_err("%s: %llu entries below it were not written either",
+		        log_path(shown, sizeof shown, s->failed_dir),
+		        (unsigned long long)s->failed_below);
+	free(s->failed_dir);
+	s->failed_dir = NULL;
+	s->failed_below = 0;
+}
+
 void recv_fail(struct rstate *s, const char *path, const char *what, int err)
 {
 	char shown[4096];
-	log_err("%s: %s: %s", log_path(shown, sizeof shown, path), what, strerror(err));
 	STAT_ADD(s->res->errors, 1);
+	pthread_mutex_lock(&s->fail_mu);
+	size_t n = s->failed_dir ? strlen(s->failed_dir) : 0;
+	if (s->failed_dir && !strncmp(path, s->failed_dir, n) && (path[n] == '/' || !path[n])) {
+		s->failed_below++;   /* said once for the directory, counted here */
+		pthread_mutex_unlock(&s->fail_mu);
+		return;
+	}
+	log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
+	        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
+	if (!strcmp(what, RECV_NO_DIR)) {
+		say_below(s);
+		s->failed_dir = strdup(path);
+	}
+	pthread_mutex_unlock(&s->fail_mu);
+}
+
+void recv_fail_end(struct rstate *s)
+{
+	pthread_mutex_lock(&s->fail_mu);
+	say_below(s);
+	pthread_mutex_unlock(&s->fail_mu);
 }
 
 /* Open the directory holding path; *name points at its last component. */
@@ -230,6 +263,7 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 		f->done = 1;
 		s->written[i] = 1;
 		STAT_ADD(s->res->files, 1);
+		recv_itemize(s, f->existed ? ">f.st......" : ">f+++++++++", e);
 	}
 	close(f->dirfd);
 	f->dirfd = -1;

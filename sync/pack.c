@@ -242,19 +242,27 @@ static void write_job(struct unpacker *u, struct job *j)
 	}
 	if (fd < 0)
 		return;   /* the ops gave up on this file and said why */
-	int ok = j->ok;
-	for (uint64_t w = 0; ok && w < j->len;) {
+	int err = j->ok && j->len == j->size ? 0 : EPROTO;
+	for (uint64_t w = 0; !err && w < j->len;) {
 		ssize_t n = write(fd, j->data + w, j->len - w);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			ok = 0;
+			err = n < 0 ? errno : EIO;
 		else
 			w += (uint64_t)n;
 	}
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
-	u->ops->close(u->ctx, j->idx, ok && j->len == j->size, c.digest, j->len);
+	int rc = u->ops->close(u->ctx, j->idx, err, c.digest, j->len);
+	if (rc < 0) {   /* e.g. the disk is full: no point in the rest */
+		pthread_mutex_lock(&u->mu);
+		if (!u->err)
+			u->err = rc;
+		pthread_cond_broadcast(&u->cv);
+		pthread_cond_broadcast(&u->room);
+		pthread_mutex_unlock(&u->mu);
+	}
 }
 
 static void *writer_main(void *arg)
@@ -370,7 +378,10 @@ static void *unpack_main(void *arg)
 		int r;
 		while (rc == 0 && (r = archive_read_next_header(a, &e)) != ARCHIVE_EOF)
 			rc = r == ARCHIVE_OK || r == ARCHIVE_WARN ? extract_entry(u, a, e) : -EPROTO;
-		if (rc < 0)
+		pthread_mutex_lock(&u->mu);
+		int writer_failed = u->err < 0;   /* then the stream was cut by us */
+		pthread_mutex_unlock(&u->mu);
+		if (rc < 0 && !writer_failed)
 			log_err("the stream of small files is damaged: %s",
 			        archive_error_string(a) ? archive_error_string(a) : "bad entry");
 		archive_read_free(a);
@@ -419,6 +430,14 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 	}
 	*out = u;
 	return 0;
+}
+
+int unpacker_error(struct unpacker *u)
+{
+	pthread_mutex_lock(&u->mu);
+	int err = u->err < 0 ? u->err : 0;
+	pthread_mutex_unlock(&u->mu);
+	return err;
 }
 
 int unpacker_finish(struct unpacker *u)

@@ -15,7 +15,7 @@ int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *p
 	size_t pl = strlen(path), al = strlen(addr), fl = 2;
 	for (int i = 0; i < o->nrules; i++)
 		fl += 3 + strlen(o->rules[i].pattern);
-	uint8_t *b = malloc(16 + pl + al + fl);
+	uint8_t *b = malloc(16 + pl + al + fl + 4);
 	if (!b)
 		return -ENOMEM;
 	put_u32(b, CTL_MAGIC);
@@ -38,7 +38,8 @@ int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *p
 		memcpy(p + 2, o->rules[i].pattern, n);
 		p += 2 + n;
 	}
-	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al + fl);
+	put_u32(p, (uint32_t)o->timeout);
+	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al + fl + 4);
 	free(b);
 	return rc;
 }
@@ -79,10 +80,16 @@ static int parse_rules(const uint8_t *p, size_t len, struct sync_rule **out, int
 int hello_decode(const uint8_t *b, size_t n, struct hello *h)
 {
 	memset(h, 0, sizeof *h);
-	if (n < 18 || get_u32(b) != CTL_MAGIC)
+	if (n < 5 || get_u32(b) != CTL_MAGIC)
 		return -EPROTO;
 	if (b[4] != CTL_VERSION)
 		return -EPROTONOSUPPORT;
+	if (n < 22)
+		return -EPROTO;
+	h->timeout = (int)get_u32(b + n - 4);   /* last: after the rules */
+	if (h->timeout < 0 || h->timeout > SYNC_TIMEOUT_MAX)
+		return -EPROTO;
+	n -= 4;
 	size_t pl = get_u16(b + 12);
 	if (14 + pl + 2 > n)
 		return -EPROTO;

@@ -295,8 +295,12 @@ static int read_sent(struct rstate *s)
 		return -EPROTO;
 	}
 	s->unsent = get_u64(c->buf);
-	if (s->incomplete > s->unsent)
+	if (s->incomplete > s->unsent) {
+		log_err("%llu files came incomplete, but the sender reported %llu it could "
+		        "not send; they are left as they were",
+		        (unsigned long long)s->incomplete, (unsigned long long)s->unsent);
 		STAT_ADD(s->res->errors, s->incomplete - s->unsent);
+	}
 	return 0;
 }
 
@@ -357,13 +361,15 @@ static void rstate_free(struct rstate *s)
 int sync_receiver(struct role *r, struct sync_result *res)
 {
 	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1,
-	                    .mu = PTHREAD_MUTEX_INITIALIZER };
+	                    .mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);
 	s.umask = umask(022);
 	umask(s.umask);
 	if (r->flags & SYNC_F_ITEMIZE)
 		s.log = open_memstream(&s.logbuf, &s.loglen);
 	int rc = receive(&s);
+	recv_fail_end(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */

@@ -27,6 +27,7 @@ struct rfile {
 	uint8_t *seen;       /* one byte per chunk */
 	int failed, done;
 	int claimed;         /* small files: a writer thread has it */
+	int existed;         /* DST had a file by that name (for -v's line) */
 };
 
 struct rstate {
@@ -59,6 +60,9 @@ struct rstate {
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
+	pthread_mutex_t fail_mu; /* failed_dir, failed_below (recv_fail) */
+	char *failed_dir;        /* the last directory that could not be made */
+	uint64_t failed_below;   /* failures below it, not said one by one */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -75,7 +79,12 @@ int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 
 /* land.c: put things into DST. */
 void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e);
+/* One line: path, what failed, why; counted in res->errors. After a
+ * directory could not be made (what == RECV_NO_DIR), failures below it are
+ * only counted, and recv_fail_end() says how many. Any thread. */
+#define RECV_NO_DIR "cannot create directory"
 void recv_fail(struct rstate *s, const char *path, const char *what, int err);
+void recv_fail_end(struct rstate *s);
 /* The directory holding path; *name: its last component. -1 with errno. */
 int  recv_open_parent(int root, const char *path, const char **name);
 /* The same through a one-entry cache (call under s->mu when threads run). */

@@ -498,7 +498,6 @@ static void test_pause(void)
 /* The planned files over the data session, then the receiver's verdict. */
 static int send_data(struct sstate *s)
 {
-	test_pause();
 	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return -errno;
@@ -530,6 +529,7 @@ static int sender_run(struct sstate *s)
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
 	if (s->nplan) {
+		test_pause();
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}

@@ -17,7 +17,7 @@
 
 int sync_server(void)
 {
-	struct ctl c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 };
+	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
 	struct sync_result res = { 0 };
 	struct hello h;
 	uint8_t type;
@@ -38,7 +38,8 @@ int sync_server(void)
 		return RD_EXIT_PROTO;
 	}
 	struct role r = { .ctl = &c, .path = h.path, .flags = h.flags,
-	                  .rules = h.rules, .nrules = h.nrules };
+	                  .rules = h.rules, .nrules = h.nrules, .timeout = h.timeout };
+	ctl_set_timeout(&c, h.timeout * 1000);
 	int role = h.role;
 	char *addr = h.addr;
 	r.tp.streams = h.streams;

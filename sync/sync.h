@@ -49,8 +49,12 @@ struct sync_opts {
 	const char *rsh;            /* remote shell, default "ssh" */
 	const char *rdcp_path;      /* the remote rdcp, default "rdcp" */
 	const char *data_addr;      /* address for data connections (see rdcp.1) */
+	int timeout;                /* --timeout: seconds without I/O before giving
+	                               up (exit 30), 0: never; both sides */
 	struct tp_opts tp;          /* kind, streams */
 };
+
+#define SYNC_TIMEOUT_MAX 1000000   /* seconds */
 
 /* Run a sync from the client side; returns the exit code (common/exitcode.h). */
 int sync_client(const struct sync_opts *o);

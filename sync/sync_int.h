@@ -31,6 +31,7 @@ struct role {
 	int progress;              /* client: --progress */
 	const struct sync_rule *rules;
 	int nrules;
+	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
 };
 
 /* sync/pack.c: small files as one tar stream over the transport */
@@ -45,14 +46,18 @@ struct unpack_ops {
 	/* entry `index` of size bytes: an fd to write it to, -1 to skip it,
 	 * -EPROTO if the entry cannot be one the sender should send */
 	int  (*open)(void *ctx, uint64_t index, uint64_t size);
-	/* written: ok when all of it was; hash of what came; got bytes */
-	void (*close)(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got);
+	/* written: err 0 when all of it was, EPROTO for a malformed entry, else
+	 * the write's errno; hash of what came; got bytes. A negative return
+	 * (e.g. -ENOSPC) stops the unpacker: the rest is dropped. */
+	int  (*close)(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got);
 };
 struct unpacker;
 int  unpacker_start(struct unpacker **u, struct tp_session *ts,
                     const struct unpack_ops *ops, void *ctx);
 /* Main thread: a message of the archive stream (the unpacker releases it). */
 void unpacker_push(struct unpacker *u, struct tp_msg *m);
+/* Main thread: the unpacker's error so far (0 while all is well). */
+int  unpacker_error(struct unpacker *u);
 /* After the last message: wait for the unpacker; 0 or an error. */
 int  unpacker_finish(struct unpacker *u);
 
@@ -93,6 +98,7 @@ int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
 	int role, streams, nrules;
+	int timeout;               /* --timeout, seconds (0: none) */
 	unsigned flags;
 	enum tp_kind kind;
 	char *path, *addr;

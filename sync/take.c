@@ -6,7 +6,6 @@
  * own threads. A file is landed (land.c) when all of it is in and verified.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +111,7 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 	return f->fd;
 }
 
-static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got)
+static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got)
 {
 	struct rstate *s = ctx;
 	size_t i = (size_t)(index - s->shift);
@@ -120,18 +119,24 @@ static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash,
 	struct rfile *f = &s->files[s->fetch[i]];
 	char shown[4096];
 	/* the file is this writer's alone since unpack_open() claimed it */
-	if (ok && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
+	if (!err && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
 		STAT_ADD(s->res->bytes, got);
 		f->got = f->need;
 		recv_finish_file(s, i, f);
-	} else {
-		log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
-		        ok ? "does not match the sender's hash (changed while sent, or "
-		             "damaged in transit)" : "could not be written");
-		STAT_ADD(s->res->errors, 1);
-		f->failed = 1;
-		recv_drop_file(f);
+		return 0;
 	}
+	f->failed = 1;
+	recv_drop_file(f);
+	if (err && err != EPROTO) {
+		recv_fail(s, e->path, "cannot write", err);
+		return err == ENOSPC || err == EDQUOT ? -err : 0;
+	}
+	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
+	        err ? "came malformed in the stream of small files"
+	            : "does not match the sender's hash (changed while sent, or "
+	              "damaged in transit)");
+	STAT_ADD(s->res->errors, 1);
+	return 0;
 }
 
 static const struct unpack_ops unpack_ops = { unpack_open, unpack_close };
@@ -169,11 +174,11 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 		rc = tp_accept(l, 500, ts);
 		if (rc != -ETIMEDOUT)
 			break;
-		struct pollfd pf = { r->ctl->in, POLLIN, 0 };
-		if (poll(&pf, 1, 0) > 0) {
-			uint8_t type;
-			size_t n;
-			if (ctl_recv(r->ctl, &type, &n) == 0 && type == CTL_ERROR && n >= 4) {
+		uint8_t type;
+		size_t n;
+		int got = ctl_poll(r->ctl, &type, &n);
+		if (got != 0) {   /* a frame now, or the channel closed */
+			if (got > 0 && type == CTL_ERROR && n >= 4) {
 				log_err("the sender gave up: %s", (char *)r->ctl->buf + 4);
 				s->res->code = get_u32(r->ctl->buf);
 			}
@@ -203,6 +208,8 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 				break;
 			}
 			unpacker_push(up, m);   /* it releases m */
+			if ((rc = unpacker_error(up)) < 0)
+				break;   /* the disk is full: stop, the sender hears why */
 			continue;
 		}
 		pthread_mutex_lock(&s->mu);
@@ -221,19 +228,16 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 	return rc;
 }
 
-/* The stream ended cleanly: a file it did not complete is left as it was
- * (the sender could not read all of it and said so). */
+/* The stream ended cleanly: a file it did not complete is left as it was.
+ * The sender says in CTL_SENT how many it could not send (and why, on its
+ * side); recv.c counts any beyond that as errors. */
 static void drop_incomplete(struct rstate *s, const uint32_t *want, uint32_t nwant)
 {
 	for (uint32_t k = 0; k < nwant; k++) {
 		struct rfile *f = &s->files[s->fetch[want[k]]];
 		if (f->done || f->failed)
 			continue;
-		char shown[4096];
-		log_err("%s: incomplete (%u of %u chunks came): the sender could not "
-		        "read all of it; it is left as it was",
-		        log_path(shown, sizeof shown, s->sm.e[want[k]].path), f->got, f->need);
-		s->incomplete++;   /* the sender's to count (CTL_SENT), see recv.c */
+		s->incomplete++;
 		recv_drop_file(f);
 	}
 }

@@ -121,8 +121,7 @@ lock_holder() {
 
 @test "a killed run's lock does not outlive it" {
 	lock_holder local
-	pkill -9 -P "$HOLDER" || true   # the receiver (a child of the client)
-	kill -9 "$HOLDER" || true
+	pkill -9 -f -- "--sync $T/src $T/dst" || true   # the client and its receiver
 	wait "$HOLDER" || true
 	rm -f "$T/pause"
 	"$RDCP" --sync "$T/src" "$T/dst"
@@ -174,5 +173,87 @@ user_tmp_names() {
 	RDCP_TEST_NO_TMPFILE=1 "$RDCP" --sync "$T/src" "$T/dst"
 	[ ! -e "$T/dst/$left" ]
 	[ -z "$(ls -A "$T/dst" | grep -E '^\.rdcp-tmp-[0-9a-f]{32}$')" ]
+	same "$T/src" "$T/dst"
+}
+
+@test "a path longer than PATH_MAX: a few bounded lines, each ending with its reason" {
+	python3 - "$T/src" <<'PY'
+import os, sys
+os.makedirs(sys.argv[1])
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for i in range(25):
+    os.mkdir('d' * 200, dir_fd=fd)
+    nfd = os.open('d' * 200, os.O_RDONLY, dir_fd=fd); os.close(fd); fd = nfd
+f = os.open('f', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd); os.write(f, b'x'); os.close(f)
+PY
+	run "$RDCP" --sync "$T/src" "$T/dst"
+	echo "$output" | cut -c1-200
+	[ "$status" -eq 23 ]
+	[ "$(echo "$output" | wc -l)" -le 6 ]
+	! echo "$output" | awk 'length > 600 { bad = 1 } END { exit !bad }'
+	echo "$output" | grep -q 'File name too long (a sync handles paths up to 4096 bytes)$'
+	echo "$output" | grep -q 'entries below it were not written either$'
+}
+
+@test "attack: DST's disk fills up: one reason (no space), no 'damaged stream', exit 11, DST's old files kept" {
+	mkdir -p "$T/src" "$T/dst"
+	mount -t tmpfs -o size=1m tmpfs "$T/dst"
+	echo old >"$T/dst/keep"
+	for i in $(seq 300); do head -c 8000 /dev/urandom >"$T/src/f$i"; done
+	head -c 300000 /dev/urandom >"$T/src/big"
+	run "$RDCP" -r -a -v "$T/src/" "$T/dst"
+	echo "$output" | grep -v '^>f' | head
+	local items; items=$(echo "$output" | grep '^>f' | awk '{print $2}')
+	[ "$status" -eq 11 ]
+	echo "$output" | grep -q 'No space left on device'
+	! echo "$output" | grep -qi -e damaged -e truncated
+	[ "$(echo "$output" | grep -vc '^>f')" -le 4 ]
+	[ "$(cat "$T/dst/keep")" = old ]
+	# -v lists only what landed: every listed file is in DST, whole
+	for f in $items; do cmp "$T/src/$f" "$T/dst/$f"; done
+}
+
+# stall_ctl MODE: the far side stops (SIGSTOP) before the data; --timeout 2
+stall_ctl() {
+	mkdir -p "$T/src"
+	for i in $(seq 50); do echo "$i" >"$T/src/f$i"; done
+	local pid start end
+	start=$(date +%s)
+	sync_in "$1" --timeout 2 --sync "$T/src" "$T/dst" 2>"$T/err" &
+	pid=$!
+	local srv=""
+	for _ in $(seq 200); do
+		srv=$(pgrep -f -- "$RDCP --server" | head -1)
+		[ -n "$srv" ] && break
+		sleep 0.01
+	done
+	[ -n "$srv" ]
+	kill -STOP "$srv"
+	local rc=0
+	wait "$pid" || rc=$?
+	end=$(date +%s)
+	kill -KILL "$srv" 2>/dev/null || true
+	cat "$T/err"
+	[ "$rc" -eq 30 ]
+	[ $((end - start)) -le 15 ]
+	grep -q -e "--timeout" "$T/err"
+}
+@test "attack: the far side stops (SIGSTOP) before the data: --timeout 2 ends the run, exit 30 (push)" {
+	stall_ctl push
+}
+@test "attack: the far side stops (SIGSTOP) before the data: --timeout 2 ends the run, exit 30 (pull)" {
+	stall_ctl pull
+}
+
+@test "--timeout: a far side busy longer than the timeout (a slow scan) is kept alive, not cut" {
+	mkdir -p "$T/src"
+	for i in $(seq 20); do echo "$i" >"$T/src/f$i"; done
+	# the sender pauses 3 s with --timeout 1: keep-alives must carry the run
+	RDCP_TEST_PAUSE=$T/pause sync_in pull --timeout 1 --sync "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	sleep 3
+	rm "$T/pause"
+	wait "$pid"
 	same "$T/src" "$T/dst"
 }

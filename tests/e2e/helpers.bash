@@ -8,6 +8,9 @@ setup() {
 }
 
 teardown() {
+	# a test that mounted something under $T (a small disk) and failed
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r |
+		xargs -r -n1 umount -l
 	rm -rf "$T"
 }
 

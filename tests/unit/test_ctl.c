@@ -83,14 +83,19 @@ static void test_hello(void **state)
 	b[21] = 0;
 	put_u16(b + 22, 2);
 	memcpy(b + 24, "*~", 2);
-	n = 26;
+	put_u32(b + 26, 30);                                      /* --timeout 30 */
+	n = 30;
 	assert_int_equal(hello_decode(b, n, &h), 0);
 	assert_string_equal(h.path, "dst");
 	assert_int_equal(h.nrules, 1);
 	assert_string_equal(h.rules[0].pattern, "*~");
+	assert_int_equal(h.timeout, 30);
 	hello_free(&h);
-	assert_int_equal(hello_decode(b, n - 1, &h), -EPROTO);   /* truncated rule */
-	b[4] = 2;
+	assert_int_equal(hello_decode(b, n - 1, &h), -EPROTO);   /* truncated */
+	put_u32(b + 26, 0x80000000u);                             /* absurd timeout */
+	assert_int_equal(hello_decode(b, n, &h), -EPROTO);
+	put_u32(b + 26, 30);
+	b[4] = CTL_VERSION - 1;                                   /* an older rdcp */
 	assert_int_equal(hello_decode(b, n, &h), -EPROTONOSUPPORT);
 	b[4] = CTL_VERSION;
 	put_u32(b + 6, 1u << 31);                                  /* unknown flag */
