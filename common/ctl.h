@@ -49,8 +49,13 @@ struct ctl {
 /* Send one frame. 0 or -errno. */
 int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len);
 /* Receive one frame into c->buf; *type and *len out. -EPROTO on a frame over
- * CTL_FRAME_MAX, -ECONNRESET when the peer closed. */
+ * CTL_FRAME_MAX or of an unknown type: then *type is 0 and c->buf holds the
+ * *len bytes read instead (the header, and what came at once after it: text
+ * a remote shell printed, say). -ECONNRESET when the peer closed. */
 int ctl_recv(struct ctl *c, uint8_t *type, size_t *len);
+/* n bytes of what was not a frame, for a message: printable ASCII as is,
+ * the rest as \ooo, at most cap - 1 characters. Returns out. */
+char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
 void ctl_free(struct ctl *c);
