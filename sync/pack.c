@@ -349,7 +349,7 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
 	    (uint64_t)archive_entry_size(e) > UNPACK_MAX_ENTRY)
 		return damaged(u, "the sender's archive has an entry of %lld bytes for file %llu "
-		               "(small files are under %llu)", (long long)archive_entry_size(e), idx,
+		               "(small files are under %llu bytes)", (long long)archive_entry_size(e), idx,
 		               (unsigned long long)UNPACK_MAX_ENTRY);
 	struct job *j = calloc(1, sizeof *j);
 	uint64_t size = (uint64_t)archive_entry_size(e);

@@ -464,11 +464,11 @@ static int read_plan(struct sstate *s)
 			log_err("the receiver's plan asks for entry %u of a file list of %zu", i,
 			        s->m.n);
 		else if (s->m.e[i].type != IDX_REG)
-			log_err("the receiver's plan asks for '%s', which is not a regular file",
-			        log_path(shown, sizeof shown, s->m.e[i].path));
+			log_err("the receiver's plan asks for entry %u ('%s'), which is not a "
+			        "regular file", i, log_path(shown, sizeof shown, s->m.e[i].path));
 		else if (k && i <= s->plan[k - 1])   /* once each: no file sent twice */
-			log_err("the receiver's plan is not in increasing order (%u after %u)", i,
-			        s->plan[k - 1]);
+			log_err("the receiver's plan asks for entry %u again or out of order "
+			        "(after %u)", i, s->plan[k - 1]);
 		else
 			continue;
 		return -EPROTO;
