@@ -374,11 +374,19 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		}
 		/* sparse, out of order or longer than said: not ours */
 		if ((uint64_t)off != j->len || len > size - j->len) {
-			j->ok = 0;
-			continue;
+			free(j->data);
+			free(j);
+			return damaged(u, "the sender's archive has a sparse or overlong entry for "
+			               "file %llu", idx);
 		}
 		memcpy(j->data + j->len, blk, len);
 		j->len += len;
+	}
+	if (j->len != size) {   /* holes at the end: sparse */
+		free(j->data);
+		free(j);
+		return damaged(u, "the sender's archive has a sparse or overlong entry for file %llu",
+		               idx);
 	}
 	pthread_mutex_lock(&u->mu);
 	while (u->njobs >= UNPACK_QUEUE && !u->err)
