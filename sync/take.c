@@ -211,7 +211,7 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 			else if (rc == 0)
 				rc = recv_reject(s, "the sender sent a message of type %u instead of "
 				                 "connecting", type);
-			rc = rc < 0 ? rc : -ECONNABORTED;
+			rc = rc == -EPROTO ? rc : -ECONNABORTED;
 			break;
 		}
 		rc = waited < 60 ? 0 : -ETIMEDOUT;   /* 30 s in all */
