@@ -182,3 +182,47 @@ attack() {
 @test "attack: a result with an exit code over 255 (would exit 0)" {
 	attack push done-bad-code 12 "the receiver's result has an exit code over 255 (256)"
 }
+
+# --- text a peer sends to be printed, and the server's side of HELLO ---
+
+@test "attack: an ERROR whose text holds terminal escapes: printed escaped" {
+	attack pull error-escapes 23 "rdcp: \\033]0;pwned\\007 no such file"
+	! grep -q $'\033' "$T/err"
+}
+@test "attack: itemized lines holding terminal escapes: printed escaped" {
+	local rc=0
+	"$RDCP" -e "$FAKE log-escapes" --sync "$T/src" host:dst >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	[ "$(cat "$T/out")" = '\033[2J>f+++++++++ f' ]
+}
+
+# hello FLAGS VERSION: a client's HELLO frame (receiver role, path "dst")
+hello() {
+	python3 -c 'import struct,sys
+p = struct.pack(">IBBIBBH", 0x52444353, int(sys.argv[2]), 2, int(sys.argv[1]), 1, 1, 3) + b"dst"
+p += struct.pack(">HH", 0, 0)
+sys.stdout.buffer.write(struct.pack(">IB", len(p), 1) + p)' "$@"
+}
+# the ERROR frame the server answered: "CODE TEXT"
+error_of() {
+	python3 -c 'import struct,sys
+b = sys.stdin.buffer.read()
+n, t = struct.unpack(">IB", b[:5])
+assert t == 3, t
+print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
+}
+
+@test "attack: a client's hello with unknown option flags: the server says why, exit 12" {
+	local rc=0
+	hello $((1 << 31)) 2 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 12 ]
+	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has unknown option flags" ]
+	[ ! -s "$T/err" ]   # the client is the one to print it
+}
+@test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
+	local rc=0
+	hello 0 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 2 ]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 2" ]]
+}

@@ -341,6 +341,10 @@ def drain():
 
 
 def play_sender(scenario):
+    if scenario == "error-escapes":
+        # an ERROR whose text would retitle (and bell) the user's terminal
+        send_frame(CTL_ERROR, struct.pack(">I", 23) + b"\x1b]0;pwned\x07 no such file")
+        return drain()
     r = READY.get(scenario, CONTENTS)
     send_frame(CTL_READY, r)
     m = MANIFEST.get(scenario, encode_manifest(tree()))
@@ -391,6 +395,10 @@ def play_receiver(scenario):
         send_frame(CTL_PLAN, struct.pack(">II", 1, 0))
     elif scenario == "plan-twice":
         send_frame(CTL_PLAN, struct.pack(">III", 2, files[0], files[0]))
+    elif scenario == "log-escapes":
+        send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
     elif scenario == "done-bad-code":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0))
