@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,50 @@ static void *ka_main(void *arg)
 	return NULL;
 }
 
+#define CTL_JUNK 48   /* bytes kept of what was not a frame */
+
+/* A frame header that is not one: keep it in c->buf, and what is there to
+ * read within a moment, so the caller can show what came instead.
+ * Returns -EPROTO. */
+static int keep_junk(struct ctl *c, const uint8_t h[5], uint8_t *type, size_t *len)
+{
+	*type = 0;
+	*len = 0;
+	if (c->cap < CTL_JUNK + 8) {
+		uint8_t *b = realloc(c->buf, CTL_JUNK + 8);
+		if (!b)
+			return -EPROTO;
+		c->buf = b;
+		c->cap = CTL_JUNK + 8;
+	}
+	memcpy(c->buf, h, 5);
+	size_t n = 5;
+	struct pollfd p = { c->in, POLLIN, 0 };
+	while (n < CTL_JUNK && poll(&p, 1, 100) > 0) {
+		ssize_t r = read(c->in, c->buf + n, CTL_JUNK - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	memset(c->buf + n, 0, 8);
+	*len = n;
+	return -EPROTO;
+}
+
+char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n && o + 5 < cap; i++) {
+		if (junk[i] >= 0x20 && junk[i] < 0x7f && junk[i] != '\\' && junk[i] != '\'')
+			out[o++] = (char)junk[i];
+		else
+			o += (size_t)snprintf(out + o, cap - o, "\\%03o", junk[i]);
+	}
+	if (cap)
+		out[o] = '\0';
+	return out;
+}
+
 /* One frame, NOOPs included. */
 static int recv_frame(struct ctl *c, uint8_t *type, size_t *len)
 {
@@ -88,7 +133,7 @@ static int recv_frame(struct ctl *c, uint8_t *type, size_t *len)
 		return rc;
 	uint32_t n = get_u32(h);
 	if (n > CTL_FRAME_MAX || h[4] < CTL_HELLO || h[4] > CTL_LAST)
-		return -EPROTO;
+		return keep_junk(c, h, type, len);
 	if (n + 8 > c->cap) {
 		uint8_t *b = realloc(c->buf, n + 8);
 		if (!b)
@@ -103,7 +148,13 @@ static int recv_frame(struct ctl *c, uint8_t *type, size_t *len)
 	memset(c->buf + n, 0, 8);
 	*type = h[4];
 	*len = n;
+	c->rx_ms = ctl_now_ms();
 	return 0;
+}
+
+long long ctl_idle_ms(const struct ctl *c)
+{
+	return ctl_now_ms() - c->rx_ms;
 }
 
 int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
@@ -177,6 +228,7 @@ int ctl_set_timeout(struct ctl *c, int timeout_ms)
 	pthread_cond_init(&k->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	k->last_ms = ctl_now_ms();
+	c->rx_ms = k->last_ms;
 	c->timeout_ms = timeout_ms;
 	c->ka = k;
 	if (pthread_create(&k->th, NULL, ka_main, c)) {

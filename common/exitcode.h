@@ -6,6 +6,9 @@
 enum {
 	RD_EXIT_OK       = 0,
 	RD_EXIT_USAGE    = 1,   /* bad command line */
+	RD_EXIT_INCOMPAT = 2,   /* the far side does not speak our protocol: an
+	                           unclean remote shell, another version (rsync's
+	                           RERR_PROTOCOL) */
 	RD_EXIT_SELECT   = 3,   /* source or destination unusable */
 	RD_EXIT_START    = 5,   /* could not start the remote side */
 	RD_EXIT_LOCKED   = 7,   /* another rdcp is writing DST (or SRC): refused */

@@ -72,6 +72,20 @@ static pid_t spawn_local(struct ctl *c)
 }
 
 
+/* Wait for the far side (or its remote shell). After a failed run, give it
+ * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us. */
+static void reap(pid_t pid, int *status, int failed)
+{
+	for (int i = 0; failed && i < 100; i++) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return;
+		usleep(50000);
+	}
+	if (failed)
+		kill(pid, SIGKILL);
+	waitpid(pid, status, 0);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -128,7 +142,7 @@ int sync_client(const struct sync_opts *o)
 		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
 	}
 	int status = 0;
-	waitpid(pid, &status, 0);
+	reap(pid, &status, res.code != 0 || rc < 0);
 	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
 		/* the remote shell could not run rdcp, or ssh itself failed */

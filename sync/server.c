@@ -32,10 +32,13 @@ int sync_server(void)
 	}
 	rc = hello_decode(c.buf, n, &h);
 	if (rc < 0) {
-		ctl_error(&c, RD_EXIT_PROTO, rc == -EPROTONOSUPPORT
-		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : "malformed hello");
+		char why[200];
+		int code = rc == -EPROTONOSUPPORT ? RD_EXIT_INCOMPAT : RD_EXIT_PROTO;
+		snprintf(why, sizeof why, "the server refused the hello: %s", h.why ? h.why : "?");
+		ctl_error(&c, code, rc == -EPROTONOSUPPORT
+		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : why);
 		ctl_free(&c);
-		return RD_EXIT_PROTO;
+		return code;
 	}
 	struct role r = { .ctl = &c, .path = h.path, .flags = h.flags,
 	                  .rules = h.rules, .nrules = h.nrules, .timeout = h.timeout };

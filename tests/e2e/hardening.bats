@@ -213,29 +213,32 @@ PY
 	for f in $items; do cmp "$T/src/$f" "$T/dst/$f"; done
 }
 
-# stall_ctl MODE: the far side stops (SIGSTOP) before the data; --timeout 2
+# stall_ctl MODE: the far side stops (SIGSTOP) before the data; --timeout 2.
+# Pull: the far side is the sender, stopped while it holds at the test pause
+# (the receiver waits for its data connection). Push: the far side is the
+# receiver, stopped as soon as it runs (the sender waits for its plan).
 stall_ctl() {
 	mkdir -p "$T/src"
-	for i in $(seq 50); do echo "$i" >"$T/src/f$i"; done
-	local pid start end
+	mk_files "$T/src" 3000
+	local pid start end srv=""
 	start=$(date +%s)
-	sync_in "$1" --timeout 2 --sync "$T/src" "$T/dst" 2>"$T/err" &
+	RDCP_TEST_PAUSE=$T/pause sync_in "$1" --timeout 2 --sync "$T/src" "$T/dst" 2>"$T/err" &
 	pid=$!
-	local srv=""
-	for _ in $(seq 200); do
+	for _ in $(seq 500); do
 		srv=$(pgrep -f -- "$RDCP --server" | head -1)
-		[ -n "$srv" ] && break
+		[ -n "$srv" ] && { [ "$1" = push ] || [ -e "$T/pause" ]; } && break
 		sleep 0.01
 	done
 	[ -n "$srv" ]
 	kill -STOP "$srv"
+	rm -f "$T/pause"
 	local rc=0
 	wait "$pid" || rc=$?
 	end=$(date +%s)
 	kill -KILL "$srv" 2>/dev/null || true
 	cat "$T/err"
 	[ "$rc" -eq 30 ]
-	[ $((end - start)) -le 15 ]
+	[ $((end - start)) -le 20 ]
 	grep -q -e "--timeout" "$T/err"
 }
 @test "attack: the far side stops (SIGSTOP) before the data: --timeout 2 ends the run, exit 30 (push)" {
