@@ -95,7 +95,9 @@ static void nonce_of(const struct tp_seal *k, uint8_t n[TP_SEAL_NONCE_LEN])
 void tp_seal(struct tp_seal *k, const uint8_t *hdr, uint8_t *p, uint32_t len,
              uint8_t tag[TP_TAG_LEN])
 {
-	uint8_t n[TP_SEAL_NONCE_LEN];
+	uint8_t n[TP_SEAL_NONCE_LEN], none;
+	if (!p)
+		p = &none;   /* END, VERDICT: libsodium's pointers are nonnull */
 	nonce_of(k, n);
 	k->seq++;
 	if (k->cipher == TP_CIPHER_AESGCM)
@@ -109,8 +111,10 @@ void tp_seal(struct tp_seal *k, const uint8_t *hdr, uint8_t *p, uint32_t len,
 int tp_unseal(struct tp_seal *k, const uint8_t *hdr, uint8_t *p, uint32_t len,
               const uint8_t tag[TP_TAG_LEN])
 {
-	uint8_t n[TP_SEAL_NONCE_LEN];
+	uint8_t n[TP_SEAL_NONCE_LEN], none;
 	int rc;
+	if (!p)
+		p = &none;
 	nonce_of(k, n);
 	if (k->cipher == TP_CIPHER_AESGCM)
 		rc = crypto_aead_aes256gcm_decrypt_detached_afternm(p, NULL, p, len, tag, hdr,
