@@ -27,22 +27,26 @@ static const char usage[] =
 "                     there is an RDMA device, and on TCP)\n"
 "  --listen ADDR      listen on this address only (default: all)\n"
 "  --key-file F       read the key from the first line of F (with KEY '-')\n"
+"  --encrypt          encrypt and authenticate every message (TCP only; the\n"
+"                     other side must say --encrypt too)\n"
 "  --pool SIZE        buffer memory, registered once (default 32M)\n"
 "  --msg-size SIZE    largest message accepted (default 1M)\n"
 "  --timeout SEC      give up if no sender comes (default: wait forever)\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE cannot be created, 10 connection\n"
 "failed or lost (or timed out), 11 I/O error writing the output,\n"
-"12 protocol error, 15 a sender with a wrong key, 16 RDMA unavailable.\n";
+"12 protocol error (also: a message failed authentication, or only one\n"
+"side has --encrypt), 15 a sender with a wrong key, 16 RDMA unavailable.\n";
 
 int main(int argc, char **argv)
 {
-	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_LISTEN };
+	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_LISTEN, O_ENCRYPT };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "key-file", required_argument, NULL, O_KEYFILE },
+		{ "encrypt", no_argument, NULL, O_ENCRYPT },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "msg-size", required_argument, NULL, O_MSG },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
@@ -62,6 +66,7 @@ int main(int argc, char **argv)
 			break;
 		case O_LISTEN: addr = optarg; break;
 		case O_KEYFILE: key_file = optarg; break;
+		case O_ENCRYPT: o.encrypt = 1; break;
 		case O_POOL:
 		case O_MSG:
 			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
@@ -72,6 +77,8 @@ int main(int argc, char **argv)
 		default: fputs("Try 'rdrecv --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
 	}
+	if (tp_opts_check(&o) < 0)
+		return RD_EXIT_USAGE;
 	if (argc - optind < 2 || argc - optind > 3) {
 		fputs(usage, stderr);
 		return RD_EXIT_USAGE;

@@ -93,12 +93,15 @@ static void peer_name(int fd, char *buf, size_t cap)
 
 /* Receiver half of the handshake on a fresh connection. */
 static int server_handshake(int fd, const struct tp_opts *o, uint32_t msg_size,
-                            struct tp_auth *a)
+                            struct tp_hs *hs)
 {
 	struct tp_hello h;
+	struct tp_auth *a = &hs->a;
 	struct tp_hdr hd;
 	uint8_t buf[TP_CTRL_MAX], ok[TP_MAC_LEN];
 	tp_hs_hello(&h, msg_size, 0);
+	h.flags = tp_seal_offer(o->encrypt);
+	hs->h = h;
 	tp_hello_put(buf, &h);
 	tp_tcp_set_timeout(fd, HS_TIMEOUT_MS);
 	int rc = tp_tcp_send_ctl(fd, TP_HELLO, 0, 0, buf, TP_HELLO_LEN);
@@ -119,6 +122,7 @@ int tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
                   struct tp_session **out)
 {
 	int fds[TP_MAX_STREAMS], have = 0, want = 0, rc = 0;
+	struct tp_hs hs[TP_MAX_STREAMS], one;
 	uint64_t session = 0;
 	uint32_t msg_size = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;
 	while (have == 0 || have < want) {
@@ -132,12 +136,19 @@ int tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
 		tune(fd);
 		char who[NI_MAXHOST + 32];
 		peer_name(fd, who, sizeof who);
-		struct tp_auth a;
-		rc = server_handshake(fd, o, msg_size, &a);
+		rc = server_handshake(fd, o, msg_size, &one);
+		struct tp_auth a = one.a;
 		if (rc < 0) {
 			close(fd);
 			if (rc == -EACCES) {
 				log_err("rejected a connection from %s: it does not know the key", who);
+				break;
+			}
+			if (rc == -EPROTONOSUPPORT) {   /* it knows the key: a real mistake */
+				char peer[NI_MAXHOST + 64];
+				snprintf(peer, sizeof peer, "the sender at %s", who);
+				tp_seal_mismatch(peer, o->encrypt);
+				rc = -EPROTO;
 				break;
 			}
 			log_warn("dropped a connection from %s: %s", who,
@@ -157,6 +168,7 @@ int tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
 			for (int i = 0; i < TP_MAX_STREAMS; i++)
 				fds[i] = -1;
 		fds[a.index] = fd;
+		hs[a.index] = one;
 		have++;
 	}
 	if (rc < 0 || have < want) {
@@ -166,7 +178,7 @@ int tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
 		return rc < 0 ? rc : -ETIMEDOUT;
 	}
 	struct tp_opts ro = *o;
-	return tp_tcp_session(fds, want, 0, msg_size, &ro, out);
+	return tp_tcp_session(fds, hs, want, 0, msg_size, &ro, out);
 }
 
 /* Connect one stream, retrying while nobody listens (until deadline). */
@@ -211,6 +223,7 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
                    struct tp_session **out)
 {
 	int fds[TP_MAX_STREAMS], n = o->streams > 0 ? o->streams : 1, rc = 0, i;
+	struct tp_hs hs[TP_MAX_STREAMS];
 	uint64_t session;
 	uint32_t msg_size = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;
 	int64_t deadline = tp_now_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
@@ -230,9 +243,11 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		if (rc == 0 && hd.type != TP_HELLO)
 			rc = -EPROTO;
 		if (rc == 0)
-			rc = tp_hs_answer(o->key, buf, hd.len, session, n, i, &h, &a, ans);
+			rc = tp_hs_answer(o->key, buf, hd.len, session, n, i, o->encrypt, &h, &a, ans);
 		if (rc == 0)
 			rc = tp_tcp_send_ctl(fds[i], TP_AUTH, 0, 0, ans, TP_AUTH_LEN);
+		if (rc == 0)   /* after AUTH, so that the receiver can say it too */
+			rc = tp_hs_agree(h.flags, a.cipher);
 		if (rc == 0)
 			rc = tp_tcp_read_ctl(fds[i], &hd, buf);
 		if (rc == 0 && hd.type == TP_AUTH_FAIL)
@@ -244,7 +259,12 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		if (rc == 0 && h.max_msg < msg_size)
 			msg_size = h.max_msg;
 		if (rc < 0) {
-			if (rc == -EACCES)
+			if (rc == -EPROTONOSUPPORT) {
+				char peer[NI_MAXHOST + 64];
+				snprintf(peer, sizeof peer, "the receiver at %s port %u", host, port);
+				tp_seal_mismatch(peer, o->encrypt);
+				rc = -EPROTO;
+			} else if (rc == -EACCES)
 				log_err("%s port %u: authentication failed: the two sides do not "
 				        "have the same key", host, port);
 			else if (rc == -ECONNRESET && i == 0)
@@ -257,11 +277,12 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 			close(fds[i]);
 			break;
 		}
+		hs[i] = (struct tp_hs){ h, a };
 	}
 	if (rc < 0) {
 		while (i-- > 0)
 			close(fds[i]);
 		return rc;
 	}
-	return tp_tcp_session(fds, n, 1, msg_size, o, out);
+	return tp_tcp_session(fds, hs, n, 1, msg_size, o, out);
 }

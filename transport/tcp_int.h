@@ -15,9 +15,11 @@ int  tp_tcp_send_ctl(int fd, uint8_t type, uint64_t id, uint64_t off,
 int  tp_tcp_read_ctl(int fd, struct tp_hdr *h, uint8_t *payload);
 /* Receive timeout of fd (SO_RCVTIMEO) in ms; 0: none. */
 void tp_tcp_set_timeout(int fd, int ms);
-/* Make the session for the authenticated connections fds[0..n) and start
- * its threads. The session owns the fds from then on, also on failure. */
-int  tp_tcp_session(const int *fds, int n, int sender, uint32_t msg_size,
-                    const struct tp_opts *o, struct tp_session **out);
+/* Make the session for the authenticated connections fds[0..n), whose
+ * handshakes settled hs[0..n), and start its threads. Streams whose AUTH
+ * named a cipher are sealed (keys from o->key and hs). The session owns the
+ * fds from then on, also on failure. */
+int  tp_tcp_session(const int *fds, const struct tp_hs *hs, int n, int sender,
+                    uint32_t msg_size, const struct tp_opts *o, struct tp_session **out);
 
 #endif

@@ -16,7 +16,10 @@
  *
  * Every data connection is authenticated (HMAC-SHA-256 challenge-response,
  * both ways, with a key derived from a shared secret) before any payload is
- * accepted. See docs/protocol.md and docs/transport.md.
+ * accepted. With tp_opts.encrypt (TCP only) every message after that is
+ * also sealed: encrypted and authenticated (AES-256-GCM or
+ * ChaCha20-Poly1305), under keys of this run only. See docs/protocol.md and
+ * docs/transport.md.
  *
  * Conventions: functions return 0 or a negative errno code and print what
  * failed to stderr. The calls on one session must come from one thread at a
@@ -27,7 +30,11 @@
  *   -ENODEV       RDMA asked for, but no RDMA device serves that address
  *   -ECONNREFUSED / -ETIMEDOUT  nobody listening (after retrying)
  *   -ECONNRESET   the peer went away mid-stream
- *   -EPROTO       the peer sent something that is not our protocol
+ *   -EPROTO       the peer sent something that is not our protocol, a sealed
+ *                 message failed authentication (tampered with on the way),
+ *                 or the two sides disagree about tp_opts.encrypt (each side
+ *                 says which)
+ *   -EINVAL       options that cannot work together (tp_opts_check())
  *   -ENOMEM       out of memory, or the memlock limit is too low for the pool
  */
 #ifndef RDCP_TRANSPORT_H
@@ -51,6 +58,11 @@ struct tp_opts {
 	size_t pool_size;          /* buffer bytes per session; 0: default */
 	int connect_timeout_ms;    /* keep retrying a refused connect; 0: 10 s */
 	int verbose;               /* -1: not even the TCP fallback notice */
+	/* Seal every message (AEAD; key per run, stream and direction) on TCP.
+	 * Both ends must say the same, or the handshake fails on both (-EPROTO).
+	 * RDMA does not encrypt: TP_RDMA with encrypt is -EINVAL, and TP_AUTO
+	 * with encrypt uses TCP only (listens on TCP only). */
+	int encrypt;
 	uint8_t key[TP_KEY_LEN];   /* from tp_key_derive() */
 };
 
@@ -65,6 +77,11 @@ struct tp_msg {
 
 struct tp_session;
 struct tp_listener;
+
+/* -EINVAL (after saying why) if these options cannot work together:
+ * encrypt with TP_RDMA. tp_listen() and tp_connect() check it too; call it
+ * while parsing options to fail as a usage error. */
+int  tp_opts_check(const struct tp_opts *o);
 
 /* Derive the session key from a secret string. */
 void tp_key_derive(const char *secret, size_t len, uint8_t key[TP_KEY_LEN]);
@@ -112,6 +129,8 @@ size_t tp_pool_bytes(const struct tp_session *s);
 int tp_streams(const struct tp_session *s);
 /* Sender: the errno value the receiver reported it failed with, else 0. */
 int tp_peer_status(const struct tp_session *s);
+/* "AES-256-GCM" or "ChaCha20-Poly1305" when the session is sealed, else NULL. */
+const char *tp_cipher_name(const struct tp_session *s);
 
 /* --- for the programs' command lines and reports (transport/cli.c) --- */
 
@@ -135,7 +154,7 @@ int tp_opt_size(const char *arg, int pool, struct tp_opts *o);
 /* One line on stderr: why a transfer failed after `bytes`, as the sender
  * (sender != 0) or the receiver sees it; s may be NULL. */
 void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender);
-/* -v: bytes, time, bandwidth, transport, streams, pool size. */
+/* -v: bytes, time, bandwidth, transport, streams, pool size, cipher. */
 void tp_report_bw(const char *prog, uint64_t bytes, double seconds,
                   const struct tp_session *s);
 

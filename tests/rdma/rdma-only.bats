@@ -56,3 +56,18 @@ port() { echo $((20000 + RANDOM % 30000)); }
 	[[ "$output" == *"1024 KiB"* ]]
 	[[ "$output" == *"64.00 MiB"* ]]
 }
+
+@test "auto with --encrypt on an RDMA address: TCP (RDMA does not encrypt), one notice, sealed" {
+	local p; p=$(port)
+	head -c $((8 << 20)) /dev/urandom >"$T/in"
+	"$RECV" -v --encrypt --timeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
+	run "$SEND" -v --encrypt "$ADDR" "$p" key "$T/in"
+	wait
+	echo "$output"
+	cat "$T/recv.err"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c "using TCP, not RDMA" <<<"$output")" -eq 1 ]
+	[[ "$output" == *"over tcp"*"encrypted with"* ]]
+	grep -q "over tcp.*encrypted with" "$T/recv.err"
+	cmp "$T/in" "$T/out"
+}
