@@ -42,6 +42,9 @@ static const char usage[] =
 "      --rdcp-path P rdcp on the remote side (default: rdcp)\n"
 "  -P, --streams N   parallel data streams, 1..16 (default 1)\n"
 "      --transport T rdma, tcp or auto (default auto)\n"
+"      --encrypt     seal the data connection (TCP: AES-256-GCM or ChaCha20-\n"
+"                    Poly1305, keys made per run); without it, file data\n"
+"                    crosses TCP in clear (only the control channel is ssh)\n"
 "      --timeout S   give up (exit 30) when nothing moves for S seconds, as\n"
 "                    rsync's --timeout (default 0: wait forever)\n"
 "      --data-addr A address for data connections when it differs from the ssh\n"
@@ -111,7 +114,7 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
-       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT };
+       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT, OPT_ENCRYPT };
 static const struct option lo[] = {
 	{ "scan", no_argument, NULL, OPT_SCAN },
 	{ "index", required_argument, NULL, OPT_INDEX },
@@ -134,6 +137,7 @@ static const struct option lo[] = {
 	{ "include", required_argument, NULL, OPT_INCLUDE },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "encrypt", no_argument, NULL, OPT_ENCRYPT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -195,6 +199,10 @@ static int take_opt(int c, struct cmdline *cl)
 		o->rules = cl->rules;
 		break;
 	case OPT_PROGRESS: o->progress = 1; break;
+	case OPT_ENCRYPT:
+		o->flags |= SYNC_F_ENCRYPT;
+		o->tp.encrypt = 1;
+		break;
 	case OPT_TIMEOUT: {
 		char *end;
 		long n = strtol(optarg, &end, 10);
@@ -240,6 +248,8 @@ int main(int argc, char **argv)
 		fputs("Try 'rdcp --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
+	if (tp_opts_check(&cl.o.tp) < 0)
+		return RD_EXIT_USAGE;
 	cl.o.src = argv[optind];
 	cl.o.dst = argv[optind + 1];
 	return sync_client(&cl.o);

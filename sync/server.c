@@ -47,6 +47,7 @@ int sync_server(void)
 	char *addr = h.addr;
 	r.tp.streams = h.streams;
 	r.tp.kind = h.kind;
+	r.tp.encrypt = (h.flags & SYNC_F_ENCRYPT) != 0;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
 		r.announce_addr = "";

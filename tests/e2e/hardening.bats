@@ -260,3 +260,27 @@ stall_ctl() {
 	wait "$pid"
 	same "$T/src" "$T/dst"
 }
+
+# marker_on_wire FLAGS...: does file content show in what the data
+# connection sends (strace of sendmsg/sendto/write on sockets)?
+marker_on_wire() {
+	rm -rf "$T/dst" "$T/trace"
+	strace -f -qq -e trace=sendmsg,sendto,writev -s 65536 -o "$T/trace" \
+		"$RDCP" "$@" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	grep -q SECRETMARKER "$T/trace"
+}
+@test "attack: a listener on the wire reads file data over TCP; with --encrypt it cannot (local, push, pull)" {
+	mkdir -p "$T/src"
+	for i in $(seq 8000); do echo "SECRETMARKER $i"; done >"$T/src/big"   # chunks (>64 KiB)
+	echo "SECRETMARKER small" >"$T/src/small"                           # the archive
+	marker_on_wire                      # the control: in clear without --encrypt
+	! marker_on_wire --encrypt
+	for mode in push pull; do
+		rm -rf "$T/dst"
+		sync_in "$mode" --encrypt --sync "$T/src" "$T/dst"
+		same "$T/src" "$T/dst"
+	done
+	run "$RDCP" --encrypt --transport rdma --sync "$T/src" "$T/dst2"
+	[ "$status" -eq 1 ]
+}
