@@ -509,7 +509,10 @@ static int connect_data(struct sstate *s)
 	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
-	if ((rc = tp_connect(addr, cd.port, &o, &s->ts)) < 0) {
+	rc = tp_connect(addr, cd.port, &o, &s->ts);
+	if (rc == -ETIMEDOUT && r->timeout > 0)
+		rc = -ETIME;   /* it listened, then went silent: --timeout's case */
+	if (rc < 0) {
 		char why[400];
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
 		         cd.port);
