@@ -64,7 +64,7 @@ static pid_t spawn_local(struct ctl *c)
 		close(sv[0]);
 		dup2(sv[1], STDIN_FILENO);
 		dup2(sv[1], STDOUT_FILENO);
-		_exit(sync_server());
+		_exit(sync_serve(1));
 	}
 	close(sv[1]);
 	c->in = c->out = sv[0];

@@ -17,6 +17,11 @@
 
 int sync_server(void)
 {
+	return sync_serve(0);
+}
+
+int sync_serve(int local)
+{
 	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
 	struct sync_result res = { 0 };
 	struct hello h;
@@ -51,6 +56,12 @@ int sync_server(void)
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
 		r.announce_addr = "";
+		/* a local run's sender is on this machine: listen on loopback only,
+		 * and take data connections only from it. Over ssh the data may come
+		 * from another address than ssh's (IPoIB, a jump host): the
+		 * secret authenticates it. */
+		if (local)
+			r.listen_addr = r.allow_addr = "127.0.0.1";
 		sync_receiver(&r, &res);
 	} else {
 		/* connect back to the client: the address it gave, else the one

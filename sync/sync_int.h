@@ -26,6 +26,8 @@ struct role {
 	struct tp_opts tp;
 	const char *connect_addr;  /* sender: where the receiver listens */
 	const char *announce_addr; /* receiver: address to tell the sender ("" none) */
+	const char *listen_addr;   /* receiver: the address to listen on (NULL: all) */
+	const char *allow_addr;    /* receiver: the only sender address (NULL: any) */
 	int is_client;             /* prints its own log lines */
 	int verbose;
 	int progress;              /* client: --progress */
@@ -92,6 +94,8 @@ struct sync_result {
 };
 
 int sync_sender(struct role *r, struct sync_result *res);
+/* The server's body; local: forked by a local run's client (loopback). */
+int sync_serve(int local);
 int sync_receiver(struct role *r, struct sync_result *res);
 
 enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
