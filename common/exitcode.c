@@ -12,6 +12,7 @@ int rd_exit_code(int rc)
 	case ENODEV: return RD_EXIT_NORDMA;
 	case EPROTO: return RD_EXIT_PROTO;
 	case EINTR: case ECANCELED: return RD_EXIT_SIGNAL;
+	case ETIME: return RD_EXIT_TIMEOUT;
 	case ECONNREFUSED: case ECONNRESET: case ETIMEDOUT: case EHOSTUNREACH:
 	case ENETUNREACH: case EPIPE: case ECONNABORTED:
 		return RD_EXIT_CONN;

@@ -17,10 +17,12 @@ enum {
 	RD_EXIT_SIGNAL   = 20,  /* interrupted by a signal */
 	RD_EXIT_PARTIAL  = 23,  /* partial transfer: some entries failed */
 	RD_EXIT_VANISHED = 24,  /* partial transfer: source files vanished */
+	RD_EXIT_TIMEOUT  = 30,  /* timeout in data send/receive (the I/O timeout) */
 };
 
 /* The exit code for a failure that came back as a negative errno rc (0 for
- * rc >= 0): authentication, RDMA, protocol, signal, connection; anything
+ * rc >= 0): authentication, RDMA, protocol, signal, I/O timeout (-ETIME),
+ * connection; anything
  * else is file I/O (ours, or the peer's reported to us). */
 int rd_exit_code(int rc);
 

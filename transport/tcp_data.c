@@ -6,6 +6,11 @@
  * receiver's verdict, early or late; on the receiver a reader per stream.
  * Connections are made and authenticated in tcp_conn.c.
  *
+ * The I/O timeout (tp_opts.io_timeout_ms): every byte a stream thread moves,
+ * and every buffer the receiver's consumer gives back, is progress
+ * (last_io); a caller waiting in get, recv or finish while nothing has
+ * moved for that long gets -ETIME, and the session is dead from then on.
+ *
  * Each receiving stream may hold at most `quota` buffers. Messages of one
  * stream arrive in increasing offset order, so a consumer that reorders by
  * offset always finds the buffer it waits for: the stream that carries it
@@ -16,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "common/io.h"
 #include "transport/tcp_int.h"
 
 struct tcp_stream {
@@ -45,8 +50,12 @@ struct tcp {
 	int mon_live;
 	int verdict_seen;
 	int verdict;               /* receiver's status */
+	int io_ms;                 /* the I/O timeout; 0: none */
+	int64_t last_io;           /* tp_now_ms() of the last progress (atomic) */
 	struct tp_session *s;
 };
+
+#define OVERSLEPT_MS 500   /* a timed wait this late: we were not running */
 
 static struct tcp *T(struct tp_session *s) { return s->be; }
 
@@ -57,16 +66,70 @@ static void set_err(struct tcp *t, int err)
 	pthread_cond_broadcast(&t->cv);
 }
 
-/* --- framing: a message is its header, then its payload --- */
-
-/* A receive timeout (SO_RCVTIMEO, during the handshake) is a timeout. */
-static int read_full(int fd, void *buf, size_t len)
+/* Something moved: bytes on the wire, or a buffer given back. */
+static void touch(struct tcp *t)
 {
-	int rc = io_read_full(fd, buf, len);
-	return rc == -EAGAIN ? -ETIMEDOUT : rc;
+	if (t && t->io_ms)
+		__atomic_store_n(&t->last_io, tp_now_ms(), __ATOMIC_RELAXED);
 }
 
-static int send_full(int fd, const void *hdr, const void *payload, size_t len)
+/*
+ * Wait on t->cv (t->mu held) unless nothing has moved for the I/O timeout;
+ * *since: when the caller began to wait (the time before is not ours to
+ * count). 0, or -ETIME once the timeout has passed, which also ends the
+ * session. A wait that returns far later than asked means this process did
+ * not run (SIGSTOP, a suspended machine): its threads get a fresh period to
+ * catch up with what arrived meanwhile, rather than a timeout at once.
+ */
+static int wait_io(struct tcp *t, int64_t *since)
+{
+	if (!t->io_ms) {
+		pthread_cond_wait(&t->cv, &t->mu);
+		return 0;
+	}
+	int64_t last = __atomic_load_n(&t->last_io, __ATOMIC_RELAXED);
+	int64_t due = (last > *since ? last : *since) + t->io_ms;
+	if (tp_now_ms() >= due) {
+		set_err(t, -ETIME);
+		return -ETIME;
+	}
+	struct timespec ts = { (time_t)(due / 1000), (long)(due % 1000) * 1000000 };
+	pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+	int64_t now = tp_now_ms();
+	if (now > due + OVERSLEPT_MS)
+		*since = now;
+	return 0;
+}
+
+/* --- framing: a message is its header, then its payload --- */
+
+/* Read len bytes; each read is progress for t (may be NULL). A receive
+ * timeout (SO_RCVTIMEO, during the handshake) is a timeout. */
+static int read_io(struct tcp *t, int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		touch(t);
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	return read_io(NULL, fd, buf, len);
+}
+
+/* Header and payload in one sendmsg (or more); each is progress for t. */
+static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len)
 {
 	struct iovec iov[2] = { { (void *)hdr, TP_HDR_LEN }, { (void *)payload, len } };
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
@@ -75,7 +138,8 @@ static int send_full(int fd, const void *hdr, const void *payload, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return errno == EPIPE ? -ECONNRESET : -errno;
+			return errno == EPIPE ? -ECONNRESET : errno == EAGAIN ? -ETIMEDOUT : -errno;
+		touch(t);
 		while (n > 0 && mh.msg_iovlen) {
 			size_t take = (size_t)n < mh.msg_iov->iov_len ? (size_t)n : mh.msg_iov->iov_len;
 			mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + take;
@@ -96,7 +160,7 @@ int tp_tcp_send_ctl(int fd, uint8_t type, uint64_t id, uint64_t off,
 {
 	uint8_t h[TP_HDR_LEN];
 	tp_hdr_put(h, &(struct tp_hdr){ .type = type, .len = len, .id = id, .off = off });
-	return send_full(fd, h, payload, len);
+	return send_io(NULL, fd, h, payload, len);
 }
 
 /* Read one control message (header + small payload). */
@@ -111,11 +175,12 @@ int tp_tcp_read_ctl(int fd, struct tp_hdr *h, uint8_t *payload)
 	return h->len ? read_full(fd, payload, h->len) : 0;
 }
 
-/* Receive timeout (SO_RCVTIMEO) in ms; 0: none. */
+/* Receive and send timeouts (SO_RCVTIMEO, SO_SNDTIMEO) in ms; 0: none. */
 void tp_tcp_set_timeout(int fd, int ms)
 {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 /* --- the session --- */
@@ -167,7 +232,9 @@ static void *writer_main(void *arg)
 		if (i < 0) {   /* ending and nothing queued: END */
 			uint64_t msgs = st->msgs, bytes = st->bytes;
 			pthread_mutex_unlock(&t->mu);
-			int rc = tp_tcp_send_ctl(st->fd, TP_END, msgs, bytes, NULL, 0);
+			uint8_t h[TP_HDR_LEN];
+			tp_hdr_put(h, &(struct tp_hdr){ .type = TP_END, .id = msgs, .off = bytes });
+			int rc = send_io(t, st->fd, h, NULL, 0);
 			pthread_mutex_lock(&t->mu);
 			if (rc < 0)
 				set_err(t, rc);
@@ -178,7 +245,7 @@ static void *writer_main(void *arg)
 		st->qlen--;
 		pthread_mutex_unlock(&t->mu);
 		struct tp_buf *b = &s->bufs[i];
-		int rc = send_full(st->fd, b->hdr, b->m.data, b->m.len);
+		int rc = send_io(t, st->fd, b->hdr, b->m.data, b->m.len);
 		pthread_mutex_lock(&t->mu);
 		if (rc < 0)
 			set_err(t, rc);
@@ -199,6 +266,7 @@ static void *monitor_main(void *arg)
 	uint8_t p[TP_CTRL_MAX];
 	int rc = tp_tcp_read_ctl(t->st[0].fd, &h, p);
 	pthread_mutex_lock(&t->mu);
+	touch(t);
 	if (rc == 0 && h.type == TP_VERDICT && h.id < 4096) {
 		t->verdict_seen = 1;
 		t->verdict = (int)h.id;
@@ -226,7 +294,7 @@ static void *reader_main(void *arg)
 	for (;;) {
 		uint8_t hb[TP_HDR_LEN];
 		struct tp_hdr h;
-		int rc = read_full(st->fd, hb, sizeof hb);
+		int rc = read_io(t, st->fd, hb, sizeof hb);
 		if (rc == 0 && tp_hdr_get(hb, &h) < 0)
 			rc = -EPROTO;
 		if (rc == 0 && h.type == TP_END) {
@@ -261,7 +329,7 @@ static void *reader_main(void *arg)
 		st->used++;
 		pthread_mutex_unlock(&t->mu);
 		struct tp_buf *b = &s->bufs[i];
-		rc = read_full(st->fd, b->m.data, h.len);
+		rc = read_io(t, st->fd, b->m.data, h.len);
 		b->m.len = h.len;
 		b->m.id = h.id;
 		b->m.off = h.off;
@@ -284,9 +352,10 @@ static void *reader_main(void *arg)
 static int tcp_get(struct tp_session *s, struct tp_buf **out)
 {
 	struct tcp *t = T(s);
+	int64_t since = tp_now_ms();
 	pthread_mutex_lock(&t->mu);
 	while (t->free_head < 0 && !t->err)
-		pthread_cond_wait(&t->cv, &t->mu);
+		wait_io(t, &since);
 	int rc = t->err;
 	if (!rc)
 		*out = &s->bufs[list_pop(s, &t->free_head, NULL)];
@@ -331,8 +400,9 @@ static int tcp_finish(struct tp_session *s)
 	t->ending = 1;
 	pthread_cond_broadcast(&t->cv);
 	/* the verdict comes after every END; an early one is an error */
+	int64_t since = tp_now_ms();
 	while (!t->verdict_seen && !t->err)
-		pthread_cond_wait(&t->cv, &t->mu);
+		wait_io(t, &since);
 	int rc = t->err ? t->err : -t->verdict;
 	pthread_mutex_unlock(&t->mu);
 	return rc;
@@ -341,9 +411,10 @@ static int tcp_finish(struct tp_session *s)
 static int tcp_recv(struct tp_session *s, struct tp_buf **out)
 {
 	struct tcp *t = T(s);
+	int64_t since = tp_now_ms();
 	pthread_mutex_lock(&t->mu);
 	while (t->ready_head < 0 && t->ended < s->nstreams && !t->err)
-		pthread_cond_wait(&t->cv, &t->mu);
+		wait_io(t, &since);
 	int rc;
 	if (t->err)
 		rc = t->err;
@@ -360,6 +431,7 @@ static void tcp_release(struct tp_session *s, struct tp_buf *b)
 {
 	struct tcp *t = T(s);
 	pthread_mutex_lock(&t->mu);
+	touch(t);
 	t->st[b->owner].used--;
 	list_push(s, &t->free_head, NULL, (int)(b - s->bufs));
 	pthread_cond_broadcast(&t->cv);
@@ -434,9 +506,16 @@ int tp_tcp_session(const int *fds, int n, int sender, uint32_t msg_size,
 	s->be = t;
 	s->nstreams = n;
 	s->verbose = o->verbose;
+	s->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 0;
 	t->s = s;
+	t->io_ms = s->io_timeout_ms;
+	t->last_io = tp_now_ms();
 	pthread_mutex_init(&t->mu, NULL);
-	pthread_cond_init(&t->cv, NULL);
+	pthread_condattr_t ca;   /* timed waits on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	t->free_head = t->ready_head = t->ready_tail = -1;
 	for (int i = 0; i < TP_MAX_STREAMS; i++) {
 		t->st[i].fd = i < n ? fds[i] : -1;
