@@ -320,16 +320,23 @@ static int hs_step(struct tp_tcp_listener *l, struct hs *h, struct tp_session **
 	return g && g->have == g->n ? group_done(l, g, out) : 0;
 }
 
+/* The handshake that began first (NULL: none). */
+static struct hs *hs_oldest(struct tp_tcp_listener *l)
+{
+	struct hs *oldest = NULL;
+	for (int i = 0; i < HS_MAX; i++)
+		if (l->hs[i].fd >= 0 && (!oldest || l->hs[i].due < oldest->due))
+			oldest = &l->hs[i];
+	return oldest;
+}
+
 /* A slot for a new handshake: a free one, or the oldest one's. */
 static struct hs *hs_slot(struct tp_tcp_listener *l)
 {
-	struct hs *oldest = &l->hs[0];
-	for (int i = 0; i < HS_MAX; i++) {
+	for (int i = 0; i < HS_MAX; i++)
 		if (l->hs[i].fd < 0)
 			return &l->hs[i];
-		if (l->hs[i].due < oldest->due)
-			oldest = &l->hs[i];
-	}
+	struct hs *oldest = hs_oldest(l);
 	hs_drop(l, oldest, -EBUSY);
 	return oldest;
 }
@@ -343,8 +350,14 @@ static int accept_new(struct tp_tcp_listener *l, struct tp_session **out)
 		int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
 			continue;
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && hs_oldest(l)) {
+			/* out of fds: the oldest handshake makes room (else the
+			 * backlog stays readable and the poll loop would spin) */
+			hs_drop(l, hs_oldest(l), -EBUSY);
+			continue;
+		}
 		if (fd < 0)
-			return 0;   /* EAGAIN; or out of fds: the deadlines free some */
+			return 0;   /* EAGAIN */
 		char who[WHO_LEN];
 		tp_addr_name((struct sockaddr *)&ss, who, sizeof who);
 		if (!tp_gate_allows(l->gate, (struct sockaddr *)&ss)) {
