@@ -496,7 +496,7 @@ static int rdma_finish(struct tp_session *s)
 	struct rdma *r = R(s);
 	for (int i = 0; i < s->nstreams; i++) {
 		struct rstream *st = &r->st[i];
-		int rc;
+		int rc = 0;
 		while (!r->err && (st->credits <= 0 ||
 		       (rc = tp_rdma_send_ctl(r, i, TP_END, st->msgs, st->bytes, NULL, 0)) == -EAGAIN))
 			if ((rc = wait_progress(s)) < 0)

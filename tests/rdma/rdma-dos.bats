@@ -51,10 +51,10 @@ teardown() {
 	local i pids=()
 	for i in 1 2 3; do
 		timeout 10 rping -c -a "$ADDR" -p "$p" -C 1 >/dev/null 2>&1 &
-		timeout 20 "$SEND" --transport rdma --contimeout 2 "$ADDR" "$p" "wrong$i" "$T/in" \
-			2>/dev/null &
+		timeout 20 "$SEND" --transport rdma "$ADDR" "$p" "wrong$i" "$T/in" 2>/dev/null &
 		pids+=($!)
 	done
+	sleep 0.3   # the strangers are at the listener first
 	run timeout 60 "$SEND" -P 4 --transport rdma "$ADDR" "$p" key "$T/in"
 	echo "$output"
 	[ "$status" -eq 0 ]

@@ -367,6 +367,74 @@ static void test_accept_past_strangers(void **state)
 	tp_close(c.s);
 }
 
+
+/* A sender that speaks the handshake by hand and sends its AUTH one byte at
+ * a time: the listener's partial reads must put it together. */
+struct trickle {
+	uint16_t port;
+	uint8_t key[TP_KEY_LEN];
+	int rc;
+};
+
+static int read_n(int fd, uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = read(fd, p, n);
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static void *trickle_main(void *arg)
+{
+	struct trickle *c = arg;
+	int fd = raw_connect(c->port);
+	uint8_t in[TP_HDR_LEN + TP_HELLO_LEN], out[TP_HDR_LEN + TP_AUTH_LEN];
+	struct tp_hello h;
+	struct tp_auth a;
+	c->rc = -1;
+	if (read_n(fd, in, sizeof in) < 0 ||
+	    tp_hs_answer(c->key, in + TP_HDR_LEN, TP_HELLO_LEN, 99, 1, 0, &h, &a,
+	                 out + TP_HDR_LEN) < 0)
+		goto done;
+	tp_hdr_put(out, &(struct tp_hdr){ .type = TP_AUTH, .len = TP_AUTH_LEN });
+	for (size_t i = 0; i < sizeof out; i++) {
+		if (write(fd, out + i, 1) != 1)
+			goto done;
+		usleep(2000);
+	}
+	uint8_t ok[TP_HDR_LEN + TP_MAC_LEN];
+	if (read_n(fd, ok, sizeof ok) == 0 && ok[0] == TP_AUTH_OK)
+		c->rc = tp_hs_confirm(c->key, &h, &a, ok + TP_HDR_LEN, TP_MAC_LEN);
+done:
+	close(fd);
+	return NULL;
+}
+
+static void test_accept_trickled_auth(void **state)
+{
+	(void)state;
+	struct tp_opts o = tcp_opts("k", 1);
+	struct tp_listener *l;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+	struct trickle c = { .port = tp_listener_port(l) };
+	memcpy(c.key, o.key, TP_KEY_LEN);
+	int silent = raw_connect(c.port);   /* and one that says nothing beside it */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, trickle_main, &c), 0);
+	struct tp_session *s = NULL;
+	assert_int_equal(tp_accept(l, 5000, &s), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, 0);   /* and the sender accepted our AUTH_OK */
+	assert_int_equal(tp_streams(s), 1);
+	close(silent);
+	tp_close(s);
+	tp_listener_free(l);
+}
+
 static void test_accept_only_the_allowed_peer(void **state)
 {
 	(void)state;
@@ -450,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_gate_log_is_bounded),
 		cmocka_unit_test(test_exit_code_of_timeout),
 		cmocka_unit_test(test_accept_past_strangers),
+		cmocka_unit_test(test_accept_trickled_auth),
 		cmocka_unit_test(test_accept_only_the_allowed_peer),
 		cmocka_unit_test(test_io_timeout),
 	};
