@@ -41,7 +41,7 @@ static const char usage[] =
 "  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
 "                     (a stopped or stuck sender); 0: none (default)\n"
 "  --contimeout SEC   give up if no sender comes within SEC seconds\n"
-"                     (default: wait forever)\n"
+"                     (default, or 0: wait forever)\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE cannot be created, 10 connection\n"
 "failed or lost (or no sender within --contimeout), 11 I/O error writing\n"
@@ -88,8 +88,10 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_POOL:
 		case O_MSG: rc = tp_opt_size(optarg, c == O_POOL, &a->o); break;
 		case O_TIMEOUT: rc = tp_opt_seconds("--timeout", optarg, &a->o.io_timeout_ms); break;
-		case O_CONTIMEOUT:
+		case O_CONTIMEOUT:   /* 0: the default, forever */
 			rc = tp_opt_seconds("--contimeout", optarg, &a->accept_ms);
+			if (a->accept_ms == 0)
+				a->accept_ms = -1;
 			break;
 		case 'h': fputs(usage, stdout); a->help = 1; return 0;
 		default: fputs("Try 'rdrecv --help'.\n", stderr); return RD_EXIT_USAGE;

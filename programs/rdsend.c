@@ -32,7 +32,7 @@ static const char usage[] =
 "  --msg-size SIZE    bytes per message (default 1M)\n"
 "  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
 "                     (a stopped or stuck receiver); 0: none (default)\n"
-"  --contimeout SEC   how long to retry connecting (default 10)\n"
+"  --contimeout SEC   how long to retry connecting (default, or 0: 10)\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE unreadable, 10 connection failed or\n"
 "lost, 11 I/O error (ours or the receiver's, e.g. its disk is full or the\n"

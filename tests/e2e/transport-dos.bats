@@ -175,6 +175,17 @@ recv_ok() {
 	recv_ok
 }
 
+@test "rdrecv --contimeout 1 with idle strangers but no sender: exit 10 after about a second" {
+	local p; p=$(port)
+	python3 "$PEER" idle 127.0.0.1 "$p" 5 10 >/dev/null 2>&1 &   # refused until rdrecv is up
+	local t0=$SECONDS
+	run "$RECV" --transport tcp --contimeout 1 "$p" key
+	echo "$output"
+	[ "$status" -eq 10 ]
+	[ $((SECONDS - t0)) -le 3 ]
+	[[ "$output" == *"no sender came within 1 s (--contimeout)"* ]]
+}
+
 @test "rdrecv FILE in a directory that is not there: exit 3 at once, before listening" {
 	run "$RECV" --transport tcp "$(port)" key "$T/no/such/dir/file"
 	echo "$output"
