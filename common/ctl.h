@@ -37,22 +37,45 @@ enum ctl_type {
 	/* sync, version 2 */
 	CTL_SENT,           /* sender -> receiver, after the data: u64 planned
 	                       files it could not send (vanished, changed) */
-	CTL_LAST = CTL_SENT,
+	CTL_NOOP,           /* either way: nothing (keep-alive under --timeout);
+	                       ctl_recv() skips it */
+	CTL_LAST = CTL_NOOP,
 };
 
 struct ctl {
 	int in, out;
 	uint8_t *buf;       /* last frame's payload */
 	size_t cap;
+	int timeout_ms;     /* 0: wait forever; see ctl_set_timeout() */
+	struct ctl_ka *ka;  /* the keep-alive thread, with a timeout */
+	long long rx_ms;    /* CLOCK_MONOTONIC ms of the last frame received */
 };
 
 /* Send one frame. 0 or -errno. */
 int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len);
-/* Receive one frame into c->buf; *type and *len out. -EPROTO on a frame over
- * CTL_FRAME_MAX, -ECONNRESET when the peer closed. */
+/* Receive one frame into c->buf (NOOPs are skipped); *type and *len out.
+ * -EPROTO on a frame over CTL_FRAME_MAX or of an unknown type: then *type is
+ * 0 and c->buf holds the *len bytes read instead (the header, and what came
+ * at once after it: text a remote shell printed, say). -ECONNRESET when the
+ * peer closed, -ETIME when nothing came for the timeout. */
 int ctl_recv(struct ctl *c, uint8_t *type, size_t *len);
+/* Without waiting: 1 with a frame (not a NOOP) in c->buf when one has come,
+ * 0 when none has, or an error (as ctl_recv's). */
+int ctl_poll(struct ctl *c, uint8_t *type, size_t *len);
+/* Milliseconds since the last frame (NOOPs included) came, or since the
+ * timeout was set. */
+long long ctl_idle_ms(const struct ctl *c);
+/* n bytes of what was not a frame, for a message: printable ASCII as is,
+ * the rest as \ooo, at most cap - 1 characters. Returns out. */
+char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
+/* Stop the keep-alive thread, free the buffer (not the fds). */
 void ctl_free(struct ctl *c);
+/* From now on, a send or receive in which no byte moves for timeout_ms
+ * fails with -ETIME (0: never), and a thread sends NOOP when nothing else
+ * was sent for a quarter of that, so the peer's timeout holds while we
+ * work. Makes the fds non-blocking; ctl_send() becomes thread-safe. */
+int ctl_set_timeout(struct ctl *c, int timeout_ms);
 
 #endif

@@ -11,6 +11,7 @@ int rd_exit_code(int rc)
 	case EACCES: return RD_EXIT_AUTH;
 	case ENODEV: return RD_EXIT_NORDMA;
 	case EPROTO: return RD_EXIT_PROTO;
+	case EPROTONOSUPPORT: return RD_EXIT_INCOMPAT;
 	case EINTR: case ECANCELED: return RD_EXIT_SIGNAL;
 	case ETIME: return RD_EXIT_TIMEOUT;
 	case ECONNREFUSED: case ECONNRESET: case ETIMEDOUT: case EHOSTUNREACH:

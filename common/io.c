@@ -1,4 +1,7 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -32,6 +35,53 @@ int io_write_full(int fd, const void *buf, size_t len)
 			return -errno;
 		p += n;
 		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait until fd is ready for events, at most until the deadline. */
+static int wait_ready(int fd, short events, long long deadline)
+{
+	for (;;) {
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIME;
+		struct pollfd p = { fd, events, 0 };
+		int n = poll(&p, 1, left > 1000000 ? 1000000 : (int)left);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int io_xfer_timeout(int fd, void *buf, size_t len, int writing, int timeout_ms)
+{
+	if (timeout_ms <= 0)
+		return writing ? io_write_full(fd, buf, len) : io_read_full(fd, buf, len);
+	uint8_t *p = buf;
+	long long deadline = now_ms() + timeout_ms;   /* reset by every byte */
+	while (len) {
+		int rc = wait_ready(fd, writing ? POLLOUT : POLLIN, deadline);
+		if (rc < 0)
+			return rc;
+		ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0 && !writing)
+			return -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+		deadline = now_ms() + timeout_ms;
 	}
 	return 0;
 }

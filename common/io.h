@@ -1,4 +1,4 @@
-/* Whole-buffer reads and writes on blocking fds, retrying short transfers
+/* Whole-buffer reads and writes, retrying short transfers
  * and EINTR. Both return 0 or a negative errno; a read that meets end of
  * file first returns -ECONNRESET (for a stream, the peer went away). */
 #ifndef RDCP_COMMON_IO_H
@@ -8,5 +8,8 @@
 
 int io_read_full(int fd, void *buf, size_t len);
 int io_write_full(int fd, const void *buf, size_t len);
+/* The same with an inactivity limit: -ETIME when no byte moves for
+ * timeout_ms (0: none). For a write to be bounded, fd must be O_NONBLOCK. */
+int io_xfer_timeout(int fd, void *buf, size_t len, int writing, int timeout_ms);
 
 #endif

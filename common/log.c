@@ -54,15 +54,32 @@ char *log_bytes(char *buf, unsigned long long bytes)
 	return buf;
 }
 
-char *log_path(char *buf, size_t cap, const char *path)
+/* Escape n bytes of p into buf (room: cap, which stays >= 1); bytes out. */
+static size_t escape(char *buf, size_t cap, const unsigned char *p, size_t n)
 {
 	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)path; *p && o + 5 < cap; p++) {
-		if (*p < 0x20 || *p == 0x7f || *p == '\\')
-			o += (size_t)snprintf(buf + o, cap - o, "\\%03o", *p);
+	for (size_t i = 0; i < n && o + 5 < cap; i++) {
+		if (p[i] < 0x20 || p[i] == 0x7f || p[i] == '\\')
+			o += (size_t)snprintf(buf + o, cap - o, "\\%03o", p[i]);
 		else
-			buf[o++] = (char)*p;
+			buf[o++] = (char)p[i];
 	}
 	buf[o] = '\0';
+	return o;
+}
+
+char *log_path(char *buf, size_t cap, const char *path)
+{
+	const unsigned char *p = (const unsigned char *)path;
+	size_t len = strlen(path);
+	if (len <= LOG_PATH_SHOWN || cap < 2 * LOG_PATH_END + 16) {
+		escape(buf, cap, p, len);
+		return buf;
+	}
+	/* too long to read: its start and its end, so the message stays one
+	 * line and its reason is not cut off */
+	size_t o = escape(buf, LOG_PATH_END * 4 + 1, p, LOG_PATH_END);
+	o += (size_t)snprintf(buf + o, cap - o, "...(%zu bytes)...", len);
+	escape(buf + o, cap - o, p + len - LOG_PATH_END, LOG_PATH_END);
 	return buf;
 }

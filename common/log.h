@@ -5,6 +5,8 @@
 #ifndef RDCP_COMMON_LOG_H
 #define RDCP_COMMON_LOG_H
 
+#include <stddef.h>
+
 extern const char *log_prog;   /* set by main(); default "rdcp" */
 
 void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -12,7 +14,12 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Render bytes as "1.23 GiB" into buf (at least 16 bytes); returns buf. */
 char *log_bytes(char *buf, unsigned long long bytes);
-/* Render a path for a message: control characters and invalid bytes as \ooo. */
+/* Render a path for a message: control characters and invalid bytes as \ooo.
+ * A path longer than LOG_PATH_SHOWN bytes is shown as its first and last
+ * LOG_PATH_END bytes around "...(N bytes)...", so a message stays readable
+ * and ends with its reason. */
+#define LOG_PATH_SHOWN 400
+#define LOG_PATH_END   120
 char *log_path(char *buf, size_t cap, const char *path);
 
 #endif

@@ -89,9 +89,17 @@ struct idx_scan_opts {
 	void       *skip_ctx;
 };
 
-/* Names starting with this are rdcp's temp files: never recorded by a scan
- * (counted in stats.temps), removed by the next sync. */
+/* rdcp's temp files are named IDX_TEMP_PREFIX + 16 random hex digits + 16
+ * hex digits of a check over them (index/temp.c). Only names that pass the
+ * check are rdcp's: never recorded by a scan (counted in stats.temps), and
+ * removed by the next sync; any other name, ".rdcp-tmp-notes" included, is
+ * a user's file like any other. */
 #define IDX_TEMP_PREFIX ".rdcp-tmp-"
+#define IDX_TEMP_NAME_LEN (sizeof IDX_TEMP_PREFIX - 1 + 32)
+/* A fresh temp name into buf (IDX_TEMP_NAME_LEN + 1 bytes). */
+void idx_temp_name(char *buf);
+/* 1 when name is one idx_temp_name() could have made, else 0. */
+int  idx_is_temp_name(const char *name);
 
 /*
  * Scan the directory tree at root into *out (which must be zeroed or freed).
@@ -128,10 +136,18 @@ const struct idx_entry *idx_manifest_find(const struct idx_manifest *m,
  * Wire encoding (docs/protocol.md). encode returns a malloc'd buffer in
  * *buf / *len. decode treats its input as hostile: every length is bounded,
  * paths are checked (no absolute path, no "..", no empty component, sorted
- * and unique), and -EBADMSG is returned on anything malformed.
+ * and unique), and -EBADMSG is returned on anything malformed; then, if why
+ * is not NULL, why->text says what was wrong as a phrase that follows "the
+ * file list", e.g. "has an entry outside the tree: '../x'" (the path escaped
+ * with log_path() and cut to fit), for the caller to print with its side.
+ * (-ENOMEM: why->text says so too.) decode prints nothing itself.
  */
+struct idx_why {
+	char text[320];
+};
 int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len);
-int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out);
+int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out,
+                        struct idx_why *why);
 /* 0 when path is a safe relative path as defined above, else -EINVAL. */
 int idx_path_check(const char *path, size_t len);
 

@@ -1,8 +1,11 @@
 /* The manifest container and its wire encoding (docs/protocol.md). */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/wire.h"
 #include "index/index.h"
 
@@ -142,23 +145,40 @@ const struct idx_entry *idx_manifest_find(const struct idx_manifest *m,
 	return NULL;
 }
 
-int idx_path_check(const char *path, size_t len)
+/* What is wrong with path as a relative path of a tree, or NULL: a phrase
+ * that follows "has" in a message. */
+static const char *path_problem(const char *path, size_t len)
 {
-	if (len == 0 || len > IDX_PATH_MAX || memchr(path, '\0', len))
-		return -EINVAL;
-	if (path[0] == '/' || path[len - 1] == '/')
-		return -EINVAL;
+	if (len == 0)
+		return "an empty path";
+	if (len > IDX_PATH_MAX)
+		return "a path over 32768 bytes";
+	if (memchr(path, '\0', len))
+		return "a path with a NUL byte";
+	if (path[0] == '/')
+		return "an absolute path";
+	if (path[len - 1] == '/')
+		return "a path ending in '/'";
 	const char *p = path, *end = path + len;
 	while (p < end) {
 		const char *s = memchr(p, '/', (size_t)(end - p));
 		size_t n = s ? (size_t)(s - p) : (size_t)(end - p);
-		if (n == 0 || n > 255)
-			return -EINVAL;
-		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-			return -EINVAL;
+		if (n == 0)
+			return "a path with an empty component";
+		if (n > 255)
+			return "a path with a component over 255 bytes";
+		if (n == 1 && p[0] == '.')
+			return "a path with a '.' component";
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return "an entry outside the tree";
 		p += n + 1;
 	}
-	return 0;
+	return NULL;
+}
+
+int idx_path_check(const char *path, size_t len)
+{
+	return path_problem(path, len) ? -EINVAL : 0;
 }
 
 int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len)
@@ -220,74 +240,119 @@ int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len
 	return 0;
 }
 
+/* Say why a decode failed (when the caller asked): fmt, then the path of
+ * the entry at fault, escaped and cut to fit. Returns -EBADMSG. */
+__attribute__((format(printf, 3, 4)))
+static int why_bad(struct idx_why *why, const char *path, const char *fmt, ...)
+{
+	if (!why)
+		return -EBADMSG;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(why->text, sizeof why->text, fmt, ap);
+	va_end(ap);
+	if (path && n >= 0 && (size_t)n + 8 < sizeof why->text) {
+		char shown[200];
+		snprintf(why->text + n, sizeof why->text - (size_t)n, ": '%s'",
+		         log_path(shown, sizeof shown, path));
+	}
+	return -EBADMSG;
+}
+
+
 /* The head of entry `index`: type, flags and path. The path is a prefix of
  * the previous one (pathbuf, *prevlen bytes) plus a suffix; it must be
  * checked, canonically encoded and after the previous entry's. Leaves the
- * path in pathbuf and its length in *prevlen. 0 or -EBADMSG. */
+ * path in pathbuf and its length in *prevlen. 0 or -EBADMSG (why said). */
 static int decode_head(struct wire_rd *r, const struct idx_manifest *out, size_t index,
-                       struct idx_entry *e, char *pathbuf, size_t *prevlen)
+                       struct idx_entry *e, char *pathbuf, size_t *prevlen,
+                       struct idx_why *why)
 {
 	e->type = rd_u8(r);
 	uint8_t flags = rd_u8(r);
 	size_t pre = rd_u16(r), slen = rd_u16(r);
 	const uint8_t *suffix = rd_take(r, slen);
-	if (r->bad || e->type < IDX_REG || e->type > IDX_SOCK || (flags & ~IDX_F_UNSTABLE))
-		return -EBADMSG;
+	if (r->bad)
+		return why_bad(why, NULL, "ends in the middle of entry %zu", index);
+	if (e->type < IDX_REG || e->type > IDX_SOCK)
+		return why_bad(why, NULL, "has an entry of unknown type %u", e->type);
+	if (flags & ~IDX_F_UNSTABLE)
+		return why_bad(why, NULL, "has an entry with unknown flags 0x%02x", flags);
 	if (pre > *prevlen || pre + slen > IDX_PATH_MAX)
-		return -EBADMSG;
+		return why_bad(why, NULL, "has a path that shares more than the previous one "
+		               "or is over 32768 bytes (entry %zu)", index);
 	/* the prefix must be the whole common prefix: one canonical encoding */
 	if (slen && pre < 0xffff && pre < *prevlen && pathbuf[pre] == suffix[0])
-		return -EBADMSG;
+		return why_bad(why, NULL, "has a path not encoded canonically (entry %zu)", index);
 	memcpy(pathbuf + pre, suffix, slen);
 	size_t plen = pre + slen;
 	pathbuf[plen] = '\0';
+	const char *problem;
 	if (index == 0 && plen == 0) {
 		if (e->type != IDX_DIR)   /* only the root may have the empty path */
-			return -EBADMSG;
-	} else if (idx_path_check(pathbuf, plen) < 0) {
-		return -EBADMSG;
+			return why_bad(why, NULL, "has a root that is not a directory");
+	} else if ((problem = path_problem(pathbuf, plen))) {
+		return why_bad(why, pathbuf, "has %s", problem);
 	}
 	/* strictly increasing: sorted and unique */
-	if (index > 0 && strcmp(out->e[index - 1].path, pathbuf) >= 0)
-		return -EBADMSG;
+	int order = index > 0 ? strcmp(out->e[index - 1].path, pathbuf) : -1;
+	if (order == 0)
+		return why_bad(why, pathbuf, "has an entry twice");
+	if (order > 0)
+		return why_bad(why, pathbuf, "is not sorted (an entry after a greater one)");
 	*prevlen = plen;
 	e->flags = flags;
+	return 0;
+}
+
+/* A file's hard-link group: a leader points to itself, a follower back to
+ * an earlier leader. 0 or -EBADMSG (why said). */
+static int check_hlink(const struct idx_manifest *out, size_t index,
+                       const struct idx_entry *e, const char *path, struct idx_why *why)
+{
+	if (e->hlink > index + 1)
+		return why_bad(why, path, "has a hard link to a later entry (%u)", e->hlink);
+	if (e->hlink && e->hlink <= index) {
+		const struct idx_entry *l = &out->e[e->hlink - 1];
+		if (l->type != IDX_REG || l->hlink != e->hlink)
+			return why_bad(why, path, "has a hard link to an entry that does not "
+			               "lead a group (%u)", e->hlink);
+	}
 	return 0;
 }
 
 /* The fields of entry `index` that depend on its type: a file's size, hash,
  * hard-link group and chunk digests (*chunks, pointing into r's buffer), a
  * symlink's target (*target, *tlen bytes, likewise), a device's number.
- * 0 or -EBADMSG; the caller still checks r->bad. */
+ * 0 or -EBADMSG (why said); the caller still checks r->bad. */
 static int decode_type_fields(struct wire_rd *r, const struct idx_manifest *out,
-                              size_t index, struct idx_entry *e, const uint8_t **chunks,
-                              const uint8_t **target, size_t *tlen)
+                              size_t index, struct idx_entry *e, const char *path,
+                              const uint8_t **chunks, const uint8_t **target, size_t *tlen,
+                              struct idx_why *why)
 {
 	switch (e->type) {
 	case IDX_REG: {
 		e->size = rd_u64(r);
 		const uint8_t *h = rd_take(r, IDX_HASH_LEN);
 		e->hlink = rd_u32(r);
-		if (r->bad || e->size > ((uint64_t)1 << 60))
-			return -EBADMSG;
+		if (r->bad)
+			return 0;
+		if (e->size > ((uint64_t)1 << 60))
+			return why_bad(why, path, "has a file of an absurd size (%llu bytes)",
+			               (unsigned long long)e->size);
 		memcpy(e->hash, h, IDX_HASH_LEN);
 		e->nchunks = idx_nchunks(e->size);
 		*chunks = rd_take(r, (size_t)e->nchunks * IDX_HASH_LEN);
-		/* a group leads with its own index; followers point back to a leader */
-		if (e->hlink > index + 1)
-			return -EBADMSG;
-		if (e->hlink && e->hlink <= index) {
-			const struct idx_entry *l = &out->e[e->hlink - 1];
-			if (l->type != IDX_REG || l->hlink != e->hlink)
-				return -EBADMSG;
-		}
-		break;
+		return check_hlink(out, index, e, path, why);
 	}
 	case IDX_LNK:
 		*tlen = rd_u16(r);
 		*target = rd_take(r, *tlen);
-		if (r->bad || *tlen == 0 || *tlen > IDX_LINK_MAX || memchr(*target, '\0', *tlen))
-			return -EBADMSG;
+		if (r->bad)
+			return 0;
+		if (*tlen == 0 || *tlen > IDX_LINK_MAX || memchr(*target, '\0', *tlen))
+			return why_bad(why, path, "has a symlink target that is empty, over 4096 "
+			               "bytes or with a NUL byte");
 		break;
 	case IDX_CHR:
 	case IDX_BLK:
@@ -301,23 +366,26 @@ static int decode_type_fields(struct wire_rd *r, const struct idx_manifest *out,
 
 /* Decode entry `index` and append it to out. On -ENOMEM the entry may be
  * in out half-made: the caller frees out. */
-static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
-                        size_t index, char *pathbuf, size_t *prevlen)
+static int decode_entry(struct wire_rd *r, struct idx_manifest *out, size_t index,
+                        char *pathbuf, size_t *prevlen, struct idx_why *why)
 {
 	struct idx_entry e = { 0 };
-	if (decode_head(r, out, index, &e, pathbuf, prevlen) < 0)
+	if (decode_head(r, out, index, &e, pathbuf, prevlen, why) < 0)
 		return -EBADMSG;
 	e.mode = rd_u32(r);
 	e.uid = rd_u32(r);
 	e.gid = rd_u32(r);
 	e.mtime_ns = (int64_t)rd_u64(r);
-	if (e.mode & ~07777u)
-		return -EBADMSG;
+	if (!r->bad && (e.mode & ~07777u))
+		return why_bad(why, pathbuf, "has mode bits beyond 07777 (0%o)", e.mode);
 	const uint8_t *chunks = NULL;
 	const uint8_t *target = NULL;
 	size_t tlen = 0;
-	if (decode_type_fields(r, out, index, &e, &chunks, &target, &tlen) < 0 || r->bad)
+	if (!r->bad && decode_type_fields(r, out, index, &e, pathbuf, &chunks, &target, &tlen,
+	                                  why) < 0)
 		return -EBADMSG;
+	if (r->bad)
+		return why_bad(why, pathbuf, "ends in the middle of an entry");
 	struct idx_entry *d = manifest_push(out);
 	if (!d)
 		return -ENOMEM;
@@ -334,17 +402,37 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out,
 	return 0;
 }
 
-int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out)
+/* The 20-byte header; *count out. 0 or -EBADMSG (why said). */
+static int decode_header(struct wire_rd *r, size_t len, uint64_t *count, struct idx_why *why)
+{
+	uint32_t magic = rd_u32(r);
+	uint8_t version = rd_u8(r), flags = rd_u8(r);
+	uint16_t reserved = rd_u16(r);
+	uint32_t chunk = rd_u32(r);
+	*count = rd_u64(r);
+	if (r->bad || magic != MF_MAGIC)
+		return why_bad(why, NULL, "is not a file list (%zu bytes, no RDMF header)", len);
+	if (version != MF_VERSION)
+		return why_bad(why, NULL, "is of version %u, not %u", version, MF_VERSION);
+	if (flags || reserved)
+		return why_bad(why, NULL, "has reserved header fields that are not zero");
+	if (chunk != IDX_CHUNK_SIZE)
+		return why_bad(why, NULL, "has a chunk size of %u bytes, not 4 MiB", chunk);
+	if (*count > (len - MF_HDR_LEN) / MF_MIN_ENTRY)
+		return why_bad(why, NULL, "claims %llu entries in %zu bytes",
+		               (unsigned long long)*count, len);
+	return 0;
+}
+
+int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out,
+                        struct idx_why *why)
 {
 	struct wire_rd r = { buf, buf + len, 0 };
+	uint64_t count;
 	memset(out, 0, sizeof *out);
-	uint32_t magic = rd_u32(&r);
-	uint8_t version = rd_u8(&r), flags = rd_u8(&r);
-	uint16_t reserved = rd_u16(&r);
-	uint32_t chunk = rd_u32(&r);
-	uint64_t count = rd_u64(&r);
-	if (r.bad || magic != MF_MAGIC || version != MF_VERSION || flags || reserved ||
-	    chunk != IDX_CHUNK_SIZE || count > (len - MF_HDR_LEN) / MF_MIN_ENTRY)
+	if (why)
+		why->text[0] = '\0';
+	if (decode_header(&r, len, &count, why) < 0)
 		return -EBADMSG;
 	char *pathbuf = malloc(IDX_PATH_MAX + 1);
 	if (!pathbuf)
@@ -352,9 +440,11 @@ int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out
 	size_t prevlen = 0;
 	int rc = 0;
 	for (uint64_t i = 0; i < count && rc == 0; i++)
-		rc = decode_entry(&r, out, (size_t)i, pathbuf, &prevlen);
-	if (rc == 0 && r.p != r.end)
-		rc = -EBADMSG;   /* trailing garbage */
+		rc = decode_entry(&r, out, (size_t)i, pathbuf, &prevlen, why);
+	if (rc == 0 && r.p != r.end)   /* trailing garbage */
+		rc = why_bad(why, NULL, "has %zu bytes after its last entry", (size_t)(r.end - r.p));
+	if (rc == -ENOMEM && why)
+		snprintf(why->text, sizeof why->text, "is too large for this machine's memory");
 	free(pathbuf);
 	if (rc)
 		idx_manifest_free(out);

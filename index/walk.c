@@ -377,7 +377,7 @@ static void walk_dir(struct worker *wk, int fd, const char *path)
 			continue;
 		if (!*path && wk->w->only && strcmp(n, wk->w->only) != 0)
 			continue;
-		if (strncmp(n, IDX_TEMP_PREFIX, sizeof IDX_TEMP_PREFIX - 1) == 0) {
+		if (n[0] == '.' && idx_is_temp_name(n)) {
 			wk->st.temps++;   /* debris of an interrupted sync */
 			continue;
 		}

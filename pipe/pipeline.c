@@ -137,7 +137,7 @@ static int parse_segments(struct run *r)
 	if (!r->g)
 		return RD_EXIT_FILEIO;
 	for (int i = 0; i < r->n; i++) {
-		r->g[i].c = (struct ctl){ -1, -1, NULL, 0 };
+		r->g[i].c = (struct ctl){ .in = -1, .out = -1 };
 		r->g[i].status = PIPE_NO_STATUS;
 		if (pipe_spec_parse(r->o->segs[i], i + 1, &r->g[i].sp) < 0)
 			return RD_EXIT_USAGE;

@@ -410,7 +410,7 @@ int pipe_segment(void)
 {
 	/* static: the threads use it until the process exits, whichever way */
 	static struct agent a;
-	a = (struct agent){ .c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 }, .pidfd = -1,
+	a = (struct agent){ .c = { .in = STDIN_FILENO, .out = STDOUT_FILENO }, .pidfd = -1,
 	                    .cmd_in = -1, .cmd_out = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
 	catch_signals();
 	int code = agent_setup(&a);

@@ -42,6 +42,11 @@ static const char usage[] =
 "      --rdcp-path P rdcp on the remote side (default: rdcp)\n"
 "  -P, --streams N   parallel data streams, 1..16 (default 1)\n"
 "      --transport T rdma, tcp or auto (default auto)\n"
+"      --encrypt     seal the data connection (TCP: AES-256-GCM or ChaCha20-\n"
+"                    Poly1305, keys made per run); without it, file data\n"
+"                    crosses TCP in clear (only the control channel is ssh)\n"
+"      --timeout S   give up (exit 30) when nothing moves for S seconds, as\n"
+"                    rsync's --timeout (default 0: wait forever)\n"
 "      --data-addr A address for data connections when it differs from the ssh\n"
 "                    host (e.g. the IPoIB or RoCE address): the remote's when it\n"
 "                    receives, ours when we receive from it\n"
@@ -55,9 +60,10 @@ static const char usage[] =
 "  -h, --help        this text;  --version  the version\n"
 "\n"
 "Exit status: 0 success, 1 usage, 3 SRC or DST unusable, 5 could not start\n"
-"the remote side, 10 connection failed or lost, 11 file I/O error,\n"
-"12 protocol error, 15 authentication failed, 16 RDMA unavailable,\n"
-"23 partial transfer (some entries failed), 24 source files vanished.\n"
+"the remote side, 7 another rdcp is writing DST (or SRC) now, 10 connection\n"
+"failed or lost, 11 file I/O error, 12 protocol error, 15 authentication\n"
+"failed, 16 RDMA unavailable, 23 partial transfer (some entries failed),\n"
+"24 source files vanished, 30 timeout (--timeout).\n"
 "\n"
 "Examples:\n"
 "  rdcp -r project host:backup/       # host:backup/project\n"
@@ -108,9 +114,9 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
-       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS };
+       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT, OPT_ENCRYPT };
 static const struct option lo[] = {
-	{ "scan", required_argument, NULL, OPT_SCAN },
+	{ "scan", no_argument, NULL, OPT_SCAN },
 	{ "index", required_argument, NULL, OPT_INDEX },
 	{ "no-index", no_argument, NULL, OPT_NOINDEX },
 	{ "threads", required_argument, NULL, OPT_THREADS },
@@ -130,6 +136,8 @@ static const struct option lo[] = {
 	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 	{ "include", required_argument, NULL, OPT_INCLUDE },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "encrypt", no_argument, NULL, OPT_ENCRYPT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -140,7 +148,7 @@ static const struct option lo[] = {
 struct cmdline {
 	struct idx_scan_opts so;
 	struct sync_opts o;
-	const char *scan;
+	int scan;                   /* --scan DIR: DIR is the operand */
 	struct sync_rule rules[256];
 };
 
@@ -150,7 +158,7 @@ static int take_opt(int c, struct cmdline *cl)
 	struct sync_opts *o = &cl->o;
 	struct idx_scan_opts *so = &cl->so;
 	switch (c) {
-	case OPT_SCAN: cl->scan = optarg; break;
+	case OPT_SCAN: cl->scan = 1; break;
 	case OPT_INDEX: so->index_path = optarg; break;
 	case OPT_NOINDEX: so->no_index = 1; break;
 	case OPT_THREADS: {
@@ -191,6 +199,20 @@ static int take_opt(int c, struct cmdline *cl)
 		o->rules = cl->rules;
 		break;
 	case OPT_PROGRESS: o->progress = 1; break;
+	case OPT_ENCRYPT:
+		o->flags |= SYNC_F_ENCRYPT;
+		o->tp.encrypt = 1;
+		break;
+	case OPT_TIMEOUT: {
+		char *end;
+		long n = strtol(optarg, &end, 10);
+		if (*end || end == optarg || n < 0 || n > SYNC_TIMEOUT_MAX) {
+			log_err("--timeout: expected seconds, 0..%d, got '%s'", SYNC_TIMEOUT_MAX, optarg);
+			return RD_EXIT_USAGE;
+		}
+		o->timeout = (int)n;
+		break;
+	}
 	case OPT_SERVER:
 		log_prog = "rdcp (remote)";
 		return sync_server();
@@ -215,17 +237,19 @@ int main(int argc, char **argv)
 			return code;
 	}
 	if (cl.scan) {
-		if (optind != argc) {
-			log_err("--scan takes one directory and no SRC DST");
+		if (argc - optind != 1) {
+			log_err("--scan takes one directory (and no SRC DST)");
 			return RD_EXIT_USAGE;
 		}
-		return do_scan(cl.scan, &cl.so);
+		return do_scan(argv[optind], &cl.so);
 	}
 	if (argc - optind != 2) {
 		log_err(argc == optind ? "SRC and DST are missing" : "expected exactly SRC and DST");
 		fputs("Try 'rdcp --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
+	if (tp_opts_check(&cl.o.tp) < 0)
+		return RD_EXIT_USAGE;
 	cl.o.src = argv[optind];
 	cl.o.dst = argv[optind + 1];
 	return sync_client(&cl.o);

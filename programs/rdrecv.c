@@ -36,6 +36,8 @@ static const char usage[] =
 "  --allow ADDR       talk only to connections from this numeric IPv4 or\n"
 "                     IPv6 address (default: anyone who knows KEY)\n"
 "  --key-file F       read the key from the first line of F (with KEY '-')\n"
+"  --encrypt          encrypt and authenticate every message (TCP only; the\n"
+"                     other side must say --encrypt too)\n"
 "  --pool SIZE        buffer memory, registered once (default 32M)\n"
 "  --msg-size SIZE    largest message accepted (default 1M)\n"
 "  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
@@ -46,7 +48,8 @@ static const char usage[] =
 "Exit status: 0 ok, 1 usage, 3 FILE cannot be created, 10 connection\n"
 "failed or lost (or no sender within --contimeout), 11 I/O error writing\n"
 "the output (also: the reader of standard output went away), 12 protocol\n"
-"error, 16 RDMA unavailable, 30 I/O timeout.\n";
+"error (also: a message failed authentication, or only one side has\n"
+"--encrypt), 16 RDMA unavailable, 30 I/O timeout.\n";
 
 struct args {
 	struct tp_opts o;
@@ -61,13 +64,14 @@ struct args {
 static int parse(int argc, char **argv, struct args *a)
 {
 	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
-	       O_LISTEN, O_ALLOW };
+	       O_LISTEN, O_ALLOW, O_ENCRYPT };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "allow", required_argument, NULL, O_ALLOW },
 		{ "key-file", required_argument, NULL, O_KEYFILE },
+		{ "encrypt", no_argument, NULL, O_ENCRYPT },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "msg-size", required_argument, NULL, O_MSG },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
@@ -85,6 +89,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_LISTEN: a->addr = optarg; break;
 		case O_ALLOW: a->o.peer_addr = optarg; break;
 		case O_KEYFILE: key_file = optarg; break;
+		case O_ENCRYPT: a->o.encrypt = 1; break;
 		case O_POOL:
 		case O_MSG: rc = tp_opt_size(optarg, c == O_POOL, &a->o); break;
 		case O_TIMEOUT: rc = tp_opt_seconds("--timeout", optarg, &a->o.io_timeout_ms); break;
@@ -97,6 +102,8 @@ static int parse(int argc, char **argv, struct args *a)
 		default: fputs("Try 'rdrecv --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
 	}
+	if (rc == 0 && tp_opts_check(&a->o) < 0)
+		rc = -EINVAL;
 	if (rc < 0)
 		return RD_EXIT_USAGE;
 	if (argc - optind < 2 || argc - optind > 3) {

@@ -28,6 +28,8 @@ static const char usage[] =
 "  --transport T      rdma, tcp or auto (default: auto: RDMA when the route\n"
 "                     to HOST has an RDMA device, else TCP)\n"
 "  --key-file F       read the key from the first line of F (with KEY '-')\n"
+"  --encrypt          encrypt and authenticate every message (TCP only; the\n"
+"                     other side must say --encrypt too)\n"
 "  --pool SIZE        buffer memory, registered once (default 32M)\n"
 "  --msg-size SIZE    bytes per message (default 1M)\n"
 "  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
@@ -36,7 +38,8 @@ static const char usage[] =
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE unreadable, 10 connection failed or\n"
 "lost, 11 I/O error (ours or the receiver's, e.g. its disk is full or the\n"
-"reader of its output went away), 12 protocol error, 15 authentication\n"
+"reader of its output went away), 12 protocol error (also: a message\n"
+"failed authentication, or only one side has --encrypt), 15 authentication\n"
 "failed, 16 RDMA unavailable (--transport rdma), 30 I/O timeout.\n"
 "\n"
 "Example:\n"
@@ -45,12 +48,14 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT };
+	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
+	       O_ENCRYPT };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "streams", required_argument, NULL, 'P' },
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "key-file", required_argument, NULL, O_KEYFILE },
+		{ "encrypt", no_argument, NULL, O_ENCRYPT },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "msg-size", required_argument, NULL, O_MSG },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
@@ -74,6 +79,7 @@ int main(int argc, char **argv)
 				return RD_EXIT_USAGE;
 			break;
 		case O_KEYFILE: key_file = optarg; break;
+		case O_ENCRYPT: o.encrypt = 1; break;
 		case O_POOL:
 		case O_MSG:
 			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
@@ -91,6 +97,8 @@ int main(int argc, char **argv)
 		default: fputs("Try 'rdsend --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
 	}
+	if (tp_opts_check(&o) < 0)
+		return RD_EXIT_USAGE;
 	if (argc - optind < 3 || argc - optind > 4) {
 		fputs(usage, stderr);
 		return RD_EXIT_USAGE;

@@ -72,6 +72,20 @@ static pid_t spawn_local(struct ctl *c)
 }
 
 
+/* Wait for the far side (or its remote shell). After a failed run, give it
+ * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us. */
+static void reap(pid_t pid, int *status, int failed)
+{
+	for (int i = 0; failed && i < 100; i++) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return;
+		usleep(50000);
+	}
+	if (failed)
+		kill(pid, SIGKILL);
+	waitpid(pid, status, 0);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -82,7 +96,7 @@ static double now_s(void)
 int sync_client(const struct sync_opts *o)
 {
 	struct endpoint src, dst;
-	struct ctl c = { -1, -1, NULL, 0 };
+	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };
 	double t0 = now_s();
 	if (parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0)
@@ -100,7 +114,8 @@ int sync_client(const struct sync_opts *o)
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
 	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
-	                  .progress = o->progress };
+	                  .progress = o->progress, .timeout = o->timeout };
+	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	int rc;
@@ -118,11 +133,16 @@ int sync_client(const struct sync_opts *o)
 		if (rc == 0)
 			sync_sender(&r, &res);
 	}
+	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
 	if (c.in != c.out)
 		close(c.in);
+	if (res.code == RD_EXIT_TIMEOUT || rc == -ETIME) {
+		log_err("the other side did nothing for %d s (--timeout): giving up", o->timeout);
+		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
+	}
 	int status = 0;
-	waitpid(pid, &status, 0);
+	reap(pid, &status, res.code != 0 || rc < 0);
 	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
 		/* the remote shell could not run rdcp, or ssh itself failed */
@@ -142,7 +162,6 @@ int sync_client(const struct sync_opts *o)
 		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
 		        res.transport ? " over " : "", res.transport ? res.transport : "");
 	}
-	ctl_free(&c);
 	free(src.host);
 	free(src.path);
 	free(dst.host);

@@ -1,7 +1,8 @@
 /*
  * Landing: everything the receiver does to DST. Files are written to a temp
  * file in their target directory (unnamed, O_TMPFILE, where the filesystem
- * can; else a random IDX_TEMP_PREFIX name) and linked or renamed into place
+ * can; else a name from idx_temp_name(), which only rdcp's own temp
+ * files can pass idx_is_temp_name()'s check with) and linked or renamed into place
  * only when complete, verified and with their metadata: a crash leaves the
  * old file or the new one. Links, fifos and devices go through a temp name
  * too. Then deletions, the metadata of what did not change, and the index.
@@ -16,7 +17,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,11 +33,44 @@ void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e)
 	        e->type == IDX_DIR ? "/" : "");
 }
 
+/* "... and N entries below it": the tail of a failed directory. */
+static void say_below(struct rstate *s)
+{
+	char shown[4096];
+	if (s->failed_below)
+		log_err("%s: %llu entries below it were not written either",
+		        log_path(shown, sizeof shown, s->failed_dir),
+		        (unsigned long long)s->failed_below);
+	free(s->failed_dir);
+	s->failed_dir = NULL;
+	s->failed_below = 0;
+}
+
 void recv_fail(struct rstate *s, const char *path, const char *what, int err)
 {
 	char shown[4096];
-	log_err("%s: %s: %s", log_path(shown, sizeof shown, path), what, strerror(err));
 	STAT_ADD(s->res->errors, 1);
+	pthread_mutex_lock(&s->fail_mu);
+	size_t n = s->failed_dir ? strlen(s->failed_dir) : 0;
+	if (s->failed_dir && !strncmp(path, s->failed_dir, n) && (path[n] == '/' || !path[n])) {
+		s->failed_below++;   /* said once for the directory, counted here */
+		pthread_mutex_unlock(&s->fail_mu);
+		return;
+	}
+	log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
+	        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
+	if (!strcmp(what, RECV_NO_DIR)) {
+		say_below(s);
+		s->failed_dir = strdup(path);
+	}
+	pthread_mutex_unlock(&s->fail_mu);
+}
+
+void recv_fail_end(struct rstate *s)
+{
+	pthread_mutex_lock(&s->fail_mu);
+	say_below(s);
+	pthread_mutex_unlock(&s->fail_mu);
 }
 
 /* Open the directory holding path; *name points at its last component. */
@@ -126,14 +159,9 @@ static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
 	}
 }
 
-static void random_tmp(char *buf, size_t cap)
-{
-	uint8_t r[8];
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-		memset(r, 0x5a, sizeof r);   /* O_EXCL still guards the name */
-	snprintf(buf, cap, "%s%02x%02x%02x%02x%02x%02x", IDX_TEMP_PREFIX, r[0], r[1], r[2], r[3],
-	         r[4], r[5]);
-}
+/* Tests: $RDCP_TEST_NO_TMPFILE set makes every file take the named-temp
+ * road, as on a filesystem without O_TMPFILE. */
+static int no_tmpfile = -1;
 
 /* The temp file in f->dirfd (already open). */
 int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
@@ -141,10 +169,12 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 	/* An unnamed file in the target directory (O_TMPFILE): nothing of it
 	 * can be seen, or be left behind, until it is linked in whole. Where
 	 * the filesystem cannot, a named temp file. */
+	if (no_tmpfile < 0)
+		no_tmpfile = getenv("RDCP_TEST_NO_TMPFILE") != NULL;
 	f->tmp[0] = 0;
-	f->fd = openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 	for (int tries = 0; f->fd < 0 && tries < 5; tries++) {
-		random_tmp(f->tmp, sizeof f->tmp);
+		idx_temp_name(f->tmp);
 		f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		               0600);
 		if (f->fd >= 0 || errno != EEXIST)
@@ -201,7 +231,7 @@ static int link_in(struct rfile *f, const char *name)
 	if (errno != EEXIST)
 		return -1;
 	for (int tries = 0; tries < 5; tries++) {
-		random_tmp(f->tmp, sizeof f->tmp);
+		idx_temp_name(f->tmp);
 		if (linkat(AT_FDCWD, proc, f->dirfd, f->tmp, AT_SYMLINK_FOLLOW) == 0)
 			return 0;
 		if (errno != EEXIST)
@@ -233,6 +263,7 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 		f->done = 1;
 		s->written[i] = 1;
 		STAT_ADD(s->res->files, 1);
+		recv_itemize(s, f->existed ? ">f.st......" : ">f+++++++++", e);
 	}
 	close(f->dirfd);
 	f->dirfd = -1;
@@ -326,13 +357,13 @@ void recv_make_links(struct rstate *s)
 		if (f & SYNC_F_DRYRUN)
 			continue;
 		const char *name;
-		char tmp[32];
+		char tmp[IDX_TEMP_NAME_LEN + 1];
 		int pd = recv_open_parent(s->root, e->path, &name);
 		if (pd < 0) {
 			recv_fail(s, e->path, "cannot open its directory", errno);
 			continue;
 		}
-		random_tmp(tmp, sizeof tmp);
+		idx_temp_name(tmp);
 		int rc = make_entry(s, e, follower, pd, tmp);
 		if (rc < 0)
 			recv_fail(s, e->path, "cannot create", errno);
@@ -449,17 +480,23 @@ void recv_delete_extra(struct rstate *s)
 	}
 }
 
-/* Clean temp files an interrupted run left in the directories we know. */
+/* Remove the temp files an interrupted run left in the directories we know:
+ * only names that pass idx_is_temp_name()'s check, and only what this user
+ * owns and is not a directory (rdcp makes no temp directories). */
 void recv_clean_temps(struct rstate *s)
 {
+	uid_t me = geteuid();
 	for (size_t i = 0; i < s->dm.n; i++) {
 		if (s->dm.e[i].type != IDX_DIR)
 			continue;
 		int fd = sync_open_beneath(s->root, s->dm.e[i].path, O_RDONLY | O_DIRECTORY);
 		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 		struct dirent *de;
+		struct stat st;
 		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, IDX_TEMP_PREFIX, sizeof IDX_TEMP_PREFIX - 1))
+			if (de->d_name[0] == '.' && idx_is_temp_name(de->d_name) &&
+			    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !S_ISDIR(st.st_mode) && st.st_uid == me)
 				unlinkat(fd, de->d_name, 0);
 		if (d)
 			closedir(d);

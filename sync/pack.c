@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -179,6 +181,26 @@ struct unpacker {
 	uint8_t *buf;
 };
 
+/* Done with a message: back to the transport (tests: the caller's). */
+static void release(struct unpacker *u, struct tp_msg *m)
+{
+	if (u->ts)
+		tp_msg_release(u->ts, m);
+}
+
+/* The stream is not what a sender sends: one line, through the ops. */
+__attribute__((format(printf, 2, 3)))
+static int damaged(struct unpacker *u, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	u->ops->damaged(u->ctx, msg);
+	return -EPROTO;
+}
+
 void unpacker_push(struct unpacker *u, struct tp_msg *m)
 {
 	struct held *h = malloc(sizeof *h);
@@ -188,7 +210,7 @@ void unpacker_push(struct unpacker *u, struct tp_msg *m)
 			u->err = -ENOMEM;
 		pthread_mutex_unlock(&u->mu);
 		free(h);
-		tp_msg_release(u->ts, m);   /* a failed reader drops the rest */
+		release(u, m);   /* a failed reader drops the rest */
 		return;
 	}
 	struct held **pp = &u->held;
@@ -207,7 +229,7 @@ static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 	struct unpacker *u = ctx;
 	(void)a;
 	if (u->inuse) {
-		tp_msg_release(u->ts, u->inuse);   /* libarchive is done with it */
+		release(u, u->inuse);   /* libarchive is done with it */
 		u->inuse = NULL;
 	}
 	pthread_mutex_lock(&u->mu);
@@ -242,19 +264,27 @@ static void write_job(struct unpacker *u, struct job *j)
 	}
 	if (fd < 0)
 		return;   /* the ops gave up on this file and said why */
-	int ok = j->ok;
-	for (uint64_t w = 0; ok && w < j->len;) {
+	int err = j->ok && j->len == j->size ? 0 : EPROTO;
+	for (uint64_t w = 0; !err && w < j->len;) {
 		ssize_t n = write(fd, j->data + w, j->len - w);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			ok = 0;
+			err = n < 0 ? errno : EIO;
 		else
 			w += (uint64_t)n;
 	}
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
-	u->ops->close(u->ctx, j->idx, ok && j->len == j->size, c.digest, j->len);
+	int rc = u->ops->close(u->ctx, j->idx, err, c.digest, j->len);
+	if (rc < 0) {   /* e.g. the disk is full: no point in the rest */
+		pthread_mutex_lock(&u->mu);
+		if (!u->err)
+			u->err = rc;
+		pthread_cond_broadcast(&u->cv);
+		pthread_cond_broadcast(&u->room);
+		pthread_mutex_unlock(&u->mu);
+	}
 }
 
 static void *writer_main(void *arg)
@@ -296,17 +326,39 @@ static void stop_writers(struct unpacker *u)
 		pthread_join(u->wth[i], NULL);
 }
 
+/* libarchive could not read on: say so, unless a writer stopped the stream
+ * (and said why) or it ends where the sender stopped. */
+static int stream_damaged(struct unpacker *u, struct archive *a)
+{
+	pthread_mutex_lock(&u->mu);
+	int err = u->err;
+	pthread_mutex_unlock(&u->mu);
+	if (err < 0)
+		return err;
+	char shown[200];
+	const char *why = archive_error_string(a);
+	return damaged(u, "the sender's archive of small files is damaged: %s",
+	               log_path(shown, sizeof shown, why ? why : "unreadable"));
+}
+
 /* The reader: one entry into memory, queued for a writer. */
 static int extract_entry(struct unpacker *u, struct archive *a, struct archive_entry *e)
 {
 	const char *name = archive_entry_pathname(e);
-	char *end;
+	char *end, shown[200];
 	errno = 0;
 	unsigned long long idx = name ? strtoull(name, &end, 10) : 0;
-	if (!name || !*name || *end || errno || archive_entry_filetype(e) != AE_IFREG ||
-	    !archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
+	if (!name || !*name || *end || errno || *name < '0' || *name > '9')
+		return damaged(u, "the sender's archive has an entry that is not named by a file "
+		               "index: '%s'", log_path(shown, sizeof shown, name ? name : ""));
+	if (archive_entry_filetype(e) != AE_IFREG)
+		return damaged(u, "the sender's archive has an entry that is not a regular file: "
+		               "'%s'", log_path(shown, sizeof shown, name));
+	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
 	    (uint64_t)archive_entry_size(e) > UNPACK_MAX_ENTRY)
-		return -EPROTO;
+		return damaged(u, "the sender's archive has an entry of %lld bytes for file %llu "
+		               "(small files are under %llu bytes)", (long long)archive_entry_size(e), idx,
+		               (unsigned long long)UNPACK_MAX_ENTRY);
 	struct job *j = calloc(1, sizeof *j);
 	uint64_t size = (uint64_t)archive_entry_size(e);
 	if (!j || !(j->data = malloc(size ? size : 1))) {
@@ -326,15 +378,23 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		if (r != ARCHIVE_OK) {
 			free(j->data);
 			free(j);
-			return -EPROTO;
+			return stream_damaged(u, a);
 		}
 		/* sparse, out of order or longer than said: not ours */
 		if ((uint64_t)off != j->len || len > size - j->len) {
-			j->ok = 0;
-			continue;
+			free(j->data);
+			free(j);
+			return damaged(u, "the sender's archive has a sparse or overlong entry for "
+			               "file %llu", idx);
 		}
 		memcpy(j->data + j->len, blk, len);
 		j->len += len;
+	}
+	if (j->len != size) {   /* holes at the end: sparse */
+		free(j->data);
+		free(j);
+		return damaged(u, "the sender's archive has a sparse or overlong entry for file %llu",
+		               idx);
 	}
 	pthread_mutex_lock(&u->mu);
 	while (u->njobs >= UNPACK_QUEUE && !u->err)
@@ -368,15 +428,15 @@ static void *unpack_main(void *arg)
 		     ? 0 : -EPROTO;
 		struct archive_entry *e;
 		int r;
-		while (rc == 0 && (r = archive_read_next_header(a, &e)) != ARCHIVE_EOF)
-			rc = r == ARCHIVE_OK || r == ARCHIVE_WARN ? extract_entry(u, a, e) : -EPROTO;
 		if (rc < 0)
-			log_err("the stream of small files is damaged: %s",
-			        archive_error_string(a) ? archive_error_string(a) : "bad entry");
+			rc = stream_damaged(u, a);
+		while (rc == 0 && (r = archive_read_next_header(a, &e)) != ARCHIVE_EOF)
+			rc = r == ARCHIVE_OK || r == ARCHIVE_WARN ? extract_entry(u, a, e)
+			     : stream_damaged(u, a);
 		archive_read_free(a);
 	}
 	if (u->inuse) {
-		tp_msg_release(u->ts, u->inuse);
+		release(u, u->inuse);
 		u->inuse = NULL;
 	}
 	stop_writers(u);
@@ -387,7 +447,7 @@ static void *unpack_main(void *arg)
 	while (u->held) {
 		struct held *h = u->held;
 		u->held = h->next;
-		tp_msg_release(u->ts, h->m);
+		release(u, h->m);
 		free(h);
 	}
 	if (!u->err)
@@ -419,6 +479,14 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 	}
 	*out = u;
 	return 0;
+}
+
+int unpacker_error(struct unpacker *u)
+{
+	pthread_mutex_lock(&u->mu);
+	int err = u->err < 0 ? u->err : 0;
+	pthread_mutex_unlock(&u->mu);
+	return err;
 }
 
 int unpacker_finish(struct unpacker *u)

@@ -52,7 +52,7 @@ static void make_dir(struct rstate *s, size_t i)
 	const char *name;
 	int pd = recv_open_parent(s->root, e->path, &name);
 	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
-		recv_fail(s, e->path, "cannot create directory", errno);
+		recv_fail(s, e->path, RECV_NO_DIR, errno);
 	} else {
 		s->written[i] = 1;
 		s->actions++;
@@ -67,9 +67,11 @@ static int want_file(struct rstate *s, size_t i, int exists, uint32_t *want,
                      uint32_t *nwant)
 {
 	const struct idx_entry *e = &s->sm.e[i];
-	recv_itemize(s, exists ? ">f.st......" : ">f+++++++++", e);
 	struct rfile *rf = &s->files[s->nfiles];
 	rf->fd = rf->dirfd = -1;
+	rf->existed = exists;
+	if (s->r->flags & SYNC_F_DRYRUN)   /* else said when it lands (land.c) */
+		recv_itemize(s, exists ? ">f.st......" : ">f+++++++++", e);
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;

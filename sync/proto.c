@@ -2,9 +2,12 @@
  * the DONE results, encoded and decoded field by field. Every decoder takes
  * peer input and bounds it. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exitcode.h"
+#include "common/log.h"
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
@@ -15,7 +18,7 @@ int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *p
 	size_t pl = strlen(path), al = strlen(addr), fl = 2;
 	for (int i = 0; i < o->nrules; i++)
 		fl += 3 + strlen(o->rules[i].pattern);
-	uint8_t *b = malloc(16 + pl + al + fl);
+	uint8_t *b = malloc(16 + pl + al + fl + 4);
 	if (!b)
 		return -ENOMEM;
 	put_u32(b, CTL_MAGIC);
@@ -38,7 +41,8 @@ int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *p
 		memcpy(p + 2, o->rules[i].pattern, n);
 		p += 2 + n;
 	}
-	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al + fl);
+	put_u32(p, (uint32_t)o->timeout);
+	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al + fl + 4);
 	free(b);
 	return rc;
 }
@@ -76,28 +80,44 @@ static int parse_rules(const uint8_t *p, size_t len, struct sync_rule **out, int
 	return 0;
 }
 
+/* h->why for a malformed HELLO; returns -EPROTO. */
+static int hello_bad(struct hello *h, const char *why)
+{
+	h->why = why;
+	return -EPROTO;
+}
+
 int hello_decode(const uint8_t *b, size_t n, struct hello *h)
 {
 	memset(h, 0, sizeof *h);
-	if (n < 18 || get_u32(b) != CTL_MAGIC)
-		return -EPROTO;
+	if (n < 5 || get_u32(b) != CTL_MAGIC)
+		return hello_bad(h, "it is not an rdcp hello");
 	if (b[4] != CTL_VERSION)
 		return -EPROTONOSUPPORT;
+	if (n < 22)
+		return hello_bad(h, "it is too short");
+	h->timeout = (int)get_u32(b + n - 4);   /* last: after the rules */
+	if (h->timeout < 0 || h->timeout > SYNC_TIMEOUT_MAX)
+		return hello_bad(h, "its timeout is out of range");
+	n -= 4;
 	size_t pl = get_u16(b + 12);
 	if (14 + pl + 2 > n)
-		return -EPROTO;
+		return hello_bad(h, "its path is longer than the message");
 	size_t al = get_u16(b + 14 + pl);
 	if (16 + pl + al + 2 > n)
-		return -EPROTO;
+		return hello_bad(h, "its address is longer than the message");
 	h->role = b[5];
 	h->flags = get_u32(b + 6);
 	h->streams = b[10] >= 1 && b[10] <= TP_MAX_STREAMS ? b[10] : 1;
 	h->kind = b[11] <= TP_RDMA ? (enum tp_kind)b[11] : TP_AUTO;
-	if ((h->role != ROLE_SENDER && h->role != ROLE_RECEIVER) || (h->flags & ~SYNC_F_ALL) ||
-	    pl == 0 || memchr(b + 14, 0, pl) || memchr(b + 16 + pl, 0, al))
-		return -EPROTO;
+	if (h->role != ROLE_SENDER && h->role != ROLE_RECEIVER)
+		return hello_bad(h, "it gives an unknown role");
+	if (h->flags & ~SYNC_F_ALL)
+		return hello_bad(h, "it has unknown option flags");
+	if (pl == 0 || memchr(b + 14, 0, pl) || memchr(b + 16 + pl, 0, al))
+		return hello_bad(h, "its path is empty, or its path or address has a NUL byte");
 	if (parse_rules(b + 16 + pl + al, n - 16 - pl - al, &h->rules, &h->nrules) < 0)
-		return -EPROTO;
+		return hello_bad(h, "its --exclude/--include rules are malformed");
 	h->path = strndup((const char *)b + 14, pl);
 	h->addr = strndup((const char *)b + 16 + pl, al);
 	if (!h->path || !h->addr) {
@@ -127,7 +147,7 @@ void result_put(uint8_t *p, const struct sync_result *r)
 	put_u64(p + 36, r->meta);
 }
 
-void result_get(const uint8_t *p, struct sync_result *r)
+int result_get(const uint8_t *p, struct sync_result *r)
 {
 	r->code = get_u32(p);
 	r->files = get_u64(p + 4);
@@ -135,24 +155,86 @@ void result_get(const uint8_t *p, struct sync_result *r)
 	r->deleted = get_u64(p + 20);
 	r->errors = get_u64(p + 28);
 	r->meta = get_u64(p + 36);
+	if (r->code > 255) {   /* an exit status: 256 would exit 0 */
+		r->code = RD_EXIT_PROTO;
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* d->why for a malformed CTL_DATA; returns -EPROTO. */
+static int data_bad(struct ctl_data *d, const char *why)
+{
+	d->why = why;
+	return -EPROTO;
 }
 
 int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d)
 {
-	if (len < 34 || len - 34 > sizeof d->addr - 1)
-		return -EPROTO;
+	d->why = NULL;
+	if (len < 34)
+		return data_bad(d, "is shorter than a port and a secret");
+	if (len - 34 > sizeof d->addr - 1)
+		return data_bad(d, "has an address over 255 bytes");
 	d->port = get_u16(buf);
 	for (int i = 0; i < 32; i++) {
 		uint8_t c = buf[2 + i];
 		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return -EPROTO;
+			return data_bad(d, "has a secret that is not 32 hex digits");
 		d->key[i] = (char)c;
 	}
 	d->key[32] = '\0';
 	size_t al = len - 34;
-	if (d->port == 0 || memchr(buf + 34, '\0', al))
-		return -EPROTO;
+	if (d->port == 0)
+		return data_bad(d, "has port 0");
+	if (memchr(buf + 34, '\0', al))
+		return data_bad(d, "has an address with a NUL byte");
 	memcpy(d->addr, buf + 34, al);
 	d->addr[al] = '\0';
 	return 0;
+}
+
+/* Peer text for one line of ours: control characters (a terminal's escape
+ * sequences, newlines) as \ooo, at most cap - 1 bytes. */
+static char *peer_text(char *buf, size_t cap, const uint8_t *p, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n && p[i] && o + 5 < cap; i++) {
+		if (p[i] < 0x20 || p[i] == 0x7f)
+			o += (size_t)snprintf(buf + o, cap - o, "\\%03o", p[i]);
+		else
+			buf[o++] = (char)p[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+uint32_t sync_peer_error(const struct ctl *c, size_t n, const char *prefix)
+{
+	char text[1024];
+	uint32_t code = n >= 4 ? get_u32(c->buf) : 0;
+	log_err("%s%s", prefix, n > 4 ? peer_text(text, sizeof text, c->buf + 4, n - 4)
+	                               : "(no reason given)");
+	return code >= 1 && code <= 255 ? code : RD_EXIT_PROTO;
+}
+
+int sync_recv(struct role *r, const char *peer, uint8_t *type, size_t *n)
+{
+	struct ctl *c = r->ctl;
+	int rc = ctl_recv(c, type, n);
+	if (rc == 0)
+		r->frames++;
+	if (rc != -EPROTO || !*n)
+		return rc;
+	char seen[200];
+	ctl_junk_text(c->buf, *n, seen, sizeof seen);
+	if (r->is_client && r->frames == 0) {
+		/* as rsync says it ("is your shell clean?"), and exits 2 for it */
+		log_err("protocol error: the remote shell printed something before rdcp "
+		        "started (is your shell clean? e.g. a banner or echo in .bashrc): '%s'",
+		        seen);
+		return -EPROTONOSUPPORT;
+	}
+	log_err("protocol error: the %s's control messages are corrupt: '%s'", peer, seen);
+	return -EPROTO;
 }

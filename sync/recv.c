@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,10 +19,24 @@
 #include "common/wire.h"
 #include "sync/recv_int.h"
 
+int recv_reject(struct rstate *s, const char *fmt, ...)
+{
+	if (__atomic_exchange_n(&s->rejected, 1, __ATOMIC_RELAXED))
+		return -EPROTO;   /* the first reason was said */
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	log_err("%s", msg);
+	return -EPROTO;
+}
+
 /* A parent of every entry must be a directory of the manifest. */
-static int check_tree(const struct idx_manifest *m)
+static int check_tree(struct rstate *s, const struct idx_manifest *m)
 {
 	char *buf = malloc(IDX_PATH_MAX + 1);
+	char shown[300];
 	int rc = 0;
 	if (!buf)
 		return -ENOMEM;
@@ -33,7 +49,11 @@ static int check_tree(const struct idx_manifest *m)
 		buf[n] = '\0';
 		const struct idx_entry *p = idx_manifest_find(m, buf);
 		if (!p || p->type != IDX_DIR)
-			rc = -EPROTO;
+			rc = recv_reject(s, "the sender's file list has an entry %s: '%s'",
+			                 !p ? "whose parent directory it does not have"
+			                 : p->type == IDX_LNK ? "under a symlink"
+			                 : "under something that is not a directory",
+			                 log_path(shown, sizeof shown, m->e[i].path));
 	}
 	free(buf);
 	return rc;
@@ -49,12 +69,11 @@ static int read_manifest(struct rstate *s)
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		if ((rc = ctl_recv(c, &type, &n)) < 0)
+		if ((rc = sync_recv(s->r, "sender", &type, &n)) < 0)
 			break;
 		if (type == CTL_ERROR) {
 			rc = -ECANCELED;
-			log_err("the sender failed: %s", (char *)c->buf + 4);
-			s->res->code = n >= 4 ? get_u32(c->buf) : RD_EXIT_PROTO;
+			s->res->code = sync_peer_error(c, n, "the sender failed: ");
 			break;
 		}
 		if (type == CTL_MANIFEST_END && n == 8) {
@@ -62,8 +81,13 @@ static int read_manifest(struct rstate *s)
 			rc = 0;
 			break;
 		}
-		if (type != CTL_MANIFEST || len + n > ((size_t)4 << 30)) {
-			rc = -EPROTO;
+		if (type != CTL_MANIFEST) {
+			rc = recv_reject(s, "the sender sent a message of type %u and %zu bytes in "
+			                 "its file list", type, n);
+			break;
+		}
+		if (len + n > ((size_t)4 << 30)) {
+			rc = recv_reject(s, "the sender's file list is over 4 GiB");
 			break;
 		}
 		uint8_t *b = realloc(all, len + n);
@@ -75,21 +99,30 @@ static int read_manifest(struct rstate *s)
 		memcpy(all + len, c->buf, n);
 		len += n;
 	}
-	if (rc == 0 && (idx_manifest_decode(all, len, &s->sm) < 0 || check_tree(&s->sm) < 0))
-		rc = -EPROTO;
+	if (rc == 0) {
+		struct idx_why why;
+		rc = idx_manifest_decode(all, len, &s->sm, &why);
+		if (rc == -EBADMSG)
+			rc = recv_reject(s, "the sender's file list %s", why.text);
+		else if (rc < 0)
+			log_err("the sender's file list %s", why.text);
+		else
+			rc = check_tree(s, &s->sm);
+	}
 	free(all);
 	return rc;
 }
 
 /* Rename the sender's top name `from` to `to` in every path (cp -r A B when
  * B does not exist yet). Order is kept: the prefix is common to all. */
-static int map_top(struct idx_manifest *m, const char *from, const char *to)
+static int map_top(struct rstate *s, struct idx_manifest *m, const char *from, const char *to)
 {
 	size_t fl = strlen(from), tl = strlen(to);
 	for (size_t i = 0; i < m->n; i++) {
-		char *p = m->e[i].path;
+		char *p = m->e[i].path, shown[300];
 		if (strncmp(p, from, fl) != 0 || (p[fl] != '/' && p[fl] != '\0'))
-			return -EPROTO;   /* everything must be under the top name */
+			return recv_reject(s, "the sender's file list has an entry outside the "
+			                   "name it sends: '%s'", log_path(shown, sizeof shown, p));
 		char *n = malloc(tl + strlen(p + fl) + 1);
 		if (!n)
 			return -ENOMEM;
@@ -177,6 +210,36 @@ static void send_log(struct rstate *s)
 	}
 }
 
+/* READY (n bytes at b, zeros after them): named (0 or 1), is dir (0 or 1),
+ * and one plain name when named, else none. 0 or -EPROTO (said). */
+static int ready_check(struct rstate *s, uint8_t type, const uint8_t *b, size_t n)
+{
+	char shown[300];
+	if (type != CTL_READY)
+		return recv_reject(s, "the sender's first message is not READY (type %u)", type);
+	size_t l = n >= 4 ? get_u16(b + 2) : 0;
+	const char *name = (const char *)b + 4;   /* the frame's zeros end it */
+	if (n < 4 || n != 4 + l)
+		return recv_reject(s, "the sender's READY is malformed (%zu bytes)", n);
+	log_path(shown, sizeof shown, name);
+	if (b[0] > 1 || b[1] > 1)
+		return recv_reject(s, "the sender's READY has flags that are not 0 or 1");
+	if (!b[0] && l)
+		return recv_reject(s, "the sender's READY names '%s' but sends a directory's "
+		                   "contents", shown);
+	if (!b[0])
+		return 0;
+	if (l == 0)
+		return recv_reject(s, "the sender's READY says it sends one entry but names none");
+	if (memchr(name, '\0', l))
+		return recv_reject(s, "the sender's top name has a NUL byte: '%s'", shown);
+	if (l > 255)
+		return recv_reject(s, "the sender's top name is over 255 bytes: '%s'", shown);
+	if (memchr(name, '/', l) || !strcmp(name, ".") || !strcmp(name, ".."))
+		return recv_reject(s, "the sender's top name is not one plain name: '%s'", shown);
+	return 0;
+}
+
 /* 1. What the sender sends: a directory's contents, or one named entry
  * (READY); then where DST's root is. */
 static int read_ready(struct rstate *s)
@@ -184,21 +247,17 @@ static int read_ready(struct rstate *s)
 	struct ctl *c = s->r->ctl;
 	uint8_t type;
 	size_t n;
-	int rc = ctl_recv(c, &type, &n);
+	int rc = sync_recv(s->r, "sender", &type, &n);
 	if (rc == 0 && type == CTL_ERROR) {
-		log_err("%s", (char *)c->buf + 4);
-		s->res->code = n >= 4 ? get_u32(c->buf) : RD_EXIT_PROTO;
+		s->res->code = sync_peer_error(c, n, "");
 		return -ECANCELED;
 	}
-	if (rc == 0 && (type != CTL_READY || n < 4 || n != 4 + (size_t)get_u16(c->buf + 2)))
-		rc = -EPROTO;
-	if (rc < 0)
+	if (rc < 0 || (rc = ready_check(s, type, c->buf, n)) < 0)
 		return rc;
 	s->named = c->buf[0];
 	s->top = strndup((char *)c->buf + 4, get_u16(c->buf + 2));
-	if (!s->top || (s->named && idx_path_check(s->top, strlen(s->top)) < 0) ||
-	    strchr(s->top, '/'))
-		return -EPROTO;
+	if (!s->top)
+		return -ENOMEM;
 	if ((rc = choose_root(s, s->named, c->buf[1], s->top, &s->only, &s->mapto)) < 0)
 		s->res->code = RD_EXIT_SELECT;
 	return rc;
@@ -247,7 +306,7 @@ static int their_manifest(struct rstate *s)
 		return rc;
 	s->shift = s->sm.n && !*s->sm.e[0].path;
 	drop_root(&s->sm);
-	if (s->mapto && strcmp(s->top, s->mapto) && (rc = map_top(&s->sm, s->top, s->mapto)) < 0)
+	if (s->mapto && strcmp(s->top, s->mapto) && (rc = map_top(s, &s->sm, s->top, s->mapto)) < 0)
 		return rc;
 	if (s->root >= 0)
 		drop_root(&s->dm);   /* the parent directory is not part of the copy */
@@ -282,21 +341,23 @@ static int read_sent(struct rstate *s)
 	struct ctl *c = s->r->ctl;
 	uint8_t type;
 	size_t n;
-	int rc = ctl_recv(c, &type, &n);
+	int rc = sync_recv(s->r, "sender", &type, &n);
 	if (rc < 0)
 		return rc;
 	if (type == CTL_ERROR) {
-		log_err("the sender failed: %s", (char *)c->buf + 4);
-		s->res->code = n >= 4 ? get_u32(c->buf) : RD_EXIT_PROTO;
+		s->res->code = sync_peer_error(c, n, "the sender failed: ");
 		return -ECANCELED;
 	}
-	if (type != CTL_SENT || n != 8) {
-		log_err("the sender's report after the data is malformed");
-		return -EPROTO;
-	}
+	if (type != CTL_SENT || n != 8)
+		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
+		                   "%zu bytes)", type, n);
 	s->unsent = get_u64(c->buf);
-	if (s->incomplete > s->unsent)
+	if (s->incomplete > s->unsent) {
+		log_err("%llu files came incomplete, but the sender reported %llu it could "
+		        "not send; they are left as they were",
+		        (unsigned long long)s->incomplete, (unsigned long long)s->unsent);
 		STAT_ADD(s->res->errors, s->incomplete - s->unsent);
+	}
 	return 0;
 }
 
@@ -357,13 +418,15 @@ static void rstate_free(struct rstate *s)
 int sync_receiver(struct role *r, struct sync_result *res)
 {
 	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1,
-	                    .mu = PTHREAD_MUTEX_INITIALIZER };
+	                    .mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);
 	s.umask = umask(022);
 	umask(s.umask);
 	if (r->flags & SYNC_F_ITEMIZE)
 		s.log = open_memstream(&s.logbuf, &s.loglen);
 	int rc = receive(&s);
+	recv_fail_end(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */

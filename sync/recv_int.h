@@ -22,11 +22,12 @@
 struct rfile {
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
-	char tmp[32];        /* its name, when it has one (not O_TMPFILE) */
+	char tmp[IDX_TEMP_NAME_LEN + 1];   /* its name, when it has one (not O_TMPFILE) */
 	uint32_t need, got;  /* messages (chunks) */
 	uint8_t *seen;       /* one byte per chunk */
 	int failed, done;
 	int claimed;         /* small files: a writer thread has it */
+	int existed;         /* DST had a file by that name (for -v's line) */
 };
 
 struct rstate {
@@ -59,12 +60,22 @@ struct rstate {
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
+	pthread_mutex_t fail_mu; /* failed_dir, failed_below (recv_fail) */
+	char *failed_dir;        /* the last directory that could not be made */
+	uint64_t failed_below;   /* failures below it, not said one by one */
+	int rejected;            /* recv_reject() has said why */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
 #define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
 
 #define GONE 0x80   /* dm entry flag: removed from DST by this run */
+
+/* recv.c: the sender broke the protocol: the first time in the run, say
+ * how in one line (fmt is the whole message, naming the sender, peer
+ * strings escaped); later calls, from any thread, say nothing (the first
+ * reason is the one that counts). Returns -EPROTO. */
+int  recv_reject(struct rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* plan.c: decide, for every sender entry, what to do; remove what is in
  * the way; create directories. *want: the sm indices to fetch. */
@@ -75,7 +86,12 @@ int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 
 /* land.c: put things into DST. */
 void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e);
+/* One line: path, what failed, why; counted in res->errors. After a
+ * directory could not be made (what == RECV_NO_DIR), failures below it are
+ * only counted, and recv_fail_end() says how many. Any thread. */
+#define RECV_NO_DIR "cannot create directory"
 void recv_fail(struct rstate *s, const char *path, const char *what, int err);
+void recv_fail_end(struct rstate *s);
 /* The directory holding path; *name: its last component. -1 with errno. */
 int  recv_open_parent(int root, const char *path, const char **name);
 /* The same through a one-entry cache (call under s->mu when threads run). */
@@ -100,5 +116,14 @@ void recv_fix_meta(struct rstate *s);
 void recv_clean_temps(struct rstate *s);
 /* The receiver's index: what it holds now, with the hashes it verified. */
 void recv_save_index(struct rstate *s);
+
+/* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
+ * phase without a network, on an rstate the test planned with recv_plan().
+ * recv_fuzz_chunk: one message as take_chunk() takes it from the transport
+ * (0, or -EPROTO for one the sender should not send). recv_fuzz_archive:
+ * stream as the whole small-file archive, through the unpacker and its
+ * writer threads; 0 or an error. */
+int  recv_fuzz_chunk(struct rstate *s, struct tp_msg *m);
+int  recv_fuzz_archive(struct rstate *s, const uint8_t *stream, size_t len);
 
 #endif

@@ -317,28 +317,52 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 	return rc;
 }
 
+/* The receiver's itemized lines (CTL_LOG) on stdout: its control
+ * characters other than newlines escaped, so a peer cannot drive our
+ * terminal (the receiver's own lines are escaped already). */
+static void print_log(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if ((p[i] < 0x20 && p[i] != '\n' && p[i] != '\t') || p[i] == 0x7f)
+			printf("\\%03o", p[i]);
+		else
+			putchar(p[i]);
+	}
+}
+
+/* The receiver's DONE: its result. 0, or -EPROTO (said). */
+static int take_result(const uint8_t *p, struct sync_result *res)
+{
+	if (result_get(p, res) == 0)
+		return 0;
+	log_err("the receiver's result has an exit code over 255 (%u)", get_u32(p));
+	return -EPROTO;
+}
+
 /* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE. */
 static int await_done(struct role *r, struct sync_result *res)
 {
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		int rc = ctl_recv(r->ctl, &type, &n);
+		int rc = sync_recv(r, "receiver", &type, &n);
 		if (rc < 0)
 			return rc;
 		if (type == CTL_LOG) {
-			fwrite(r->ctl->buf, 1, n, stdout);
+			print_log(r->ctl->buf, n);
 			continue;
 		}
 		if (type == CTL_ERROR) {
-			log_err("%s", (char *)r->ctl->buf + 4);
-			res->code = n >= 4 ? get_u32(r->ctl->buf) : RD_EXIT_PROTO;
+			res->code = sync_peer_error(r->ctl, n, "");
 			return -ECANCELED;
 		}
-		if (type != CTL_DONE || n != RESULT_LEN)
+		if (type != CTL_DONE || n != RESULT_LEN) {
+			log_err("the receiver's final result is malformed (type %u, %zu bytes)", type, n);
 			return -EPROTO;
+		}
 		uint64_t vanished = res->errors;
-		result_get(r->ctl->buf, res);
+		if ((rc = take_result(r->ctl->buf, res)) < 0)
+			return rc;
 		if (vanished && !res->code)
 			res->code = RD_EXIT_VANISHED;
 		fflush(stdout);
@@ -411,33 +435,43 @@ static int read_plan(struct sstate *s)
 	struct ctl *c = s->r->ctl;
 	uint8_t type;
 	size_t n;
-	int rc = ctl_recv(c, &type, &n);
+	int rc = sync_recv(s->r, "receiver", &type, &n);
 	if (rc < 0)
 		return rc;
 	if (type == CTL_ERROR) {
-		log_err("%s", (char *)c->buf + 4);
-		s->res->code = n >= 4 ? get_u32(c->buf) : RD_EXIT_PROTO;
+		s->res->code = sync_peer_error(c, n, "");
 		return 1;
 	}
-	if (type == CTL_DONE && n == RESULT_LEN) {
-		result_get(c->buf, s->res);
-		return 1;
-	}
+	if (type == CTL_DONE && n == RESULT_LEN)
+		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_LOG) {   /* its reasons, then its DONE */
-		fwrite(c->buf, 1, n, stdout);
+		print_log(c->buf, n);
 		rc = await_done(s->r, s->res);
 		return rc < 0 ? rc : 1;
 	}
-	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4)
+	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4) {
+		log_err("the receiver's plan is malformed (type %u, %zu bytes)", type, n);
 		return -EPROTO;
+	}
 	s->nplan = get_u32(c->buf);
 	s->plan = malloc((size_t)(s->nplan ? s->nplan : 1) * 4);
 	if (!s->plan)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < s->nplan; k++) {
-		s->plan[k] = get_u32(c->buf + 4 + 4 * k);
-		if (s->plan[k] >= s->m.n || s->m.e[s->plan[k]].type != IDX_REG)
-			return -EPROTO;
+		uint32_t i = s->plan[k] = get_u32(c->buf + 4 + 4 * k);
+		char shown[300];
+		if (i >= s->m.n)
+			log_err("the receiver's plan asks for entry %u of a file list of %zu", i,
+			        s->m.n);
+		else if (s->m.e[i].type != IDX_REG)
+			log_err("the receiver's plan asks for entry %u ('%s'), which is not a "
+			        "regular file", i, log_path(shown, sizeof shown, s->m.e[i].path));
+		else if (k && i <= s->plan[k - 1])   /* once each: no file sent twice */
+			log_err("the receiver's plan asks for entry %u again or out of order "
+			        "(after %u)", i, s->plan[k - 1]);
+		else
+			continue;
+		return -EPROTO;
 	}
 	return 0;
 }
@@ -450,29 +484,35 @@ static int connect_data(struct sstate *s)
 	uint8_t type;
 	size_t n;
 	int rc;
-	while ((rc = ctl_recv(r->ctl, &type, &n)) == 0 && type == CTL_LOG)
-		fwrite(r->ctl->buf, 1, n, stdout);
+	while ((rc = sync_recv(r, "receiver", &type, &n)) == 0 && type == CTL_LOG)
+		print_log(r->ctl->buf, n);
 	if (rc < 0)
 		return rc;
-	if (type == CTL_DONE && n == RESULT_LEN) {
-		result_get(r->ctl->buf, s->res);
-		return 1;
-	}
-	if (type == CTL_ERROR && n >= 4) {
-		log_err("%s", (char *)r->ctl->buf + 4);
-		s->res->code = get_u32(r->ctl->buf);
+	if (type == CTL_DONE && n == RESULT_LEN)
+		return (rc = take_result(r->ctl->buf, s->res)) < 0 ? rc : 1;
+	if (type == CTL_ERROR) {
+		s->res->code = sync_peer_error(r->ctl, n, "");
 		return 1;
 	}
 	struct ctl_data cd;
-	if (type != CTL_DATA || ctl_data_decode(r->ctl->buf, n, &cd) < 0)
+	if (type != CTL_DATA) {
+		log_err("the receiver sent a message of type %u instead of where to connect", type);
 		return -EPROTO;
+	}
+	if (ctl_data_decode(r->ctl->buf, n, &cd) < 0) {
+		log_err("the receiver's data-connection message %s", cd.why);
+		return -EPROTO;
+	}
 	struct tp_opts o = r->tp;
 	tp_key_derive(cd.key, 32, o.key);
 	explicit_bzero(cd.key, sizeof cd.key);
 	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
-	if ((rc = tp_connect(addr, cd.port, &o, &s->ts)) < 0) {
+	rc = tp_connect(addr, cd.port, &o, &s->ts);
+	if (rc == -ETIMEDOUT && r->timeout > 0)
+		rc = -ETIME;   /* it listened, then went silent: --timeout's case */
+	if (rc < 0) {
 		char why[400];
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
 		         cd.port);
@@ -498,7 +538,6 @@ static void test_pause(void)
 /* The planned files over the data session, then the receiver's verdict. */
 static int send_data(struct sstate *s)
 {
-	test_pause();
 	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return -errno;
@@ -530,6 +569,7 @@ static int sender_run(struct sstate *s)
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
 	if (s->nplan) {
+		test_pause();
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}

@@ -17,7 +17,7 @@
 
 int sync_server(void)
 {
-	struct ctl c = { STDIN_FILENO, STDOUT_FILENO, NULL, 0 };
+	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
 	struct sync_result res = { 0 };
 	struct hello h;
 	uint8_t type;
@@ -32,17 +32,22 @@ int sync_server(void)
 	}
 	rc = hello_decode(c.buf, n, &h);
 	if (rc < 0) {
-		ctl_error(&c, RD_EXIT_PROTO, rc == -EPROTONOSUPPORT
-		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : "malformed hello");
+		char why[200];
+		int code = rc == -EPROTONOSUPPORT ? RD_EXIT_INCOMPAT : RD_EXIT_PROTO;
+		snprintf(why, sizeof why, "the server refused the hello: %s", h.why ? h.why : "?");
+		ctl_error(&c, code, rc == -EPROTONOSUPPORT
+		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : why);
 		ctl_free(&c);
-		return RD_EXIT_PROTO;
+		return code;
 	}
 	struct role r = { .ctl = &c, .path = h.path, .flags = h.flags,
-	                  .rules = h.rules, .nrules = h.nrules };
+	                  .rules = h.rules, .nrules = h.nrules, .timeout = h.timeout };
+	ctl_set_timeout(&c, h.timeout * 1000);
 	int role = h.role;
 	char *addr = h.addr;
 	r.tp.streams = h.streams;
 	r.tp.kind = h.kind;
+	r.tp.encrypt = (h.flags & SYNC_F_ENCRYPT) != 0;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
 		r.announce_addr = "";

@@ -30,7 +30,8 @@ enum {
 	SYNC_F_DRYRUN    = 1 << 7,   /* -n */
 	SYNC_F_CHECKSUM  = 1 << 8,   /* -c: compare content hashes, not size+mtime */
 	SYNC_F_ITEMIZE   = 1 << 9,   /* -v or -n: report each change */
-	SYNC_F_ALL       = (1 << 10) - 1,
+	SYNC_F_ENCRYPT   = 1 << 10,  /* --encrypt: seal the data connection (TCP) */
+	SYNC_F_ALL       = (1 << 11) - 1,
 };
 
 /* --exclude / --include, in command-line order (rules in sync/filter.c) */
@@ -49,8 +50,12 @@ struct sync_opts {
 	const char *rsh;            /* remote shell, default "ssh" */
 	const char *rdcp_path;      /* the remote rdcp, default "rdcp" */
 	const char *data_addr;      /* address for data connections (see rdcp.1) */
+	int timeout;                /* --timeout: seconds without I/O before giving
+	                               up (exit 30), 0: never; both sides */
 	struct tp_opts tp;          /* kind, streams */
 };
+
+#define SYNC_TIMEOUT_MAX 1000000   /* seconds */
 
 /* Run a sync from the client side; returns the exit code (common/exitcode.h). */
 int sync_client(const struct sync_opts *o);

@@ -31,6 +31,8 @@ struct role {
 	int progress;              /* client: --progress */
 	const struct sync_rule *rules;
 	int nrules;
+	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
+	uint64_t frames;           /* control frames received (sync_recv) */
 };
 
 /* sync/pack.c: small files as one tar stream over the transport */
@@ -45,14 +47,21 @@ struct unpack_ops {
 	/* entry `index` of size bytes: an fd to write it to, -1 to skip it,
 	 * -EPROTO if the entry cannot be one the sender should send */
 	int  (*open)(void *ctx, uint64_t index, uint64_t size);
-	/* written: ok when all of it was; hash of what came; got bytes */
-	void (*close)(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got);
+	/* written: err 0 when all of it was, EPROTO for a malformed entry, else
+	 * the write's errno; hash of what came; got bytes. A negative return
+	 * (e.g. -ENOSPC) stops the unpacker: the rest is dropped. */
+	int  (*close)(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got);
+	/* the stream is not what the sender should send: msg, one line */
+	void (*damaged)(void *ctx, const char *msg);
 };
 struct unpacker;
+/* ts NULL (tests): messages are not released, they stay the caller's. */
 int  unpacker_start(struct unpacker **u, struct tp_session *ts,
                     const struct unpack_ops *ops, void *ctx);
 /* Main thread: a message of the archive stream (the unpacker releases it). */
 void unpacker_push(struct unpacker *u, struct tp_msg *m);
+/* Main thread: the unpacker's error so far (0 while all is well). */
+int  unpacker_error(struct unpacker *u);
 /* After the last message: wait for the unpacker; 0 or an error. */
 int  unpacker_finish(struct unpacker *u);
 
@@ -93,18 +102,22 @@ int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
 	int role, streams, nrules;
+	int timeout;               /* --timeout, seconds (0: none) */
 	unsigned flags;
 	enum tp_kind kind;
 	char *path, *addr;
 	struct sync_rule *rules;
+	const char *why;   /* -EPROTO: what is wrong, "it has ..." */
 };
-/* 0, -EPROTO if malformed, -EPROTONOSUPPORT for another version. */
+/* 0, -EPROTO if malformed (h->why says why), -EPROTONOSUPPORT for another
+ * version. */
 int  hello_decode(const uint8_t *buf, size_t len, struct hello *h);
 void hello_free(struct hello *h);
 
-/* DONE payload */
+/* DONE payload. result_get: 0, or -EPROTO for an exit code over 255 (then
+ * r->code is RD_EXIT_PROTO). */
 void result_put(uint8_t *p, const struct sync_result *r);
-void result_get(const uint8_t *p, struct sync_result *r);
+int  result_get(const uint8_t *p, struct sync_result *r);
 #define RESULT_LEN (4 + 5 * 8)
 
 /* CTL_DATA: where the sender connects, and the session's secret. */
@@ -112,9 +125,21 @@ struct ctl_data {
 	uint16_t port;
 	char key[33];       /* 32 hex characters */
 	char addr[256];     /* "" when the sender should use its own idea */
+	const char *why;    /* -EPROTO: what is wrong, "has ..." */
 };
 /* Decode peer input: -EPROTO unless the port is set, the key is 32 hex
  * characters and the address is at most 255 bytes without NUL. */
 int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
+
+/* The next control frame from the peer, who plays `peer` ("sender" or
+ * "receiver"). A frame header that is not one is said in one line: for the
+ * client's first frame, rsync's hint that the remote shell printed
+ * something (its first bytes shown; -EPROTONOSUPPORT, exit 2), else the
+ * bytes seen (-EPROTO). Other results as ctl_recv(). */
+int sync_recv(struct role *r, const char *peer, uint8_t *type, size_t *n);
+/* A CTL_ERROR of n bytes in c->buf: its text after prefix on one line,
+ * control characters escaped. Returns its exit code, RD_EXIT_PROTO when it
+ * is not 1..255. */
+uint32_t sync_peer_error(const struct ctl *c, size_t n, const char *prefix);
 
 #endif

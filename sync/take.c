@@ -6,7 +6,6 @@
  * own threads. A file is landed (land.c) when all of it is in and verified.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,29 +19,46 @@
 /* One message: a chunk of file (id - 1) at off. */
 static int take_chunk(struct rstate *s, struct tp_msg *m)
 {
-	if (m->id <= s->shift || m->id - s->shift > s->sm.n || s->fetch[m->id - 1 - s->shift] < 0)
-		return -EPROTO;
+	char shown[300];
+	if (m->id <= s->shift || m->id - s->shift > s->sm.n)
+		return recv_reject(s, "the sender sent data for file id %llu, which its file list "
+		                   "does not have", (unsigned long long)m->id);
 	size_t i = (size_t)(m->id - 1 - s->shift);
 	const struct idx_entry *e = &s->sm.e[i];
+	log_path(shown, sizeof shown, e->path);
+	if (s->fetch[i] < 0)
+		return recv_reject(s, "the sender sent a chunk of '%s', which was not asked for",
+		                   shown);
 	struct rfile *f = &s->files[s->fetch[i]];
+	/* small files come only in the archive (whose writer threads own them) */
+	if (e->size < SYNC_SMALL)
+		return recv_reject(s, "the sender sent a chunk of the small file '%s' (small "
+		                   "files come in the archive)", shown);
+	if (m->off >= e->size || m->off % IDX_CHUNK_SIZE)
+		return recv_reject(s, "the sender sent a chunk of '%s' at offset %llu, %s", shown,
+		                   (unsigned long long)m->off, m->off >= e->size ? "past its end"
+		                   : "not on a chunk boundary");
 	uint64_t k = m->off / IDX_CHUNK_SIZE;
 	uint64_t want = e->size - m->off < IDX_CHUNK_SIZE ? e->size - m->off : IDX_CHUNK_SIZE;
-	/* small files come only in the archive (whose writer threads own them) */
-	if (e->size < SYNC_SMALL || m->off % IDX_CHUNK_SIZE || m->off >= e->size ||
-	    m->len != want || k >= f->need)
-		return -EPROTO;
-	if (f->failed || f->done)
+	if (m->len != want)
+		return recv_reject(s, "the sender sent chunk %llu of '%s' with %u bytes, not %llu",
+		                   (unsigned long long)k, shown, m->len, (unsigned long long)want);
+	/* every chunk came (or this one did), or a one-chunk file's only chunk
+	 * came and failed: a chunk of a file that failed later is still news */
+	if (f->done || f->got >= f->need || (f->seen && f->seen[k]) || (!e->nchunks && f->failed))
+		return recv_reject(s, "the sender sent chunk %llu of '%s' twice",
+		                   (unsigned long long)k, shown);
+	if (f->seen)
+		f->seen[k] = 1;
+	if (f->failed)
 		return 0;
-	if (f->seen && f->seen[k])
-		return -EPROTO;   /* the same chunk twice */
 	uint8_t h[IDX_HASH_LEN];
 	idx_hash_buf(m->data, m->len, h);
 	const uint8_t *expect = e->nchunks ? e->chunks + k * IDX_HASH_LEN : e->hash;
 	if (memcmp(h, expect, IDX_HASH_LEN) != 0) {
-		char shown[4096];
 		log_err("%s: chunk %llu does not match the sender's hash: the file changed "
 		        "while it was sent, or was damaged in transit; it is left as it was",
-		        log_path(shown, sizeof shown, e->path), (unsigned long long)k);
+		        shown, (unsigned long long)k);
 		STAT_ADD(s->res->errors, 1);
 		f->failed = 1;
 		recv_drop_file(f);
@@ -66,8 +82,6 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		}
 		done += (uint32_t)n;
 	}
-	if (f->seen)
-		f->seen[k] = 1;
 	STAT_ADD(s->res->bytes, m->len);
 	if (++f->got == f->need)
 		recv_finish_file(s, i, f);
@@ -78,12 +92,23 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 {
 	struct rstate *s = ctx;
+	char shown[300];
 	if (index < s->shift || index - s->shift >= s->sm.n)
-		return -EPROTO;
+		return recv_reject(s, "the sender's archive has an entry for file %llu, which its "
+		                   "file list does not have", (unsigned long long)index);
 	size_t i = (size_t)(index - s->shift);
 	const struct idx_entry *e = &s->sm.e[i];
-	if (s->fetch[i] < 0 || e->size != size || size >= SYNC_SMALL || size == 0)
-		return -EPROTO;
+	log_path(shown, sizeof shown, e->path);
+	if (s->fetch[i] < 0)
+		return recv_reject(s, "the sender's archive has an entry for '%s', which was not "
+		                   "asked for", shown);
+	if (e->size >= SYNC_SMALL)
+		return recv_reject(s, "the sender's archive has an entry for the large file '%s' "
+		                   "(large files come in chunks)", shown);
+	if (e->size != size)
+		return recv_reject(s, "the sender's archive has %llu bytes for '%s', which has "
+		                   "%llu", (unsigned long long)size, shown,
+		                   (unsigned long long)e->size);
 	struct rfile *f = &s->files[s->fetch[i]];
 	int fd = -1;   /* stays -1 for a file that failed before */
 	/* under the lock: claim the file and get its directory (a cache shared
@@ -91,6 +116,7 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 	pthread_mutex_lock(&s->mu);
 	if (f->claimed) {
 		fd = -EPROTO;   /* sent twice */
+		recv_reject(s, "the sender's archive has '%s' twice", shown);
 	} else if (!f->failed) {
 		f->claimed = 1;
 		f->dirfd = recv_open_parent_cached(s, e->path);
@@ -112,7 +138,7 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 	return f->fd;
 }
 
-static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash, uint64_t got)
+static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got)
 {
 	struct rstate *s = ctx;
 	size_t i = (size_t)(index - s->shift);
@@ -120,21 +146,32 @@ static void unpack_close(void *ctx, uint64_t index, int ok, const uint8_t *hash,
 	struct rfile *f = &s->files[s->fetch[i]];
 	char shown[4096];
 	/* the file is this writer's alone since unpack_open() claimed it */
-	if (ok && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
+	if (!err && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
 		STAT_ADD(s->res->bytes, got);
 		f->got = f->need;
 		recv_finish_file(s, i, f);
-	} else {
-		log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
-		        ok ? "does not match the sender's hash (changed while sent, or "
-		             "damaged in transit)" : "could not be written");
-		STAT_ADD(s->res->errors, 1);
-		f->failed = 1;
-		recv_drop_file(f);
+		return 0;
 	}
+	f->failed = 1;
+	recv_drop_file(f);
+	if (err && err != EPROTO) {
+		recv_fail(s, e->path, "cannot write", err);
+		return err == ENOSPC || err == EDQUOT ? -err : 0;
+	}
+	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
+	        err ? "came malformed in the stream of small files"
+	            : "does not match the sender's hash (changed while sent, or "
+	              "damaged in transit)");
+	STAT_ADD(s->res->errors, 1);
+	return 0;
 }
 
-static const struct unpack_ops unpack_ops = { unpack_open, unpack_close };
+static void unpack_damaged(void *ctx, const char *msg)
+{
+	recv_reject(ctx, "%s", msg);
+}
+
+static const struct unpack_ops unpack_ops = { unpack_open, unpack_close, unpack_damaged };
 
 /* Listen for the sender's data connection on a port the kernel picks, tell
  * the sender where and the secret (fresh per run), and wait for it, but not
@@ -169,18 +206,24 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 		rc = tp_accept(l, 500, ts);
 		if (rc != -ETIMEDOUT)
 			break;
-		struct pollfd pf = { r->ctl->in, POLLIN, 0 };
-		if (poll(&pf, 1, 0) > 0) {
-			uint8_t type;
-			size_t n;
-			if (ctl_recv(r->ctl, &type, &n) == 0 && type == CTL_ERROR && n >= 4) {
-				log_err("the sender gave up: %s", (char *)r->ctl->buf + 4);
-				s->res->code = get_u32(r->ctl->buf);
-			}
-			rc = -ECONNABORTED;
+		uint8_t type;
+		size_t n;
+		int got = ctl_poll(r->ctl, &type, &n);
+		if (got != 0) {   /* a frame now, or the channel closed */
+			rc = got < 0 ? got : 0;
+			if (rc == 0 && type == CTL_ERROR)
+				s->res->code = sync_peer_error(r->ctl, n, "the sender gave up: ");
+			else if (rc == 0)
+				rc = recv_reject(s, "the sender sent a message of type %u instead of "
+				                 "connecting", type);
+			rc = rc == -EPROTO ? rc : -ECONNABORTED;
 			break;
 		}
-		rc = waited < 60 ? 0 : -ETIMEDOUT;   /* 30 s in all */
+		/* 30 s in all, or --timeout's limit (a stopped sender) */
+		if (r->timeout > 0 && ctl_idle_ms(r->ctl) >= (long long)r->timeout * 1000)
+			rc = -ETIME;
+		else
+			rc = waited < 60 ? 0 : -ETIMEDOUT;
 	}
 	tp_listener_free(l);
 	return rc;
@@ -195,6 +238,9 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 	for (;;) {
 		struct tp_msg *m;
 		rc = tp_msg_recv(ts, &m);
+		if (rc == -EPROTO)
+			recv_reject(s, "the sender's data connection broke the protocol (a message "
+			            "over 4 MiB, a bad header, or a miscounted end)");
 		if (rc != 0)
 			break;
 		if (m->id == SYNC_ARCHIVE_ID) {
@@ -203,6 +249,8 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 				break;
 			}
 			unpacker_push(up, m);   /* it releases m */
+			if ((rc = unpacker_error(up)) < 0)
+				break;   /* the disk is full: stop, the sender hears why */
 			continue;
 		}
 		pthread_mutex_lock(&s->mu);
@@ -221,19 +269,16 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 	return rc;
 }
 
-/* The stream ended cleanly: a file it did not complete is left as it was
- * (the sender could not read all of it and said so). */
+/* The stream ended cleanly: a file it did not complete is left as it was.
+ * The sender says in CTL_SENT how many it could not send (and why, on its
+ * side); recv.c counts any beyond that as errors. */
 static void drop_incomplete(struct rstate *s, const uint32_t *want, uint32_t nwant)
 {
 	for (uint32_t k = 0; k < nwant; k++) {
 		struct rfile *f = &s->files[s->fetch[want[k]]];
 		if (f->done || f->failed)
 			continue;
-		char shown[4096];
-		log_err("%s: incomplete (%u of %u chunks came): the sender could not "
-		        "read all of it; it is left as it was",
-		        log_path(shown, sizeof shown, s->sm.e[want[k]].path), f->got, f->need);
-		s->incomplete++;   /* the sender's to count (CTL_SENT), see recv.c */
+		s->incomplete++;
 		recv_drop_file(f);
 	}
 }
@@ -261,5 +306,35 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 		tp_verdict(ts, -rc);
 	}
 	tp_close(ts);
+	return rc;
+}
+
+int recv_fuzz_chunk(struct rstate *s, struct tp_msg *m)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = take_chunk(s, m);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int recv_fuzz_archive(struct rstate *s, const uint8_t *stream, size_t len)
+{
+	enum { PIECE = 16 << 10 };   /* several messages, as on the wire */
+	size_t nm = len / PIECE + 1;
+	struct tp_msg *m = calloc(nm, sizeof *m);
+	struct unpacker *up;
+	int rc = m ? unpacker_start(&up, NULL, &unpack_ops, s) : -ENOMEM;
+	if (rc < 0) {
+		free(m);
+		return rc;
+	}
+	for (size_t k = 0; k < nm; k++) {
+		size_t off = k * PIECE, n = len - off < PIECE ? len - off : PIECE;
+		m[k] = (struct tp_msg){ .data = (void *)(stream + off), .len = (uint32_t)n,
+		                        .cap = (uint32_t)n, .id = SYNC_ARCHIVE_ID, .off = off };
+		unpacker_push(up, &m[k]);
+	}
+	rc = unpacker_finish(up);
+	free(m);
 	return rc;
 }

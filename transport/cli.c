@@ -151,8 +151,10 @@ void tp_report_bw(const char *prog, uint64_t bytes, double seconds, const struct
 {
 	char b[16], p[16];
 	double mbs = seconds > 0 ? (double)bytes / seconds / 1e6 : 0;
+	const char *cipher = tp_cipher_name(s);
 	fprintf(stderr, "%s: %s in %.3f s: %.1f MB/s (%.2f Gbit/s) over %s, %d stream%s, "
-	        "buffer pool %s\n", prog, log_bytes(b, bytes), seconds, mbs,
+	        "buffer pool %s%s%s\n", prog, log_bytes(b, bytes), seconds, mbs,
 	        mbs * 8 / 1000, tp_kind_name(s), tp_streams(s), tp_streams(s) == 1 ? "" : "s",
-	        log_bytes(p, tp_pool_bytes(s)));
+	        log_bytes(p, tp_pool_bytes(s)), cipher ? ", encrypted with " : "",
+	        cipher ? cipher : "");
 }

@@ -1,4 +1,5 @@
-/* Wire messages of the transport and the authentication handshake. */
+/* Wire messages of the transport and the authentication handshake (which
+ * also settles whether the streams are sealed, and with what: seal.c). */
 #include <errno.h>
 #include <sodium.h>
 #include <string.h>
@@ -51,7 +52,7 @@ void tp_hello_put(uint8_t *p, const struct tp_hello *h)
 {
 	put_u32(p, TP_PROTO_MAGIC);
 	put_u16(p + 4, TP_PROTO_VER);
-	put_u16(p + 6, 0);
+	put_u16(p + 6, h->flags);
 	put_u32(p + 8, h->max_msg);
 	put_u32(p + 12, h->credits);
 	memcpy(p + 16, h->nonce, TP_NONCE_LEN);
@@ -61,7 +62,11 @@ int tp_hello_get(const uint8_t *p, size_t len, struct tp_hello *h)
 {
 	if (len != TP_HELLO_LEN || get_u32(p) != TP_PROTO_MAGIC)
 		return -EPROTO;
-	if (get_u16(p + 4) != TP_PROTO_VER || get_u16(p + 6))
+	if (get_u16(p + 4) != TP_PROTO_VER)
+		return -EPROTO;
+	h->flags = get_u16(p + 6);
+	if ((h->flags & ~(TP_HF_ENCRYPT | TP_HF_AESGCM)) ||
+	    ((h->flags & TP_HF_AESGCM) && !(h->flags & TP_HF_ENCRYPT)))
 		return -EPROTO;
 	h->max_msg = get_u32(p + 8);
 	h->credits = get_u32(p + 12);
@@ -76,7 +81,7 @@ void tp_auth_put(uint8_t *p, const struct tp_auth *a)
 	put_u16(p, TP_PROTO_VER);
 	put_u16(p + 2, a->streams);
 	put_u16(p + 4, a->index);
-	put_u16(p + 6, 0);
+	put_u16(p + 6, a->cipher);
 	put_u64(p + 8, a->session);
 	memcpy(p + 16, a->nonce, TP_NONCE_LEN);
 	memcpy(p + 16 + TP_NONCE_LEN, a->mac, TP_MAC_LEN);
@@ -84,10 +89,12 @@ void tp_auth_put(uint8_t *p, const struct tp_auth *a)
 
 int tp_auth_get(const uint8_t *p, size_t len, struct tp_auth *a)
 {
-	if (len != TP_AUTH_LEN || get_u16(p) != TP_PROTO_VER || get_u16(p + 6))
+	if (len != TP_AUTH_LEN || get_u16(p) != TP_PROTO_VER || get_u16(p + 6) > TP_CIPHER_CHACHA)
 		return -EPROTO;
 	a->streams = get_u16(p + 2);
 	a->index = get_u16(p + 4);
+	a->cipher = get_u16(p + 6);
+	a->hflags = 0;
 	a->session = get_u64(p + 8);
 	if (a->streams < 1 || a->streams > TP_MAX_STREAMS || a->index >= a->streams)
 		return -EPROTO;
@@ -96,21 +103,29 @@ int tp_auth_get(const uint8_t *p, size_t len, struct tp_auth *a)
 	return 0;
 }
 
-/* MAC(key, label || n1 || n2 || session || streams || index) */
+/* MAC(key, label || n1 || n2 || session || streams || index [|| HELLO flags
+ * || cipher]): the last two only when either is not 0, so a session that
+ * does not encrypt has the MACs it always had. */
 static void mac_of(const uint8_t key[TP_KEY_LEN], const char *label,
                    const uint8_t *n1, const uint8_t *n2, const struct tp_auth *a,
                    uint8_t out[TP_MAC_LEN])
 {
 	crypto_auth_hmacsha256_state st;
-	uint8_t ident[12];
+	uint8_t ident[16];
+	size_t n = 12;
 	put_u64(ident, a->session);
 	put_u16(ident + 8, a->streams);
 	put_u16(ident + 10, a->index);
+	if (a->hflags || a->cipher) {
+		put_u16(ident + 12, a->hflags);
+		put_u16(ident + 14, a->cipher);
+		n = 16;
+	}
 	crypto_auth_hmacsha256_init(&st, key, TP_KEY_LEN);
 	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, strlen(label) + 1);
 	crypto_auth_hmacsha256_update(&st, n1, TP_NONCE_LEN);
 	crypto_auth_hmacsha256_update(&st, n2, TP_NONCE_LEN);
-	crypto_auth_hmacsha256_update(&st, ident, sizeof ident);
+	crypto_auth_hmacsha256_update(&st, ident, n);
 	crypto_auth_hmacsha256_final(&st, out);
 }
 
@@ -146,18 +161,21 @@ void tp_hs_hello(struct tp_hello *h, uint32_t max_msg, uint32_t credits)
 {
 	h->max_msg = max_msg;
 	h->credits = credits;
+	h->flags = 0;
 	tp_random(h->nonce, TP_NONCE_LEN);
 }
 
 int tp_hs_answer(const uint8_t key[TP_KEY_LEN], const uint8_t *hello, size_t len,
-                 uint64_t session, int streams, int index, struct tp_hello *h,
-                 struct tp_auth *a, uint8_t out[TP_AUTH_LEN])
+                 uint64_t session, int streams, int index, int encrypt,
+                 struct tp_hello *h, struct tp_auth *a, uint8_t out[TP_AUTH_LEN])
 {
 	if (tp_hello_get(hello, len, h) < 0)
 		return -EPROTO;
 	a->session = session;
 	a->streams = (uint16_t)streams;
 	a->index = (uint16_t)index;
+	a->hflags = h->flags;
+	a->cipher = (uint16_t)(encrypt ? tp_seal_pick(h->flags) : TP_CIPHER_NONE);
 	tp_random(a->nonce, TP_NONCE_LEN);
 	tp_auth_mac(key, h->nonce, a, a->mac);
 	tp_auth_put(out, a);
@@ -171,9 +189,13 @@ int tp_hs_check(const uint8_t key[TP_KEY_LEN], const struct tp_hello *h,
 	uint8_t want[TP_MAC_LEN];
 	if (tp_auth_get(auth, len, a) < 0)
 		return -EPROTO;
+	a->hflags = h->flags;
 	tp_auth_mac(key, h->nonce, a, want);
 	if (tp_mac_verify(want, a->mac) < 0)
 		return -EACCES;
+	int rc = tp_hs_agree(h->flags, a->cipher);
+	if (rc < 0)
+		return rc;
 	tp_authok_mac(key, h->nonce, a, okmac);
 	return 0;
 }
@@ -186,4 +208,13 @@ int tp_hs_confirm(const uint8_t key[TP_KEY_LEN], const struct tp_hello *h,
 		return -EPROTO;
 	tp_authok_mac(key, h->nonce, a, want);
 	return tp_mac_verify(want, ok);
+}
+
+int tp_hs_agree(uint16_t hflags, uint16_t cipher)
+{
+	if (!(hflags & TP_HF_ENCRYPT) != (cipher == TP_CIPHER_NONE))
+		return -EPROTONOSUPPORT;
+	if (cipher == TP_CIPHER_AESGCM && !(hflags & TP_HF_AESGCM))
+		return -EPROTO;   /* not offered: the receiver's CPU lacks it */
+	return 0;
 }

@@ -284,7 +284,7 @@ static int authenticate(struct tp_session *s)
 			return r->err;
 		uint8_t ans[TP_AUTH_LEN], hb[TP_HELLO_LEN];
 		tp_hello_put(hb, &st->hello);
-		if ((rc = tp_hs_answer(s->key, hb, TP_HELLO_LEN, r->session, s->nstreams, i,
+		if ((rc = tp_hs_answer(s->key, hb, TP_HELLO_LEN, r->session, s->nstreams, i, 0,
 		                       &st->hello, &st->auth, ans)) < 0)
 			return rc;
 		if ((rc = tp_rdma_send_ctl(r, i, TP_AUTH, 0, 0, ans, TP_AUTH_LEN)) < 0)

@@ -17,9 +17,21 @@ struct tp_listener {
 	uint16_t port;
 };
 
+int tp_opts_check(const struct tp_opts *o)
+{
+	if (o->encrypt && o->kind == TP_RDMA) {
+		log_err("--encrypt works over TCP only (the RDMA path does not encrypt): "
+		        "use --transport tcp or auto");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
               struct tp_listener **out)
 {
+	if (tp_opts_check(o) < 0)
+		return -EINVAL;
 	struct tp_listener *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
@@ -33,7 +45,8 @@ int tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
 			goto fail;
 		l->port = tp_tcp_listener_port(l->tcp);
 	}
-	if (o->kind == TP_RDMA || (o->kind == TP_AUTO && tp_rdma_available())) {
+	/* an encrypting receiver takes TCP senders only */
+	if (o->kind == TP_RDMA || (o->kind == TP_AUTO && !o->encrypt && tp_rdma_available())) {
 		rc = tp_rdma_listen(addr, l->port, o, &l->gate, &l->rdma);
 		if (rc < 0 && o->kind == TP_RDMA)
 			goto fail;
@@ -107,8 +120,15 @@ int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		log_err("streams: expected 1..%d, got %d", TP_MAX_STREAMS, o->streams);
 		return -EINVAL;
 	}
+	if (tp_opts_check(o) < 0)
+		return -EINVAL;
 	if (o->kind == TP_TCP)
 		return tp_tcp_connect(host, port, o, out);
+	if (o->encrypt) {   /* TP_AUTO: RDMA does not encrypt */
+		if (o->verbose >= 0 && tp_rdma_available())
+			log_err("--encrypt: using TCP, not RDMA (the RDMA path does not encrypt)");
+		return tp_tcp_connect(host, port, o, out);
+	}
 	if (o->kind == TP_RDMA)
 		return tp_rdma_connect(host, port, o, out);
 	int rc = tp_rdma_available() ? tp_rdma_connect(host, port, o, out) : -ENODEV;
@@ -204,4 +224,9 @@ int tp_streams(const struct tp_session *s)
 int tp_peer_status(const struct tp_session *s)
 {
 	return s->peer_status;
+}
+
+const char *tp_cipher_name(const struct tp_session *s)
+{
+	return tp_cipher_str(s->cipher);
 }

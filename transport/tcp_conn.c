@@ -82,32 +82,36 @@ static int connect_one(const char *host, uint16_t port, int64_t deadline, int *o
 }
 
 /* The sender's half of the handshake on stream i of n; *msg_size is lowered
- * to what the receiver takes. Each reply must come within TP_HS_MS. */
+ * to what the receiver takes, and *hs is what it settled (nonces, cipher).
+ * Each reply must come within TP_HS_MS. -EPROTONOSUPPORT: we and the
+ * receiver disagree about encrypting (said by the caller). */
 static int client_handshake(int fd, const struct tp_opts *o, uint64_t session, int n,
-                            int i, uint32_t *msg_size)
+                            int i, uint32_t *msg_size, struct tp_hs *hs)
 {
 	struct tp_hdr hd;
-	struct tp_hello h;
-	struct tp_auth a;
+	struct tp_hello *h = &hs->h;
+	struct tp_auth *a = &hs->a;
 	uint8_t buf[TP_CTRL_MAX], ans[TP_AUTH_LEN];
 	tp_tcp_set_timeout(fd, TP_HS_MS);
 	int rc = tp_tcp_read_ctl(fd, &hd, buf);
 	if (rc == 0 && hd.type != TP_HELLO)
 		rc = -EPROTO;
 	if (rc == 0)
-		rc = tp_hs_answer(o->key, buf, hd.len, session, n, i, &h, &a, ans);
+		rc = tp_hs_answer(o->key, buf, hd.len, session, n, i, o->encrypt, h, a, ans);
 	if (rc == 0)
 		rc = tp_tcp_send_ctl(fd, TP_AUTH, 0, 0, ans, TP_AUTH_LEN);
+	if (rc == 0)   /* after AUTH, so that the receiver can say it too */
+		rc = tp_hs_agree(h->flags, a->cipher);
 	if (rc == 0)
 		rc = tp_tcp_read_ctl(fd, &hd, buf);
 	if (rc == 0 && hd.type == TP_AUTH_FAIL)
 		rc = -EACCES;
 	else if (rc == 0 && hd.type != TP_AUTH_OK)
 		rc = -EPROTO;
-	if (rc == 0 && tp_hs_confirm(o->key, &h, &a, buf, hd.len) < 0)
+	if (rc == 0 && tp_hs_confirm(o->key, h, a, buf, hd.len) < 0)
 		rc = -EACCES;
-	if (rc == 0 && h.max_msg < *msg_size)
-		*msg_size = h.max_msg;
+	if (rc == 0 && h->max_msg < *msg_size)
+		*msg_size = h->max_msg;
 	return rc;
 }
 
@@ -115,6 +119,7 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
                    struct tp_session **out)
 {
 	int fds[TP_MAX_STREAMS], n = o->streams > 0 ? o->streams : 1, rc = 0, i;
+	struct tp_hs hs[TP_MAX_STREAMS];
 	uint64_t session;
 	uint32_t msg_size = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;
 	int64_t deadline = tp_now_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
@@ -125,9 +130,14 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 			log_err("cannot connect to %s port %u: %s", host, port, strerror(-rc));
 			break;
 		}
-		rc = client_handshake(fds[i], o, session, n, i, &msg_size);
+		rc = client_handshake(fds[i], o, session, n, i, &msg_size, &hs[i]);
 		if (rc < 0) {
-			if (rc == -EACCES)
+			if (rc == -EPROTONOSUPPORT) {
+				char peer[NI_MAXHOST + 64];
+				snprintf(peer, sizeof peer, "the receiver at %s port %u", host, port);
+				tp_seal_mismatch(peer, o->encrypt);
+				rc = -EPROTO;
+			} else if (rc == -EACCES)
 				log_err("%s port %u: authentication failed: the two sides do not "
 				        "have the same key", host, port);
 			else if (rc == -ECONNRESET)
@@ -146,5 +156,5 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 			close(fds[i]);
 		return rc;
 	}
-	return tp_tcp_session(fds, n, 1, msg_size, o, out);
+	return tp_tcp_session(fds, hs, n, 1, msg_size, o, out);
 }

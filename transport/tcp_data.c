@@ -11,6 +11,12 @@
  * (last_io); a caller waiting in get, recv or finish while nothing has
  * moved for that long gets -ETIME, and the session is dead from then on.
  *
+ * An encrypted session (tp_opts.encrypt) seals every DATA, END and VERDICT
+ * on the stream's own thread (seal.c): in place in the pool buffer, the
+ * header authenticated with it, the tag sent after the payload. So the
+ * streams seal and open in parallel, and nothing is copied. The tag's
+ * bytes count as progress like the rest.
+ *
  * Each receiving stream may hold at most `quota` buffers. Messages of one
  * stream arrive in increasing offset order, so a consumer that reorders by
  * offset always finds the buffer it waits for: the stream that carries it
@@ -24,9 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "transport/tcp_int.h"
 
 struct tcp_stream {
+	/* sealed sessions: [0] sender to receiver (DATA, END), [1] receiver to
+	 * sender (VERDICT, stream 0 only); each used by one thread */
+	struct tp_seal seal[2];
 	int fd;
 	pthread_t th;
 	int th_live;
@@ -52,6 +62,7 @@ struct tcp {
 	int verdict;               /* receiver's status */
 	int io_ms;                 /* the I/O timeout; 0: none */
 	int64_t last_io;           /* tp_now_ms() of the last progress (atomic) */
+	int sealed;                /* every message is sealed (seal[] is set) */
 	struct tp_session *s;
 };
 
@@ -128,11 +139,17 @@ static int read_full(int fd, void *buf, size_t len)
 	return read_io(NULL, fd, buf, len);
 }
 
-/* Header and payload in one sendmsg (or more); each is progress for t. */
-static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len)
+/* Header, payload (len may be 0) and, when sealed, the tag (else NULL), in
+ * one sendmsg (or more); each is progress for t (may be NULL). */
+static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len,
+                   const uint8_t *tag)
 {
-	struct iovec iov[2] = { { (void *)hdr, TP_HDR_LEN }, { (void *)payload, len } };
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	struct iovec iov[3] = { { (void *)hdr, TP_HDR_LEN } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 1 };
+	if (len)
+		iov[mh.msg_iovlen++] = (struct iovec){ (void *)payload, len };
+	if (tag)
+		iov[mh.msg_iovlen++] = (struct iovec){ (void *)tag, TP_TAG_LEN };
 	while (mh.msg_iovlen) {
 		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
@@ -160,7 +177,37 @@ int tp_tcp_send_ctl(int fd, uint8_t type, uint64_t id, uint64_t off,
 {
 	uint8_t h[TP_HDR_LEN];
 	tp_hdr_put(h, &(struct tp_hdr){ .type = type, .len = len, .id = id, .off = off });
-	return send_io(NULL, fd, h, payload, len);
+	return send_io(NULL, fd, h, payload, len, NULL);
+}
+
+/* END or VERDICT (no payload), sealed with k unless k is NULL; progress for t. */
+static int send_end(struct tcp *t, int fd, struct tp_seal *k, uint8_t type, uint64_t id,
+                    uint64_t off)
+{
+	uint8_t h[TP_HDR_LEN], tag[TP_TAG_LEN];
+	tp_hdr_put(h, &(struct tp_hdr){ .type = type, .id = id, .off = off });
+	if (k)
+		tp_seal(k, h, NULL, 0, tag);
+	return send_io(t, fd, h, NULL, 0, k ? tag : NULL);
+}
+
+/* Read the tag after a sealed message (what, from `from`; progress for t)
+ * and open it in place: 0, a read error, or -EPROTO after saying it failed
+ * authentication. */
+static int open_msg(struct tcp *t, int fd, struct tp_seal *k, const uint8_t *hdr, uint8_t *p,
+                    uint32_t len, const char *what, const char *from)
+{
+	uint8_t tag[TP_TAG_LEN];
+	int rc = read_io(t, fd, tag, sizeof tag);
+	if (rc < 0)
+		return rc;
+	if (tp_unseal(k, hdr, p, len, tag) < 0) {
+		log_err("%s failed authentication (tampered with, or not from the %s): "
+		        "stream %u, message %llu", what, from, (unsigned)k->stream,
+		        (unsigned long long)k->seq);
+		return -EPROTO;
+	}
+	return 0;
 }
 
 /* Read one control message (header + small payload). */
@@ -232,9 +279,7 @@ static void *writer_main(void *arg)
 		if (i < 0) {   /* ending and nothing queued: END */
 			uint64_t msgs = st->msgs, bytes = st->bytes;
 			pthread_mutex_unlock(&t->mu);
-			uint8_t h[TP_HDR_LEN];
-			tp_hdr_put(h, &(struct tp_hdr){ .type = TP_END, .id = msgs, .off = bytes });
-			int rc = send_io(t, st->fd, h, NULL, 0);
+			int rc = send_end(t, st->fd, t->sealed ? &st->seal[0] : NULL, TP_END, msgs, bytes);
 			pthread_mutex_lock(&t->mu);
 			if (rc < 0)
 				set_err(t, rc);
@@ -245,7 +290,10 @@ static void *writer_main(void *arg)
 		st->qlen--;
 		pthread_mutex_unlock(&t->mu);
 		struct tp_buf *b = &s->bufs[i];
-		int rc = send_io(t, st->fd, b->hdr, b->m.data, b->m.len);
+		uint8_t tag[TP_TAG_LEN];
+		if (t->sealed)   /* here, so that the streams seal in parallel */
+			tp_seal(&st->seal[0], b->hdr, b->m.data, b->m.len, tag);
+		int rc = send_io(t, st->fd, b->hdr, b->m.data, b->m.len, t->sealed ? tag : NULL);
 		pthread_mutex_lock(&t->mu);
 		if (rc < 0)
 			set_err(t, rc);
@@ -263,11 +311,16 @@ static void *monitor_main(void *arg)
 {
 	struct tcp *t = arg;
 	struct tp_hdr h;
-	uint8_t p[TP_CTRL_MAX];
-	int rc = tp_tcp_read_ctl(t->st[0].fd, &h, p);
+	uint8_t hb[TP_HDR_LEN];
+	int fd = t->st[0].fd;
+	int rc = read_io(t, fd, hb, sizeof hb);
+	if (rc == 0 && (tp_hdr_get(hb, &h) < 0 || h.type != TP_VERDICT))
+		rc = -EPROTO;   /* a verdict has no payload: tp_hdr_get() checked */
+	if (rc == 0 && t->sealed)
+		rc = open_msg(t, fd, &t->st[0].seal[1], hb, NULL, 0, "the receiver's verdict",
+		              "receiver");
 	pthread_mutex_lock(&t->mu);
-	touch(t);
-	if (rc == 0 && h.type == TP_VERDICT && h.id < 4096) {
+	if (rc == 0 && h.id < 4096) {
 		t->verdict_seen = 1;
 		t->verdict = (int)h.id;
 		t->s->peer_status = (int)h.id;
@@ -298,7 +351,10 @@ static void *reader_main(void *arg)
 		if (rc == 0 && tp_hdr_get(hb, &h) < 0)
 			rc = -EPROTO;
 		if (rc == 0 && h.type == TP_END) {
-			if (h.id != st->msgs || h.off != st->bytes)
+			if (t->sealed)
+				rc = open_msg(t, st->fd, &st->seal[0], hb, NULL, 0, "the end of a stream",
+				              "sender");
+			if (rc == 0 && (h.id != st->msgs || h.off != st->bytes))
 				rc = -EPROTO;   /* lost or extra messages: cannot happen on TCP */
 			pthread_mutex_lock(&t->mu);
 			if (rc < 0)
@@ -330,6 +386,9 @@ static void *reader_main(void *arg)
 		pthread_mutex_unlock(&t->mu);
 		struct tp_buf *b = &s->bufs[i];
 		rc = read_io(t, st->fd, b->m.data, h.len);
+		if (rc == 0 && t->sealed)
+			rc = open_msg(t, st->fd, &st->seal[0], hb, b->m.data, h.len, "a data message",
+			              "sender");
 		b->m.len = h.len;
 		b->m.id = h.id;
 		b->m.off = h.off;
@@ -441,7 +500,8 @@ static void tcp_release(struct tp_session *s, struct tp_buf *b)
 static int tcp_verdict(struct tp_session *s, int status)
 {
 	struct tcp *t = T(s);
-	int rc = tp_tcp_send_ctl(t->st[0].fd, TP_VERDICT, (uint64_t)status, 0, NULL, 0);
+	int rc = send_end(t, t->st[0].fd, t->sealed ? &t->st[0].seal[1] : NULL, TP_VERDICT,
+	                  (uint64_t)status, 0);
 	if (status) {
 		/* Stop the readers; let the sender read the verdict before our
 		 * close would reset the connection under it. */
@@ -478,6 +538,10 @@ static void tcp_close(struct tp_session *s)
 	for (int i = 0; i < s->nstreams; i++)
 		if (t->st[i].fd >= 0)
 			close(t->st[i].fd);
+	for (int i = 0; i < TP_MAX_STREAMS; i++) {
+		tp_seal_wipe(&t->st[i].seal[0]);
+		tp_seal_wipe(&t->st[i].seal[1]);
+	}
 	pthread_cond_destroy(&t->cv);
 	pthread_mutex_destroy(&t->mu);
 	free(t);
@@ -492,8 +556,8 @@ static const struct tp_ops tcp_ops = {
 };
 
 /* Make the session for fds[0..n) and start its threads. */
-int tp_tcp_session(const int *fds, int n, int sender, uint32_t msg_size,
-                       const struct tp_opts *o, struct tp_session **out)
+int tp_tcp_session(const int *fds, const struct tp_hs *hs, int n, int sender,
+                   uint32_t msg_size, const struct tp_opts *o, struct tp_session **out)
 {
 	struct tp_session *s = calloc(1, sizeof *s);
 	struct tcp *t = calloc(1, sizeof *t);
@@ -520,6 +584,13 @@ int tp_tcp_session(const int *fds, int n, int sender, uint32_t msg_size,
 	for (int i = 0; i < TP_MAX_STREAMS; i++) {
 		t->st[i].fd = i < n ? fds[i] : -1;
 		t->st[i].qhead = t->st[i].qtail = -1;
+	}
+	/* the handshake checked that every stream agrees with our setting */
+	s->cipher = hs[0].a.cipher;
+	t->sealed = s->cipher != TP_CIPHER_NONE;
+	for (int i = 0; i < n && t->sealed; i++) {
+		tp_seal_init(&t->st[i].seal[0], o->key, &hs[i], TP_DIR_S2R);
+		tp_seal_init(&t->st[i].seal[1], o->key, &hs[i], TP_DIR_R2S);
 	}
 	int nbufs = tp_pool_count(o, n, msg_size);
 	int rc = tp_pool_init(s, nbufs, msg_size);

@@ -18,9 +18,11 @@ int  tp_tcp_read_ctl(int fd, struct tp_hdr *h, uint8_t *payload);
 void tp_tcp_set_timeout(int fd, int ms);
 /* Every data connection: no Nagle delay, 4 MiB socket buffers (tcp_listen.c). */
 void tp_tcp_tune(int fd);
-/* Make the session for the authenticated connections fds[0..n) and start
- * its threads. The session owns the fds from then on, also on failure. */
-int  tp_tcp_session(const int *fds, int n, int sender, uint32_t msg_size,
-                    const struct tp_opts *o, struct tp_session **out);
+/* Make the session for the authenticated connections fds[0..n), whose
+ * handshakes settled hs[0..n), and start its threads. Streams whose AUTH
+ * named a cipher are sealed (keys from o->key and hs). The session owns the
+ * fds from then on, also on failure. */
+int  tp_tcp_session(const int *fds, const struct tp_hs *hs, int n, int sender,
+                    uint32_t msg_size, const struct tp_opts *o, struct tp_session **out);
 
 #endif

@@ -46,6 +46,7 @@ struct group {                 /* the authenticated streams of one session */
 	uint64_t session;
 	int64_t due;
 	int fds[TP_MAX_STREAMS];
+	struct tp_hs hs[TP_MAX_STREAMS];   /* what each stream's handshake settled */
 };
 
 struct tp_tcp_listener {
@@ -182,6 +183,7 @@ static void hs_start(struct tp_tcp_listener *l, struct hs *h, int fd, const char
 	snprintf(h->who, sizeof h->who, "%s", who);
 	tp_tcp_tune(fd);
 	tp_hs_hello(&h->hello, l->msg_size, 0);
+	h->hello.flags = tp_seal_offer(l->o.encrypt);
 	tp_hdr_put(h->out, &(struct tp_hdr){ .type = TP_HELLO, .len = TP_HELLO_LEN });
 	tp_hello_put(h->out + TP_HDR_LEN, &h->hello);
 	h->out_len = TP_HDR_LEN + TP_HELLO_LEN;
@@ -224,7 +226,9 @@ static int hs_read(struct hs *h)
 }
 
 /* Move a handshake on as far as its socket allows without blocking.
- * 0: waiting; 1: authenticated (h->auth names the stream); < 0: failed. */
+ * 0: waiting; 1: authenticated (h->auth names the stream); < 0: failed,
+ * -EPROTONOSUPPORT for an authentic sender that disagrees with us about
+ * encrypting (nothing is sent back: it knows, having seen our HELLO). */
 static int hs_advance(struct tp_tcp_listener *l, struct hs *h)
 {
 	for (;;) {
@@ -292,6 +296,7 @@ static struct group *hs_join(struct tp_tcp_listener *l, struct hs *h)
 		return NULL;
 	}
 	g->fds[h->auth.index] = h->fd;
+	g->hs[h->auth.index] = (struct tp_hs){ h->hello, h->auth };
 	g->have++;
 	h->fd = -1;
 	return g;
@@ -304,14 +309,24 @@ static int group_done(struct tp_tcp_listener *l, struct group *g, struct tp_sess
 		fcntl(g->fds[i], F_SETFL, fcntl(g->fds[i], F_GETFL) & ~O_NONBLOCK);
 	int n = g->n;
 	g->n = 0;
-	int rc = tp_tcp_session(g->fds, n, 0, l->msg_size, &l->o, out);
+	int rc = tp_tcp_session(g->fds, g->hs, n, 0, l->msg_size, &l->o, out);
 	return rc < 0 ? rc : 1;
 }
 
-/* Advance one handshake; 1 with *out when it completed a session. */
+/* Advance one handshake; 1 with *out when it completed a session. Only a
+ * sender that knows the key can make it fail (-EPROTO): one that does not
+ * agree with us about encrypting is a mistake to stop at, not a stranger. */
 static int hs_step(struct tp_tcp_listener *l, struct hs *h, struct tp_session **out)
 {
 	int rc = hs_advance(l, h);
+	if (rc == -EPROTONOSUPPORT) {
+		char peer[WHO_LEN + 16];
+		snprintf(peer, sizeof peer, "the sender at %s", h->who);
+		tp_seal_mismatch(peer, l->o.encrypt);
+		close(h->fd);
+		h->fd = -1;
+		return -EPROTO;
+	}
 	if (rc < 0) {
 		hs_drop(l, h, rc);
 		return 0;

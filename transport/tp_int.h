@@ -6,6 +6,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -21,6 +22,15 @@
 #define TP_AUTH_LEN    (2 + 2 + 2 + 2 + 8 + TP_NONCE_LEN + TP_MAC_LEN)
 #define TP_AUTHOK_LEN  TP_MAC_LEN
 #define TP_CTRL_MAX    128           /* largest control message payload */
+#define TP_TAG_LEN     16            /* AEAD tag after each sealed message */
+#define TP_SEAL_NONCE_LEN 12         /* stream index (4) || sequence (8) */
+
+/* HELLO flags: what the receiver wants and can do. */
+#define TP_HF_ENCRYPT  0x0001u       /* it seals its streams: the sender must too */
+#define TP_HF_AESGCM   0x0002u       /* it can do AES-256-GCM (with TP_HF_ENCRYPT) */
+
+/* AUTH cipher: what the sender seals with (0: it does not encrypt). */
+enum tp_cipher { TP_CIPHER_NONE = 0, TP_CIPHER_AESGCM = 1, TP_CIPHER_CHACHA = 2 };
 
 enum tp_type {
 	TP_DATA = 1,      /* payload: len bytes for (id, off) */
@@ -47,11 +57,14 @@ int  tp_hdr_get(const uint8_t *p, struct tp_hdr *h);
 struct tp_hello {
 	uint32_t max_msg;      /* largest payload the receiver takes */
 	uint32_t credits;      /* receive buffers per stream (RDMA) */
+	uint16_t flags;        /* TP_HF_*; 0 from tp_hs_hello() */
 	uint8_t nonce[TP_NONCE_LEN];
 };
 
 struct tp_auth {
 	uint16_t streams, index;
+	uint16_t cipher;       /* enum tp_cipher */
+	uint16_t hflags;       /* not in AUTH: the HELLO flags its MACs cover */
 	uint64_t session;
 	uint8_t nonce[TP_NONCE_LEN];
 	uint8_t mac[TP_MAC_LEN];
@@ -73,19 +86,75 @@ int  tp_mac_verify(const uint8_t a[TP_MAC_LEN], const uint8_t b[TP_MAC_LEN]);
 void tp_random(void *buf, size_t len);
 
 /* Handshake steps shared by both backends (pure: no I/O). */
-/* Receiver: fill a HELLO. */
+/* Receiver: fill a HELLO (flags 0: the caller may set them). */
 void tp_hs_hello(struct tp_hello *h, uint32_t max_msg, uint32_t credits);
-/* Sender: given the HELLO payload, build the AUTH payload (TP_AUTH_LEN). */
+/* Sender: given the HELLO payload, build the AUTH payload (TP_AUTH_LEN).
+ * encrypt: the sender seals its streams; the cipher it picks (from the
+ * HELLO's flags and this CPU) is in a->cipher. It answers even when the
+ * receiver disagrees (so the receiver learns it too): check tp_hs_agree(). */
 int  tp_hs_answer(const uint8_t key[TP_KEY_LEN], const uint8_t *hello, size_t len,
-                  uint64_t session, int streams, int index, struct tp_hello *h,
-                  struct tp_auth *a, uint8_t out[TP_AUTH_LEN]);
-/* Receiver: check an AUTH payload; on success fill the AUTH_OK payload. */
+                  uint64_t session, int streams, int index, int encrypt,
+                  struct tp_hello *h, struct tp_auth *a, uint8_t out[TP_AUTH_LEN]);
+/* Receiver: check an AUTH payload; on success fill the AUTH_OK payload.
+ * -EACCES wrong MAC, -EPROTO malformed, -EPROTONOSUPPORT an authentic
+ * sender that does not encrypt when h->flags says we do, or the reverse. */
 int  tp_hs_check(const uint8_t key[TP_KEY_LEN], const struct tp_hello *h,
                  const uint8_t *auth, size_t len, struct tp_auth *a,
                  uint8_t okmac[TP_MAC_LEN]);
+/* 0 if HELLO flags and AUTH cipher agree; -EPROTONOSUPPORT if one side
+ * encrypts and the other does not; -EPROTO for a cipher not offered. */
+int  tp_hs_agree(uint16_t hflags, uint16_t cipher);
 /* Sender: check the AUTH_OK payload. */
 int  tp_hs_confirm(const uint8_t key[TP_KEY_LEN], const struct tp_hello *h,
                    const struct tp_auth *a, const uint8_t *ok, size_t len);
+
+/* What one connection's handshake settled: both nonces, the stream's
+ * identity and its cipher. An encrypted stream's keys come from it. */
+struct tp_hs {
+	struct tp_hello h;
+	struct tp_auth a;
+};
+
+/* --- sealing (seal.c): authenticated encryption of a TCP stream --- */
+
+enum tp_dir { TP_DIR_S2R = 1, TP_DIR_R2S = 2 };
+
+/* One direction of one stream: its key, the stream index in its nonces and
+ * the next message's sequence number. Used by one thread at a time. */
+struct tp_seal {
+	union {
+		crypto_aead_aes256gcm_state aes;   /* expanded key (AES-256-GCM) */
+		uint8_t raw[TP_KEY_LEN];           /* ChaCha20-Poly1305 */
+	} k;
+	int cipher;          /* enum tp_cipher, never TP_CIPHER_NONE */
+	uint32_t stream;
+	uint64_t seq;
+};
+
+/* HELLO flags for a receiver that does (encrypt != 0) or does not seal. */
+uint16_t tp_seal_offer(int encrypt);
+/* The sender's cipher for these HELLO flags: AES-256-GCM when both CPUs
+ * have it, else ChaCha20-Poly1305 (IETF). */
+int  tp_seal_pick(uint16_t hflags);
+/* "AES-256-GCM", "ChaCha20-Poly1305", or NULL for TP_CIPHER_NONE. */
+const char *tp_cipher_str(int cipher);
+/* Derive the key of direction dir of the stream of this handshake from the
+ * session key and both nonces (docs/protocol.md); the sequence starts at 0. */
+void tp_seal_init(struct tp_seal *k, const uint8_t key[TP_KEY_LEN],
+                  const struct tp_hs *hs, enum tp_dir dir);
+/* Encrypt p[0..len) in place; the header (TP_HDR_LEN bytes, as sent) is
+ * authenticated too. The tag goes to tag. Advances the sequence. */
+void tp_seal(struct tp_seal *k, const uint8_t *hdr, uint8_t *p, uint32_t len,
+             uint8_t tag[TP_TAG_LEN]);
+/* Check and decrypt in place what tp_seal() made as the next message of
+ * this direction. 0, or -EBADMSG (p is then garbage) if anything differs:
+ * header, payload, tag, key, stream or position in the stream. */
+int  tp_unseal(struct tp_seal *k, const uint8_t *hdr, uint8_t *p, uint32_t len,
+               const uint8_t tag[TP_TAG_LEN]);
+void tp_seal_wipe(struct tp_seal *k);
+/* Say that the peer (e.g. "the receiver at HOST port P") and we disagree
+ * about encrypting; we = our setting. */
+void tp_seal_mismatch(const char *peer, int we);
 
 /* --- sessions --- */
 
@@ -119,6 +188,7 @@ struct tp_session {
 	uint8_t *hdrs;       /* nbufs * TP_HDR_LEN */
 	size_t mem_len;
 	uint8_t key[TP_KEY_LEN];
+	int cipher;          /* enum tp_cipher: how the streams are sealed */
 	int peer_status;     /* the receiver's verdict, when it was an error */
 	int io_timeout_ms;   /* tp_opts.io_timeout_ms: a wait with no progress this long fails */
 	void *be;            /* backend state */
@@ -171,7 +241,9 @@ void tp_addr_name(const struct sockaddr *sa, char *buf, size_t cap);
  * deadline; after poll(), *_poll_step() moves every pending connection on
  * without blocking and returns 1 with *out when one session is complete and
  * authenticated, 0 to keep waiting, or a negative error that is not one
- * peer's fault (the peers' failures are dropped and reported via the gate).
+ * stranger's fault (the peers' failures are dropped and reported via the
+ * gate; only a sender that knows the key but disagrees about encrypting,
+ * TCP, ends the wait: -EPROTO).
  */
 #define TP_HS_MS        5000    /* one connection's handshake, either side */
 #define TP_GROUP_MS     10000   /* the rest of a session's streams, after its first */

@@ -16,7 +16,10 @@
  *
  * Every data connection is authenticated (HMAC-SHA-256 challenge-response,
  * both ways, with a key derived from a shared secret) before any payload is
- * accepted. See docs/protocol.md and docs/transport.md.
+ * accepted. With tp_opts.encrypt (TCP only) every message after that is
+ * also sealed: encrypted and authenticated (AES-256-GCM or
+ * ChaCha20-Poly1305), under keys of this run only. See docs/protocol.md and
+ * docs/transport.md.
  *
  * Conventions: functions return 0 or a negative errno code and print what
  * failed to stderr. The calls on one session must come from one thread at a
@@ -30,7 +33,11 @@
  *   -ETIME        the I/O timeout (tp_opts.io_timeout_ms): nothing moved on
  *                 the session for that long (the peer is stopped or stuck)
  *   -ECONNRESET   the peer went away mid-stream
- *   -EPROTO       the peer sent something that is not our protocol
+ *   -EPROTO       the peer sent something that is not our protocol, a sealed
+ *                 message failed authentication (tampered with on the way),
+ *                 or the two sides disagree about tp_opts.encrypt (each side
+ *                 says which)
+ *   -EINVAL       options that cannot work together (tp_opts_check())
  *   -ENOMEM       out of memory, or the memlock limit is too low for the pool
  */
 #ifndef RDCP_TRANSPORT_H
@@ -72,6 +79,11 @@ struct tp_opts {
 	 */
 	const char *peer_addr;
 	int verbose;               /* -1: not even the TCP fallback notice */
+	/* Seal every message (AEAD; key per run, stream and direction) on TCP.
+	 * Both ends must say the same, or the handshake fails on both (-EPROTO).
+	 * RDMA does not encrypt: TP_RDMA with encrypt is -EINVAL, and TP_AUTO
+	 * with encrypt uses TCP only (listens on TCP only). */
+	int encrypt;
 	uint8_t key[TP_KEY_LEN];   /* from tp_key_derive() */
 };
 
@@ -86,6 +98,11 @@ struct tp_msg {
 
 struct tp_session;
 struct tp_listener;
+
+/* -EINVAL (after saying why) if these options cannot work together:
+ * encrypt with TP_RDMA. tp_listen() and tp_connect() check it too; call it
+ * while parsing options to fail as a usage error. */
+int  tp_opts_check(const struct tp_opts *o);
 
 /* Derive the session key from a secret string. */
 void tp_key_derive(const char *secret, size_t len, uint8_t key[TP_KEY_LEN]);
@@ -106,8 +123,10 @@ uint16_t tp_listener_port(const struct tp_listener *l);
  * tp_listener_free()), and the wait goes on: a stranger never ends it. A
  * session of N streams is handed out once all N authenticated; others may
  * be assembled meanwhile. Returns 0 with *out; -ETIMEDOUT when timeout_ms
- * passed (connections in their handshake stay for the next call); or an
- * error of ours (e.g. -ENOMEM: the pool cannot be registered).
+ * passed (connections in their handshake stay for the next call); -EPROTO
+ * when a sender that knows the key disagrees about tp_opts.encrypt (said on
+ * stderr: only a key holder can end the wait so); or an error of ours
+ * (e.g. -ENOMEM: the pool cannot be registered).
  */
 int  tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out);
 /* Close the listener and every connection still in its handshake; one line
@@ -146,6 +165,8 @@ size_t tp_pool_bytes(const struct tp_session *s);
 int tp_streams(const struct tp_session *s);
 /* Sender: the errno value the receiver reported it failed with, else 0. */
 int tp_peer_status(const struct tp_session *s);
+/* "AES-256-GCM" or "ChaCha20-Poly1305" when the session is sealed, else NULL. */
+const char *tp_cipher_name(const struct tp_session *s);
 
 /* --- for the programs' command lines and reports (transport/cli.c) --- */
 
@@ -173,7 +194,7 @@ int tp_opt_seconds(const char *name, const char *arg, int *ms);
  * (sender != 0) or the receiver sees it (the receiver's verdict, the I/O
  * timeout, the peer gone, ...); s may be NULL. */
 void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender);
-/* -v: bytes, time, bandwidth, transport, streams, pool size. */
+/* -v: bytes, time, bandwidth, transport, streams, pool size, cipher. */
 void tp_report_bw(const char *prog, uint64_t bytes, double seconds,
                   const struct tp_session *s);
 

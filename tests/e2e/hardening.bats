@@ -2,24 +2,6 @@
 # Attacks and accidents (issue "Hardening"): each test is named after what
 # it tries, and checks that nothing is lost and the refusal is explained.
 load helpers
-LRSH=$BATS_TEST_DIRNAME/local-rsh
-
-same() {
-	local d; d=$(rsync -anciH --delete "$1/" "$2/")
-	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
-}
-
-sync_in() {   # sync_in MODE ARGS... SRC DST
-	local mode=$1; shift
-	local n=$#; local src=${@:n-1:1} dst=${@:n:1}
-	local args=("${@:1:n-2}")
-	case $mode in
-	local) "$RDCP" "${args[@]}" "$src" "$dst" ;;
-	push) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "$src" "localhost:$dst" ;;
-	pull) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "localhost:$src" "$dst" ;;
-	esac
-}
-
 # wait_for FILE: until the sender's test pause (RDCP_TEST_PAUSE) has begun
 wait_for() {
 	for _ in $(seq 400); do [ -e "$1" ] && return 0; sleep 0.025; done
@@ -121,10 +103,167 @@ lock_holder() {
 
 @test "a killed run's lock does not outlive it" {
 	lock_holder local
-	pkill -9 -P "$HOLDER" || true   # the receiver (a child of the client)
-	kill -9 "$HOLDER" || true
+	pkill -9 -f -- "--sync $T/src $T/dst" || true   # the client and its receiver
 	wait "$HOLDER" || true
 	rm -f "$T/pause"
 	"$RDCP" --sync "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
+}
+
+# A user's names that start like rdcp's temp files are the user's.
+user_tmp_names() {
+	local mode=$1
+	mkdir -p "$T/src/sub" "$T/dst"
+	echo notes >"$T/src/.rdcp-tmp-notes"
+	echo deep >"$T/src/sub/.rdcp-tmp-0123456789abcdef0123456789abcdef"
+	echo mine >"$T/dst/.rdcp-tmp-mine"
+	run sync_in "$mode" -r -a "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/dst/.rdcp-tmp-mine")" = mine ]            # not deleted
+	[ "$(cat "$T/dst/.rdcp-tmp-notes")" = notes ]          # copied
+	[ "$(cat "$T/dst/sub/.rdcp-tmp-0123456789abcdef0123456789abcdef")" = deep ]
+	# and a mirror with --delete treats them as any file
+	run sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	[ "$status" -eq 0 ]
+	[ ! -e "$T/dst/.rdcp-tmp-mine" ]                        # deleted only as extra
+	same "$T/src" "$T/dst"
+}
+@test "attack: files named .rdcp-tmp-* are a user's: kept, copied, round-trip (local)" { user_tmp_names local; }
+@test "attack: files named .rdcp-tmp-* are a user's: kept, copied, round-trip (push)" { user_tmp_names push; }
+@test "attack: files named .rdcp-tmp-* are a user's: kept, copied, round-trip (pull)" { user_tmp_names pull; }
+
+# The named-temp road (a filesystem without O_TMPFILE), killed mid-file: the
+# next run removes the leftover, and only it.
+@test "named temp files (no O_TMPFILE): receiver killed -9 mid-file, next run cleans only its own" {
+	mkdir -p "$T/src"
+	head -c $((300 << 20)) /dev/urandom >"$T/src/big"
+	echo u >"$T/src/.rdcp-tmp-user"
+	RDCP_TEST_NO_TMPFILE=1 "$RDCP" --sync -e "$LRSH" --rdcp-path "$RDCP" "$T/src" \
+		"localhost:$T/dst" 2>/dev/null &
+	local pid=$! left=""
+	for _ in $(seq 400); do
+		left=$(ls -A "$T/dst" 2>/dev/null | grep -E '^\.rdcp-tmp-[0-9a-f]{32}$' || true)
+		[ -n "$left" ] && break
+		sleep 0.025
+	done
+	[ -n "$left" ]
+	pkill -9 -f -- "$RDCP --server" || true
+	wait "$pid" || true
+	[ -e "$T/dst/$left" ]                 # the debris is there
+	[ ! -e "$T/dst/big" ]                 # and no half file under the real name
+	RDCP_TEST_NO_TMPFILE=1 "$RDCP" --sync "$T/src" "$T/dst"
+	[ ! -e "$T/dst/$left" ]
+	[ -z "$(ls -A "$T/dst" | grep -E '^\.rdcp-tmp-[0-9a-f]{32}$')" ]
+	same "$T/src" "$T/dst"
+}
+
+@test "a path longer than PATH_MAX: a few bounded lines, each ending with its reason" {
+	python3 - "$T/src" <<'PY'
+import os, sys
+os.makedirs(sys.argv[1])
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for i in range(25):
+    os.mkdir('d' * 200, dir_fd=fd)
+    nfd = os.open('d' * 200, os.O_RDONLY, dir_fd=fd); os.close(fd); fd = nfd
+f = os.open('f', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd); os.write(f, b'x'); os.close(f)
+PY
+	run "$RDCP" --sync "$T/src" "$T/dst"
+	echo "$output" | cut -c1-200
+	[ "$status" -eq 23 ]
+	[ "$(echo "$output" | wc -l)" -le 6 ]
+	! echo "$output" | awk 'length > 600 { bad = 1 } END { exit !bad }'
+	echo "$output" | grep -q 'File name too long (a sync handles paths up to 4096 bytes)$'
+	echo "$output" | grep -q 'entries below it were not written either$'
+}
+
+@test "attack: DST's disk fills up: one reason (no space), no 'damaged stream', exit 11, DST's old files kept" {
+	mkdir -p "$T/src" "$T/dst"
+	mount -t tmpfs -o size=1m tmpfs "$T/dst"
+	echo old >"$T/dst/keep"
+	for i in $(seq 300); do head -c 8000 /dev/urandom >"$T/src/f$i"; done
+	head -c 300000 /dev/urandom >"$T/src/big"
+	run "$RDCP" -r -a -v "$T/src/" "$T/dst"
+	echo "$output" | grep -v '^>f' | head
+	local items; items=$(echo "$output" | grep '^>f' | awk '{print $2}')
+	[ "$status" -eq 11 ]
+	echo "$output" | grep -q 'No space left on device'
+	! echo "$output" | grep -qi -e damaged -e truncated
+	[ "$(echo "$output" | grep -vc '^>f')" -le 4 ]
+	[ "$(cat "$T/dst/keep")" = old ]
+	# -v lists only what landed: every listed file is in DST, whole
+	for f in $items; do cmp "$T/src/$f" "$T/dst/$f"; done
+}
+
+# stall_ctl MODE: the far side stops (SIGSTOP) before the data; --timeout 2.
+# The sender holds at the test pause while the receiver waits for its data
+# connection; then the far side is stopped and the sender let go. Pull: the
+# stopped side is the sender (the receiver waits for it). Push: the stopped
+# side is the receiver (the sender's handshake gets no answer).
+stall_ctl() {
+	mkdir -p "$T/src"
+	mk_files "$T/src" 3000
+	local pid start end srv=""
+	start=$(date +%s)
+	RDCP_TEST_PAUSE=$T/pause sync_in "$1" --timeout 2 --sync "$T/src" "$T/dst" 2>"$T/err" &
+	pid=$!
+	for _ in $(seq 500); do
+		srv=$(pgrep -f -- "$RDCP --server" | head -1)
+		[ -n "$srv" ] && [ -e "$T/pause" ] && break
+		sleep 0.01
+	done
+	[ -n "$srv" ]
+	kill -STOP "$srv"
+	rm -f "$T/pause"
+	local rc=0
+	wait "$pid" || rc=$?
+	end=$(date +%s)
+	kill -KILL "$srv" 2>/dev/null || true
+	cat "$T/err"
+	[ "$rc" -eq 30 ]
+	[ $((end - start)) -le 30 ]
+	grep -q -e "--timeout" "$T/err"
+}
+@test "attack: the far side stops (SIGSTOP) before the data: --timeout 2 ends the run, exit 30 (push)" {
+	stall_ctl push
+}
+@test "attack: the far side stops (SIGSTOP) before the data: --timeout 2 ends the run, exit 30 (pull)" {
+	stall_ctl pull
+}
+
+@test "--timeout: a far side busy longer than the timeout (a slow scan) is kept alive, not cut" {
+	mkdir -p "$T/src"
+	for i in $(seq 20); do echo "$i" >"$T/src/f$i"; done
+	# the sender pauses 3 s with --timeout 1: keep-alives must carry the run
+	RDCP_TEST_PAUSE=$T/pause sync_in pull --timeout 1 --sync "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	sleep 3
+	rm "$T/pause"
+	wait "$pid"
+	same "$T/src" "$T/dst"
+}
+
+# marker_on_wire FLAGS...: does file content show in what the data
+# connection sends (strace of sendmsg/sendto/write on sockets)?
+marker_on_wire() {
+	rm -rf "$T/dst" "$T/trace"
+	strace -f -qq -e trace=sendmsg,sendto,writev -s 65536 -o "$T/trace" \
+		"$RDCP" "$@" --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+	grep -q SECRETMARKER "$T/trace"
+}
+@test "attack: a listener on the wire reads file data over TCP; with --encrypt it cannot (local, push, pull)" {
+	mkdir -p "$T/src"
+	for i in $(seq 8000); do echo "SECRETMARKER $i"; done >"$T/src/big"   # chunks (>64 KiB)
+	echo "SECRETMARKER small" >"$T/src/small"                           # the archive
+	marker_on_wire                      # the control: in clear without --encrypt
+	! marker_on_wire --encrypt
+	for mode in push pull; do
+		rm -rf "$T/dst"
+		sync_in "$mode" --encrypt --sync "$T/src" "$T/dst"
+		same "$T/src" "$T/dst"
+	done
+	run "$RDCP" --encrypt --transport rdma --sync "$T/src" "$T/dst2"
+	[ "$status" -eq 1 ]
 }

@@ -8,6 +8,9 @@ setup() {
 }
 
 teardown() {
+	# a test that mounted something under $T (a small disk) and failed
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r |
+		xargs -r -n1 umount -l
 	rm -rf "$T"
 }
 
@@ -22,3 +25,24 @@ mk_files() {
 
 # settle: step past the filesystem clock tick (see docs/index.md, racy files)
 settle() { sleep 0.05; }
+
+# Shared by the sync tests.
+LRSH=$BATS_TEST_DIRNAME/local-rsh
+
+# same A B: identical content, perms, times, links, owners, hard links
+same() {
+	local d; d=$(rsync -anciH --delete "$1/" "$2/")
+	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
+}
+
+# each mode: local, push (local -> "remote"), pull ("remote" -> local)
+sync_in() {   # sync_in MODE ARGS... SRC DST
+	local mode=$1; shift
+	local n=$#; local src=${@:n-1:1} dst=${@:n:1}
+	local args=("${@:1:n-2}")
+	case $mode in
+	local) "$RDCP" "${args[@]}" "$src" "$dst" ;;
+	push) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "$src" "localhost:$dst" ;;
+	pull) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "localhost:$src" "$dst" ;;
+	esac
+}

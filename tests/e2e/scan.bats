@@ -89,3 +89,17 @@ load helpers
 	[[ "$output" == *'new\012line'* ]]
 	[[ "$output" == *"link -> sub/a b"* ]]
 }
+
+@test "the README's form 'rdcp --scan -v DIR' lists the entries (and --scan DIR -v)" {
+	mkdir -p "$T/tree/a"
+	echo x >"$T/tree/a/f"
+	run "$RDCP" --scan -v "$T/tree"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" a/f"* ]]
+	run "$RDCP" --scan "$T/tree" -v
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" a/f"* ]]
+	run "$RDCP" --scan
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--scan takes one directory"* ]]
+}

@@ -15,11 +15,6 @@ teardown_file() {
 	rm -rf "$S"
 }
 
-same() {
-	local d; d=$(rsync -anciH --delete "$1/" "$2/")
-	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
-}
-
 mk() {
 	mkdir -p "$1/sub"
 	head -c $((5 << 20)) /dev/urandom >"$1/sub/blob"

@@ -5,26 +5,6 @@
 # (tests/e2e/local-rsh: the remote code path, rdcp --server over a pipe),
 # both directions.
 load helpers
-LRSH=$BATS_TEST_DIRNAME/local-rsh
-
-# same A B: identical content, perms, times, links, owners, hard links
-same() {
-	local d; d=$(rsync -anciH --delete "$1/" "$2/")
-	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
-}
-
-# each mode: local, push (local -> "remote"), pull ("remote" -> local)
-sync_in() {   # sync_in MODE ARGS... SRC DST
-	local mode=$1; shift
-	local n=$#; local src=${@:n-1:1} dst=${@:n:1}
-	local args=("${@:1:n-2}")
-	case $mode in
-	local) "$RDCP" "${args[@]}" "$src" "$dst" ;;
-	push) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "$src" "localhost:$dst" ;;
-	pull) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${args[@]}" "localhost:$src" "$dst" ;;
-	esac
-}
-
 mk_tree() {
 	local t=$1
 	mkdir -p "$t/sub/deeper" "$t/empty dir"

@@ -45,6 +45,7 @@ static void test_attack_overlong_data_address(void **state)
 	make_data(b, 7000, KEY, "x");
 	assert_int_equal(ctl_data_decode(b, sizeof b, &d), -EPROTO);
 	assert_int_equal(ctl_data_decode(b, 34 + 256, &d), -EPROTO);
+	assert_string_equal(d.why, "has an address over 255 bytes");
 	assert_int_equal(ctl_data_decode(b, 34 + 255, &d), 0);
 }
 
@@ -55,6 +56,7 @@ static void test_data_rejects(void **state)
 	struct ctl_data d;
 	size_t n = make_data(b, 0, KEY, "h");
 	assert_int_equal(ctl_data_decode(b, n, &d), -EPROTO);          /* port 0 */
+	assert_string_equal(d.why, "has port 0");
 	n = make_data(b, 1, "0123456789ABCDEF0123456789abcdef", "h");
 	assert_int_equal(ctl_data_decode(b, n, &d), -EPROTO);          /* not our hex */
 	n = make_data(b, 1, KEY, "a");
@@ -83,18 +85,24 @@ static void test_hello(void **state)
 	b[21] = 0;
 	put_u16(b + 22, 2);
 	memcpy(b + 24, "*~", 2);
-	n = 26;
+	put_u32(b + 26, 30);                                      /* --timeout 30 */
+	n = 30;
 	assert_int_equal(hello_decode(b, n, &h), 0);
 	assert_string_equal(h.path, "dst");
 	assert_int_equal(h.nrules, 1);
 	assert_string_equal(h.rules[0].pattern, "*~");
+	assert_int_equal(h.timeout, 30);
 	hello_free(&h);
-	assert_int_equal(hello_decode(b, n - 1, &h), -EPROTO);   /* truncated rule */
-	b[4] = 2;
+	assert_int_equal(hello_decode(b, n - 1, &h), -EPROTO);   /* truncated */
+	put_u32(b + 26, 0x80000000u);                             /* absurd timeout */
+	assert_int_equal(hello_decode(b, n, &h), -EPROTO);
+	put_u32(b + 26, 30);
+	b[4] = CTL_VERSION + 1;                                   /* another rdcp */
 	assert_int_equal(hello_decode(b, n, &h), -EPROTONOSUPPORT);
 	b[4] = CTL_VERSION;
 	put_u32(b + 6, 1u << 31);                                  /* unknown flag */
 	assert_int_equal(hello_decode(b, n, &h), -EPROTO);
+	assert_string_equal(h.why, "it has unknown option flags");
 }
 
 int main(void)

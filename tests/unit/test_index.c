@@ -419,6 +419,37 @@ static void test_diff_classification(void **state)
 	assert_int_equal(df.n, sizeof want / sizeof *want + 2);
 	idx_diff_free(&df);
 
+	/* the sync's rules: rsync's quick check (size and mtime), modes and
+	 * times left out when they are not kept */
+	{
+		struct idx_manifest a = { 0 }, b = { 0 };
+		e = E("samestat", IDX_REG, 3, 'a'); idx_manifest_add(&a, &e);
+		e = E("samestat", IDX_REG, 3, 'b'); idx_manifest_add(&b, &e);   /* content differs */
+		e = E("touched", IDX_REG, 3, 'a'); e.mtime_ns = 7; idx_manifest_add(&a, &e);
+		e = E("touched", IDX_REG, 3, 'a'); idx_manifest_add(&b, &e);
+		e = E("mode", IDX_REG, 3, 'a'); e.mode = 0600; idx_manifest_add(&a, &e);
+		e = E("mode", IDX_REG, 3, 'a'); idx_manifest_add(&b, &e);
+		idx_manifest_sort(&a);
+		idx_manifest_sort(&b);
+		assert_int_equal(idx_diff(&a, &b, IDX_DIFF_QUICK, &df), 0);
+		assert_int_equal(df.n, 2);   /* samestat is not seen by the quick check */
+		assert_string_equal(df.c[0].src->path, "mode");
+		assert_int_equal(df.c[0].kind, IDX_META);
+		assert_string_equal(df.c[1].src->path, "touched");
+		assert_int_equal(df.c[1].kind, IDX_CONTENT);   /* a new mtime: re-send */
+		idx_diff_free(&df);
+		assert_int_equal(idx_diff(&a, &b, IDX_DIFF_QUICK | IDX_DIFF_NO_PERMS, &df), 0);
+		assert_int_equal(df.n, 1);
+		idx_diff_free(&df);
+		assert_int_equal(idx_diff(&a, &b, IDX_DIFF_NO_TIMES, &df), 0);
+		assert_int_equal(df.n, 2);   /* hashes: samestat differs; touched is not */
+		assert_string_equal(df.c[1].src->path, "samestat");
+		assert_int_equal(df.c[1].kind, IDX_CONTENT);
+		idx_diff_free(&df);
+		idx_manifest_free(&a);
+		idx_manifest_free(&b);
+	}
+
 	/* a manifest against itself: nothing */
 	assert_int_equal(idx_diff(&s, &s, IDX_DIFF_OWNER | IDX_DIFF_MTIME_DIRS, &df), 0);
 	assert_int_equal(df.n, 0);

@@ -59,7 +59,7 @@ static void test_roundtrip_real_tree(void **state)
 	uint8_t *buf;
 	size_t len;
 	assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
-	assert_int_equal(idx_manifest_decode(buf, len, &back), 0);
+	assert_int_equal(idx_manifest_decode(buf, len, &back, NULL), 0);
 	assert_same(&m, &back);
 	assert_int_equal(idx_manifest_find(&back, "big")->nchunks, 4);
 	assert_int_not_equal(idx_manifest_find(&back, "a")->hlink, 0);
@@ -69,7 +69,7 @@ static void test_roundtrip_real_tree(void **state)
 		struct idx_manifest t = { 0 };
 		uint8_t *copy = malloc(cut ? cut : 1);
 		memcpy(copy, buf, cut);
-		assert_int_equal(idx_manifest_decode(copy, cut, &t), -EBADMSG);
+		assert_int_equal(idx_manifest_decode(copy, cut, &t, NULL), -EBADMSG);
 		assert_int_equal(t.n, 0);
 		free(copy);
 	}
@@ -89,7 +89,7 @@ static int decode_path(const char *path, uint8_t type)
 	uint8_t *buf;
 	size_t len;
 	assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
-	int rc = idx_manifest_decode(buf, len, &back);
+	int rc = idx_manifest_decode(buf, len, &back, NULL);
 	free(buf);
 	idx_manifest_free(&m);
 	idx_manifest_free(&back);
@@ -133,7 +133,7 @@ static int decode_patched(size_t off, const void *bytes, size_t n)
 	size_t len = make_valid(&buf);
 	memcpy(buf + off, bytes, n);
 	struct idx_manifest t = { 0 };
-	int rc = idx_manifest_decode(buf, len, &t);
+	int rc = idx_manifest_decode(buf, len, &t, NULL);
 	idx_manifest_free(&t);
 	free(buf);
 	return rc;
@@ -145,14 +145,14 @@ static void test_hostile_fields(void **state)
 	uint8_t *buf;
 	size_t len = make_valid(&buf);
 	struct idx_manifest t = { 0 };
-	assert_int_equal(idx_manifest_decode(buf, len, &t), 0);
+	assert_int_equal(idx_manifest_decode(buf, len, &t, NULL), 0);
 	idx_manifest_free(&t);
 
 	/* trailing garbage */
 	uint8_t *more = malloc(len + 1);
 	memcpy(more, buf, len);
 	more[len] = 0;
-	assert_int_equal(idx_manifest_decode(more, len + 1, &t), -EBADMSG);
+	assert_int_equal(idx_manifest_decode(more, len + 1, &t, NULL), -EBADMSG);
 	free(more);
 	free(buf);
 
@@ -176,6 +176,51 @@ static void test_hostile_fields(void **state)
 	assert_int_equal(decode_patched(46 + 6, "/", 1), -EBADMSG);      /* absolute */
 }
 
+/* A rejection says why, naming the entry: what the receiver prints. */
+static void test_why(void **state)
+{
+	(void)state;
+	static const struct { const char *a, *b, *why; } cases[] = {
+		{ "a", "a", "has an entry twice: 'a'" },
+		{ "b", "a", "is not sorted (an entry after a greater one): 'a'" },
+		{ "a", "a/../x", "has an entry outside the tree: 'a/../x'" },
+		{ "a", "a//x", "has a path with an empty component: 'a//x'" },
+		{ "b", "a/\033[2J", "is not sorted (an entry after a greater one): 'a/\\033[2J'" },
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		struct idx_manifest m = { 0 }, t = { 0 };
+		struct idx_why why;
+		/* built by hand: the encoder does not check order or paths */
+		m.e = calloc(2, sizeof *m.e);
+		m.n = m.cap = 2;
+		m.e[0] = (struct idx_entry){ .path = strdup(cases[k].a), .type = IDX_DIR };
+		m.e[1] = (struct idx_entry){ .path = strdup(cases[k].b), .type = IDX_DIR };
+		uint8_t *buf;
+		size_t len;
+		assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
+		assert_int_equal(idx_manifest_decode(buf, len, &t, &why), -EBADMSG);
+		assert_string_equal(why.text, cases[k].why);
+		free(buf);
+		idx_manifest_free(&m);
+	}
+	/* the header, trailing bytes, an absurd count */
+	uint8_t *buf;
+	size_t len = make_valid(&buf);
+	struct idx_manifest t = { 0 };
+	struct idx_why why;
+	uint8_t *more = calloc(1, len + 3);
+	memcpy(more, buf, len);
+	assert_int_equal(idx_manifest_decode(more, len + 3, &t, &why), -EBADMSG);
+	assert_string_equal(why.text, "has 3 bytes after its last entry");
+	memset(more + 12, 0xff, 8);
+	assert_int_equal(idx_manifest_decode(more, len, &t, &why), -EBADMSG);
+	assert_string_equal(why.text, "claims 18446744073709551615 entries in 101 bytes");
+	assert_int_equal(idx_manifest_decode(more, 7, &t, &why), -EBADMSG);
+	assert_string_equal(why.text, "is not a file list (7 bytes, no RDMF header)");
+	free(more);
+	free(buf);
+}
+
 static void test_unsorted_and_duplicates(void **state)
 {
 	(void)state;
@@ -187,7 +232,7 @@ static void test_unsorted_and_duplicates(void **state)
 		uint8_t *buf;
 		size_t len;
 		assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
-		assert_int_equal(idx_manifest_decode(buf, len, &t), -EBADMSG);
+		assert_int_equal(idx_manifest_decode(buf, len, &t, NULL), -EBADMSG);
 		free(buf);
 		idx_manifest_free(&m);
 	}
@@ -208,7 +253,7 @@ static void test_random_garbage(void **state)
 			memcpy(buf, "RDMF\1\0\0\0\0\x40\0\0", 12);
 		}
 		struct idx_manifest t = { 0 };
-		int rc = idx_manifest_decode(buf, len, &t);
+		int rc = idx_manifest_decode(buf, len, &t, NULL);
 		assert_true(rc == 0 || rc == -EBADMSG);
 		idx_manifest_free(&t);
 		x += (uint64_t)round;
@@ -222,6 +267,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_paths),
 		cmocka_unit_test(test_hostile_fields),
 		cmocka_unit_test(test_unsorted_and_duplicates),
+		cmocka_unit_test(test_why),
 		cmocka_unit_test(test_random_garbage),
 	};
 	return cmocka_run_group_tests_name("manifest", tests, NULL, NULL);

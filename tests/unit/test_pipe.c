@@ -167,7 +167,7 @@ static void test_segment_round_trip(void **state)
 	(void)state;
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
-	struct ctl tx = { -1, fds[1], NULL, 0 }, rx = { fds[0], -1, NULL, 0 };
+	struct ctl tx = { .in = -1, .out = fds[1] }, rx = { .in = fds[0], .out = -1 };
 	uint8_t type;
 	size_t n;
 

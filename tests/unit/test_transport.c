@@ -1,5 +1,6 @@
 /* Transport wire messages and the authentication handshake; the listener's
- * gate; accept past strangers; the I/O timeout. */
+ * gate; accept past strangers; the I/O timeout; the sealing of encrypted
+ * sessions (also under the I/O timeout). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -79,7 +80,7 @@ static int handshake(struct hs *h, const char *rk, const char *sk)
 	tp_key_derive(sk, strlen(sk), h->key_s);
 	tp_hs_hello(&h->hello_r, 1 << 20, 8);
 	tp_hello_put(h->hello, &h->hello_r);
-	assert_int_equal(tp_hs_answer(h->key_s, h->hello, TP_HELLO_LEN, 42, 2, 1,
+	assert_int_equal(tp_hs_answer(h->key_s, h->hello, TP_HELLO_LEN, 42, 2, 1, 0,
 	                              &h->hello_s, &h->auth_s, h->answer), 0);
 	return tp_hs_check(h->key_r, &h->hello_r, h->answer, TP_AUTH_LEN, &h->auth_r, h->ok);
 }
@@ -397,7 +398,7 @@ static void *trickle_main(void *arg)
 	struct tp_auth a;
 	c->rc = -1;
 	if (read_n(fd, in, sizeof in) < 0 ||
-	    tp_hs_answer(c->key, in + TP_HDR_LEN, TP_HELLO_LEN, 99, 1, 0, &h, &a,
+	    tp_hs_answer(c->key, in + TP_HDR_LEN, TP_HELLO_LEN, 99, 1, 0, 0, &h, &a,
 	                 out + TP_HDR_LEN) < 0)
 		goto done;
 	tp_hdr_put(out, &(struct tp_hdr){ .type = TP_AUTH, .len = TP_AUTH_LEN });
@@ -455,11 +456,12 @@ static void test_accept_only_the_allowed_peer(void **state)
 	assert_int_equal(tp_listen("127.0.0.1", 0, &bad, &l), -EINVAL);
 }
 
-/* A connected pair with this I/O timeout on both ends. */
-static void pair(int io_ms, struct tp_session **snd, struct tp_session **rcv)
+/* A connected pair with this I/O timeout on both ends, sealed or not. */
+static void pair_enc(int io_ms, int encrypt, struct tp_session **snd, struct tp_session **rcv)
 {
 	struct tp_opts o = tcp_opts("k", 2);
 	o.io_timeout_ms = io_ms;
+	o.encrypt = encrypt;
 	struct tp_listener *l;
 	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
 	struct conn_arg c = { .port = tp_listener_port(l), .o = o };
@@ -470,6 +472,11 @@ static void pair(int io_ms, struct tp_session **snd, struct tp_session **rcv)
 	assert_int_equal(c.rc, 0);
 	*snd = c.s;
 	tp_listener_free(l);
+}
+
+static void pair(int io_ms, struct tp_session **snd, struct tp_session **rcv)
+{
+	pair_enc(io_ms, 0, snd, rcv);
 }
 
 static void test_io_timeout(void **state)
@@ -504,6 +511,365 @@ static void test_io_timeout(void **state)
 	tp_close(rcv);
 }
 
+/* --- encrypted sessions --- */
+
+/* A handshake where the receiver does (r_enc) or does not encrypt, and so
+ * does the sender (s_enc), with key "k"; returns the receiver's check. */
+static int enc_handshake(struct hs *h, int r_enc, int s_enc, uint64_t session, int index)
+{
+	tp_key_derive("k", 1, h->key_r);
+	memcpy(h->key_s, h->key_r, TP_KEY_LEN);
+	tp_hs_hello(&h->hello_r, 1 << 20, 0);
+	h->hello_r.flags = tp_seal_offer(r_enc);
+	tp_hello_put(h->hello, &h->hello_r);
+	assert_int_equal(tp_hs_answer(h->key_s, h->hello, TP_HELLO_LEN, session, 2, index, s_enc,
+	                              &h->hello_s, &h->auth_s, h->answer), 0);
+	return tp_hs_check(h->key_r, &h->hello_r, h->answer, TP_AUTH_LEN, &h->auth_r, h->ok);
+}
+
+static void test_handshake_encrypt(void **state)
+{
+	(void)state;
+	struct hs h;
+	assert_int_equal(enc_handshake(&h, 1, 1, 7, 0), 0);
+	assert_int_equal(h.hello_s.flags & TP_HF_ENCRYPT, TP_HF_ENCRYPT);
+	assert_int_not_equal(h.auth_s.cipher, TP_CIPHER_NONE);
+	assert_int_equal(h.auth_r.cipher, h.auth_s.cipher);
+	assert_int_equal(tp_hs_agree(h.hello_s.flags, h.auth_s.cipher), 0);
+	assert_int_equal(tp_hs_confirm(h.key_s, &h.hello_s, &h.auth_s, h.ok, TP_MAC_LEN), 0);
+	if (crypto_aead_aes256gcm_is_available())
+		assert_int_equal(h.auth_s.cipher, TP_CIPHER_AESGCM);
+	/* one side only: the receiver says so (after the MAC), the sender too */
+	assert_int_equal(enc_handshake(&h, 1, 0, 7, 0), -EPROTONOSUPPORT);
+	assert_int_equal(tp_hs_agree(h.hello_s.flags, h.auth_s.cipher), -EPROTONOSUPPORT);
+	assert_int_equal(enc_handshake(&h, 0, 1, 7, 0), -EPROTONOSUPPORT);
+	assert_int_equal(tp_hs_agree(h.hello_s.flags, h.auth_s.cipher), -EPROTONOSUPPORT);
+	/* neither: the v1 answer, byte for byte (cipher field 0) */
+	assert_int_equal(enc_handshake(&h, 0, 0, 7, 0), 0);
+	assert_int_equal(h.answer[6] | h.answer[7], 0);
+	/* a receiver without AES-NI: ChaCha20-Poly1305, whatever this CPU has */
+	assert_int_equal(tp_seal_pick(TP_HF_ENCRYPT), TP_CIPHER_CHACHA);
+	/* AES-256-GCM when it was not offered */
+	assert_int_equal(tp_hs_agree(TP_HF_ENCRYPT, TP_CIPHER_AESGCM), -EPROTO);
+}
+
+/* The MACs of a session that does not encrypt are the version-1 ones. */
+static void test_handshake_v1_mac(void **state)
+{
+	(void)state;
+	uint8_t key[TP_KEY_LEN], ns[TP_NONCE_LEN], got[TP_MAC_LEN], want[TP_MAC_LEN];
+	uint8_t ident[12] = { 0, 0, 0, 0, 0, 0, 0, 42, 0, 2, 0, 1 };
+	struct tp_auth a = { .streams = 2, .index = 1, .session = 42 };
+	tp_key_derive("k", 1, key);
+	memset(ns, 3, sizeof ns);
+	memset(a.nonce, 5, sizeof a.nonce);
+	tp_auth_mac(key, ns, &a, got);
+	crypto_auth_hmacsha256_state st;
+	crypto_auth_hmacsha256_init(&st, key, TP_KEY_LEN);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)"rdcp v1 sender", 15);
+	crypto_auth_hmacsha256_update(&st, ns, TP_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, a.nonce, TP_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, ident, sizeof ident);
+	crypto_auth_hmacsha256_final(&st, want);
+	assert_memory_equal(got, want, TP_MAC_LEN);
+	/* and with encryption the flags and the cipher are covered */
+	a.hflags = TP_HF_ENCRYPT;
+	a.cipher = TP_CIPHER_CHACHA;
+	tp_auth_mac(key, ns, &a, got);
+	assert_memory_not_equal(got, want, TP_MAC_LEN);
+}
+
+/* A man in the middle that turns the receiver's AES flag off (to steer the
+ * cipher) or its ENCRYPT flag (to have a sender send in the clear). */
+static void test_handshake_flags_tampered(void **state)
+{
+	(void)state;
+	struct hs h;
+	tp_key_derive("k", 1, h.key_r);
+	tp_hs_hello(&h.hello_r, 1 << 20, 0);
+	h.hello_r.flags = TP_HF_ENCRYPT | TP_HF_AESGCM;
+	struct tp_hello seen = h.hello_r;
+	seen.flags = TP_HF_ENCRYPT;   /* what the sender is shown */
+	tp_hello_put(h.hello, &seen);
+	assert_int_equal(tp_hs_answer(h.key_r, h.hello, TP_HELLO_LEN, 1, 1, 0, 1,
+	                              &h.hello_s, &h.auth_s, h.answer), 0);
+	assert_int_equal(tp_hs_check(h.key_r, &h.hello_r, h.answer, TP_AUTH_LEN, &h.auth_r, h.ok),
+	                 -EACCES);
+	/* the sender refuses a receiver that (it is told) does not encrypt */
+	seen.flags = 0;
+	tp_hello_put(h.hello, &seen);
+	assert_int_equal(tp_hs_answer(h.key_r, h.hello, TP_HELLO_LEN, 1, 1, 0, 1,
+	                              &h.hello_s, &h.auth_s, h.answer), 0);
+	assert_int_equal(tp_hs_agree(h.hello_s.flags, h.auth_s.cipher), -EPROTONOSUPPORT);
+}
+
+static void test_hello_flags_rejects(void **state)
+{
+	(void)state;
+	struct tp_hello h, g;
+	uint8_t p[TP_HELLO_LEN];
+	tp_hs_hello(&h, 1 << 20, 8);
+	for (unsigned f = 0; f < 16; f++) {
+		h.flags = (uint16_t)f;
+		tp_hello_put(p, &h);
+		int ok = f == 0 || f == TP_HF_ENCRYPT || f == (TP_HF_ENCRYPT | TP_HF_AESGCM);
+		assert_int_equal(tp_hello_get(p, TP_HELLO_LEN, &g), ok ? 0 : -EPROTO);
+		if (ok)
+			assert_int_equal(g.flags, f);
+	}
+	h.flags = 0x8000;
+	tp_hello_put(p, &h);
+	assert_int_equal(tp_hello_get(p, TP_HELLO_LEN, &g), -EPROTO);
+	struct tp_auth a = { .streams = 1, .index = 0, .cipher = TP_CIPHER_CHACHA + 1 }, b;
+	uint8_t q[TP_AUTH_LEN];
+	tp_auth_put(q, &a);
+	assert_int_equal(tp_auth_get(q, TP_AUTH_LEN, &b), -EPROTO);
+	a.cipher = TP_CIPHER_CHACHA;
+	tp_auth_put(q, &a);
+	assert_int_equal(tp_auth_get(q, TP_AUTH_LEN, &b), 0);
+	assert_int_equal(b.cipher, TP_CIPHER_CHACHA);
+}
+
+/* Both ends' keys of one stream of an encrypted session. */
+struct ends {
+	struct hs h;
+	struct tp_seal tx, rx;     /* sender to receiver: sender's, receiver's */
+	struct tp_seal vtx, vrx;   /* receiver to sender (the verdict) */
+};
+
+static void ends_make(struct ends *e, int cipher, uint64_t session, int index)
+{
+	assert_int_equal(enc_handshake(&e->h, 1, 1, session, index), 0);
+	/* force the cipher under test (the MACs are not checked again) */
+	e->h.auth_s.cipher = e->h.auth_r.cipher = (uint16_t)cipher;
+	struct tp_hs s = { e->h.hello_s, e->h.auth_s }, r = { e->h.hello_r, e->h.auth_r };
+	tp_seal_init(&e->tx, e->h.key_s, &s, TP_DIR_S2R);
+	tp_seal_init(&e->vrx, e->h.key_s, &s, TP_DIR_R2S);
+	tp_seal_init(&e->rx, e->h.key_r, &r, TP_DIR_S2R);
+	tp_seal_init(&e->vtx, e->h.key_r, &r, TP_DIR_R2S);
+}
+
+static int ciphers(int out[2])
+{
+	int n = 0;
+	out[n++] = TP_CIPHER_CHACHA;
+	assert_true(sodium_init() >= 0);
+	if (crypto_aead_aes256gcm_is_available())
+		out[n++] = TP_CIPHER_AESGCM;
+	else
+		print_message("NOTE: no AES-NI on this CPU: AES-256-GCM NOT TESTED here\n");
+	return n;
+}
+
+/* A sealed DATA message: header, payload, tag. */
+struct sealed {
+	uint8_t hdr[TP_HDR_LEN], p[4100], tag[TP_TAG_LEN];
+	uint32_t len;
+};
+
+static void seal_one(struct tp_seal *k, struct sealed *m, uint64_t off, uint32_t len)
+{
+	m->len = len;
+	tp_hdr_put(m->hdr, &(struct tp_hdr){ .type = TP_DATA, .len = len, .id = 1, .off = off });
+	for (uint32_t i = 0; i < len; i++)
+		m->p[i] = (uint8_t)(off + i);
+	tp_seal(k, m->hdr, m->p, len, m->tag);
+}
+
+static int open_copy(struct tp_seal *k, const struct sealed *m)
+{
+	struct sealed c = *m;   /* a failed open leaves garbage in place */
+	return tp_unseal(k, c.hdr, c.p, c.len, c.tag);
+}
+
+static void test_seal_roundtrip(void **state)
+{
+	(void)state;
+	int cs[2], n = ciphers(cs);
+	for (int c = 0; c < n; c++) {
+		struct ends e;
+		ends_make(&e, cs[c], 9, 1);
+		static const uint32_t lens[] = { 0, 1, 16, 4097, 4100 };
+		for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+			struct sealed m;
+			uint8_t plain[sizeof m.p];
+			seal_one(&e.tx, &m, 1000 * i, lens[i]);
+			for (uint32_t j = 0; j < lens[i]; j++)
+				plain[j] = (uint8_t)(1000 * i + j);
+			if (lens[i] >= 16)   /* encrypted, not just tagged */
+				assert_memory_not_equal(m.p, plain, lens[i]);
+			assert_int_equal(tp_unseal(&e.rx, m.hdr, m.p, m.len, m.tag), 0);   /* in place */
+			for (uint32_t j = 0; j < lens[i]; j++)
+				assert_int_equal(m.p[j], (uint8_t)(1000 * i + j));
+		}
+		/* the verdict, the other way */
+		uint8_t vh[TP_HDR_LEN], tag[TP_TAG_LEN];
+		tp_hdr_put(vh, &(struct tp_hdr){ .type = TP_VERDICT });
+		tp_seal(&e.vtx, vh, NULL, 0, tag);
+		assert_int_equal(tp_unseal(&e.vrx, vh, NULL, 0, tag), 0);
+		/* under the other direction's key it does not open */
+		tp_seal(&e.vtx, vh, NULL, 0, tag);
+		assert_int_equal(tp_unseal(&e.tx, vh, NULL, 0, tag), -EBADMSG);
+	}
+}
+
+/* Every bit of header, payload and tag matters. */
+static void test_seal_tamper(void **state)
+{
+	(void)state;
+	int cs[2], n = ciphers(cs);
+	for (int c = 0; c < n; c++) {
+		struct ends e;
+		ends_make(&e, cs[c], 9, 0);
+		struct sealed m;
+		seal_one(&e.tx, &m, 0, 64);
+		for (size_t bit = 0; bit < (TP_HDR_LEN + 64 + TP_TAG_LEN) * 8; bit++) {
+			struct sealed t = m;
+			size_t i = bit / 8;
+			uint8_t *b = i < TP_HDR_LEN ? &t.hdr[i]
+			             : i < TP_HDR_LEN + 64 ? &t.p[i - TP_HDR_LEN]
+			             : &t.tag[i - TP_HDR_LEN - 64];
+			*b ^= (uint8_t)(1u << (bit % 8));
+			assert_int_equal(open_copy(&e.rx, &t), -EBADMSG);
+		}
+		assert_int_equal(e.rx.seq, 0);   /* failures do not advance */
+		assert_int_equal(open_copy(&e.rx, &m), 0);
+		/* truncated (a shorter len, as a header rewritten to match would say) */
+		struct sealed t = m;
+		t.len = 63;
+		tp_hdr_put(t.hdr, &(struct tp_hdr){ .type = TP_DATA, .len = 63, .id = 1 });
+		struct tp_seal rx2 = e.rx;
+		rx2.seq = 0;
+		assert_int_equal(open_copy(&rx2, &t), -EBADMSG);
+	}
+}
+
+/* Another key: another secret, another session (a recording replayed into
+ * a new one), another stream of the same session, another cipher. */
+static void test_seal_wrong_key(void **state)
+{
+	(void)state;
+	int cs[2], n = ciphers(cs);
+	for (int c = 0; c < n; c++) {
+		struct ends e, other, stream1, same;
+		ends_make(&e, cs[c], 9, 0);
+		struct sealed m;
+		seal_one(&e.tx, &m, 0, 100);
+		/* same session id and index, fresh nonces: the replay into a new run */
+		ends_make(&same, cs[c], 9, 0);
+		assert_int_equal(open_copy(&same.rx, &m), -EBADMSG);
+		ends_make(&stream1, cs[c], 9, 1);
+		assert_int_equal(open_copy(&stream1.rx, &m), -EBADMSG);
+		/* the same nonces under another secret */
+		struct tp_hs r = { e.h.hello_r, e.h.auth_r };
+		uint8_t k2[TP_KEY_LEN];
+		tp_key_derive("K", 1, k2);
+		tp_seal_init(&other.rx, k2, &r, TP_DIR_S2R);
+		assert_int_equal(open_copy(&other.rx, &m), -EBADMSG);
+		/* the right key opens it (so the failures above are the key's) */
+		assert_int_equal(open_copy(&e.rx, &m), 0);
+	}
+	/* the other cipher under the same handshake */
+	if (n == 2) {
+		struct ends e;
+		ends_make(&e, TP_CIPHER_AESGCM, 9, 0);
+		struct sealed m;
+		seal_one(&e.tx, &m, 0, 100);
+		struct tp_hs r = { e.h.hello_r, e.h.auth_r };
+		r.a.cipher = TP_CIPHER_CHACHA;
+		struct tp_seal rx;
+		tp_seal_init(&rx, e.h.key_r, &r, TP_DIR_S2R);
+		assert_int_equal(open_copy(&rx, &m), -EBADMSG);
+	}
+}
+
+/* The nonce is the position in the stream: a replayed, dropped or
+ * reordered message does not open, nor one from another stream index. */
+static void test_seal_wrong_nonce(void **state)
+{
+	(void)state;
+	int cs[2], n = ciphers(cs);
+	for (int c = 0; c < n; c++) {
+		struct ends e;
+		ends_make(&e, cs[c], 9, 0);
+		struct sealed m[3];
+		for (int i = 0; i < 3; i++)
+			seal_one(&e.tx, &m[i], 100u * (unsigned)i, 100);
+		struct tp_seal rx = e.rx;
+		assert_int_equal(open_copy(&rx, &m[1]), -EBADMSG);   /* 0 dropped / 0 and 1 swapped */
+		assert_int_equal(open_copy(&rx, &m[0]), 0);
+		assert_int_equal(open_copy(&rx, &m[0]), -EBADMSG);   /* replayed */
+		assert_int_equal(open_copy(&rx, &m[2]), -EBADMSG);   /* 1 dropped */
+		assert_int_equal(open_copy(&rx, &m[1]), 0);
+		assert_int_equal(open_copy(&rx, &m[2]), 0);
+		/* the same key with another stream index in the nonce */
+		rx = e.rx;
+		rx.stream = 1;
+		assert_int_equal(open_copy(&rx, &m[0]), -EBADMSG);
+		/* a position far away */
+		rx = e.rx;
+		rx.seq = 1ull << 32;
+		assert_int_equal(open_copy(&rx, &m[0]), -EBADMSG);
+	}
+}
+
+/* --- both at once: sealed sessions under the I/O timeout, and the
+ * concurrent listener's part of the encryption handshake --- */
+
+static void test_io_timeout_sealed(void **state)
+{
+	(void)state;
+	struct tp_session *snd, *rcv;
+	struct tp_msg *m, *r;
+	pair_enc(300, 1, &snd, &rcv);
+	assert_non_null(tp_cipher_name(snd));
+	assert_non_null(tp_cipher_name(rcv));
+	/* a sealed message arrives intact, after a pause not counted */
+	assert_int_equal(tp_msg_get(snd, &m), 0);
+	memcpy(m->data, "sealed", 6);
+	m->len = 6;
+	m->off = 42;
+	assert_int_equal(tp_msg_send(snd, m), 0);
+	usleep(600 * 1000);
+	assert_int_equal(tp_msg_recv(rcv, &r), 0);
+	assert_int_equal(r->len, 6);
+	assert_int_equal(r->off, 42);
+	assert_memory_equal(r->data, "sealed", 6);
+	tp_msg_release(rcv, r);
+	/* then nothing: both ends time out */
+	int64_t t0 = tp_now_ms();
+	assert_int_equal(tp_msg_recv(rcv, &r), -ETIME);
+	int64_t took = tp_now_ms() - t0;
+	assert_true(took >= 290 && took < 2000);
+	assert_int_equal(tp_finish(snd), -ETIME);
+	tp_close(snd);
+	tp_close(rcv);
+}
+
+/* A sender that knows the key but disagrees about encrypting ends the
+ * wait on the concurrent listener (-EPROTO), unlike a stranger; and the
+ * sender fails too. Both ways. */
+static void test_accept_encrypt_mismatch(void **state)
+{
+	(void)state;
+	for (int r_enc = 0; r_enc < 2; r_enc++) {
+		struct tp_opts o = tcp_opts("k", 2);
+		o.encrypt = r_enc;
+		struct tp_listener *l;
+		assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+		struct conn_arg c = { .port = tp_listener_port(l), .o = tcp_opts("k", 2) };
+		c.o.encrypt = !r_enc;
+		pthread_t th;
+		assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+		struct tp_session *s = NULL;
+		assert_int_equal(tp_accept(l, 5000, &s), -EPROTO);
+		pthread_join(th, NULL);
+		assert_int_equal(c.rc, -EPROTO);
+		assert_null(s);
+		tp_listener_free(l);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -521,6 +887,16 @@ int main(void)
 		cmocka_unit_test(test_accept_trickled_auth),
 		cmocka_unit_test(test_accept_only_the_allowed_peer),
 		cmocka_unit_test(test_io_timeout),
+		cmocka_unit_test(test_handshake_encrypt),
+		cmocka_unit_test(test_handshake_v1_mac),
+		cmocka_unit_test(test_handshake_flags_tampered),
+		cmocka_unit_test(test_hello_flags_rejects),
+		cmocka_unit_test(test_seal_roundtrip),
+		cmocka_unit_test(test_seal_tamper),
+		cmocka_unit_test(test_seal_wrong_key),
+		cmocka_unit_test(test_seal_wrong_nonce),
+		cmocka_unit_test(test_io_timeout_sealed),
+		cmocka_unit_test(test_accept_encrypt_mismatch),
 	};
 	return cmocka_run_group_tests_name("transport", tests, NULL, NULL);
 }

@@ -1,0 +1,228 @@
+#!/usr/bin/env bats
+# A hostile or broken far side (issue "a hostile or broken peer gets
+# silence"). tests/lib/fakepeer.py plays the remote rdcp: a sender or a
+# receiver that knows the run's key but lies, or a remote shell that prints
+# a banner. Each test is named after its attack and checks: the exit code,
+# exactly one line on stderr naming the side and what was wrong, DST's
+# files unchanged, and nothing written beside DST.
+load helpers
+FAKE=$BATS_TEST_DIRNAME/../lib/fakepeer-rsh
+
+setup() {
+	T=$(mktemp -d "${TMPDIR:-/tmp}/rdcp-e2e-XXXXXX")
+	export XDG_CACHE_HOME=$T/cache FAKEPEER_LOG=$T/fake.log
+	W=$T/w   # DST and its neighbours
+	mkdir -p "$W/dst/sub" "$T/src/d"
+	echo keep >"$W/dst/keep"
+	echo old >"$W/dst/sub/old"
+	# what the fake sender's "b" is (size and mtime): not asked for
+	head -c 100000 /dev/zero >"$W/dst/b"
+	touch -d @1000000000 "$W/dst/b"
+	echo "next to DST" >"$W/beside"
+	# the source of the push tests
+	echo hello >"$T/src/f"
+	head -c 200000 /dev/urandom >"$T/src/d/big"
+	snapshot >"$T/before"
+}
+
+# every file under DST and SRC with its checksum, and every path beside DST
+snapshot() {
+	(cd "$W/dst" && find . -type f -exec sha256sum {} + | sort -k2)
+	(cd "$T/src" && find . -type f -exec sha256sum {} + | sort -k2)
+	(cd "$W" && find . -path ./dst -prune -o -print | sort && sha256sum beside)
+}
+
+# attack MODE SCENARIO CODE TEXT: run rdcp against the fake playing
+# SCENARIO (pull: it sends; push: it receives); check what came of it.
+attack() {
+	local mode=$1 scenario=$2 code=$3 text=$4 rc=0
+	if [ "$mode" = pull ]; then
+		"$RDCP" -e "$FAKE $scenario" --sync host:src "$W/dst" >"$T/out" 2>"$T/err" || rc=$?
+	else
+		"$RDCP" -e "$FAKE $scenario" --sync "$T/src" host:dst >"$T/out" 2>"$T/err" || rc=$?
+	fi
+	echo "exit $rc; stderr:"; cat "$T/err"
+	echo "fake peer's trace:"; cat "$T/fake.log" 2>/dev/null || true
+	! grep -q Traceback "$T/fake.log"            # the fake did what it meant to
+	[ "$rc" -eq "$code" ]
+	[ "$(wc -l <"$T/err")" -eq 1 ]               # one line, and it says what
+	grep -qF -- "$text" "$T/err"
+	# DST's files as they were and no others (but the sender's new files
+	# a, c, s, t, which may have landed whole and verified), SRC as it was,
+	# nothing new or changed beside DST
+	snapshot | grep -v '  \./[acst]$' >"$T/after"
+	diff "$T/before" "$T/after"
+}
+
+# --- a sender's file list (manifest) that breaks the rules ---
+
+@test "attack: a file list entry '../x', outside the tree" {
+	attack pull manifest-dotdot 12 "rdcp: the sender's file list has an entry outside the tree: '../x'"
+}
+@test "attack: a file list entry with an absolute path" {
+	attack pull manifest-absolute 12 "the sender's file list has an absolute path: '/tmp/x'"
+}
+@test "attack: a file list with the same entry twice" {
+	attack pull manifest-duplicate 12 "the sender's file list has an entry twice: 'a'"
+}
+@test "attack: an unsorted file list" {
+	attack pull manifest-unsorted 12 "the sender's file list is not sorted (an entry after a greater one): 'a'"
+}
+@test "attack: a file list claiming an absurd number of entries" {
+	attack pull manifest-absurd-count 12 "the sender's file list claims 4611686018427387904 entries in 101 bytes"
+}
+@test "attack: a file list with junk after its last entry" {
+	attack pull manifest-trailing-junk 12 "the sender's file list has 4 bytes after its last entry"
+}
+@test "attack: a file list entry under a symlink of the list" {
+	attack pull manifest-symlink-parent 12 "the sender's file list has an entry under a symlink: 'l/x'"
+}
+@test "attack: a file list entry under a file of the list" {
+	attack pull manifest-parent-not-dir 12 "the sender's file list has an entry under something that is not a directory: 'f/x'"
+}
+@test "attack: a file list entry whose parent is not in the list" {
+	attack pull manifest-parent-missing 12 "the sender's file list has an entry whose parent directory it does not have: 'd/x'"
+}
+@test "attack: a hard-link group pointing to a later entry" {
+	attack pull manifest-hardlink-forward 12 "the sender's file list has a hard link to a later entry (3): 'a'"
+}
+@test "attack: a hard link to an entry that leads no group" {
+	attack pull manifest-hardlink-not-leader 12 "the sender's file list has a hard link to an entry that does not lead a group (2): 'b'"
+}
+
+# --- READY: the name the sender sends ---
+
+@test "attack: READY naming '..'" {
+	attack pull ready-dotdot 12 "the sender's top name is not one plain name: '..'"
+}
+@test "attack: READY naming 'a/b'" {
+	attack pull ready-slash 12 "the sender's top name is not one plain name: 'a/b'"
+}
+@test "attack: READY saying it names an entry, with an empty name" {
+	attack pull ready-empty-named 12 "the sender's READY says it sends one entry but names none"
+}
+@test "attack: READY with a name over 255 bytes" {
+	attack pull ready-overlong 12 "the sender's top name is over 255 bytes: 'xxxx"
+}
+@test "attack: READY whose name length is longer than the message" {
+	attack pull ready-length-lies 12 "the sender's READY is malformed (5 bytes)"
+}
+
+# --- a remote shell that is not clean (rsync: "is your shell clean?", exit 2) ---
+
+@test "a remote shell that prints a banner on stdout (pull): rsync's hint, exit 2" {
+	attack pull banner 2 "rdcp: protocol error: the remote shell printed something before rdcp started (is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\012\\033[1mHave a nice day\\012"
+}
+@test "a remote shell that prints a banner on stdout (push): rsync's hint, exit 2" {
+	attack push banner 2 "(is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\012"
+}
+
+# --- a sender that knows the key and lies in the data session ---
+
+@test "attack: a chunk at an offset past the end of its file" {
+	attack pull chunk-past-end 12 "the sender sent a chunk of 'a' at offset 33554432, past its end"
+}
+@test "attack: a message longer than the receiver's buffers" {
+	attack pull chunk-len-past-buffer 12 "the sender's data connection broke the protocol (a message over 4 MiB"
+}
+@test "attack: a chunk whose length is not the chunk's" {
+	attack pull chunk-len-not-chunk 12 "the sender sent chunk 0 of 'a' with 5000 bytes, not 100000"
+}
+@test "attack: a chunk for a file id out of range" {
+	attack pull chunk-id-out-of-range 12 "the sender sent data for file id 1000, which its file list does not have"
+}
+@test "attack: a chunk of a file that was not asked for" {
+	attack pull chunk-not-requested 12 "the sender sent a chunk of 'b', which was not asked for"
+}
+@test "attack: the same chunk of a file twice" {
+	attack pull chunk-twice 12 "the sender sent chunk 0 of 'a' twice"
+	cmp <(printf 'a-content.%.0s' $(seq 10000)) "$W/dst/a"   # the first, verified
+}
+@test "attack: a chunk whose hash does not match: the file is left as it was, exit 23" {
+	attack pull chunk-bad-hash 23 "rdcp: a: chunk 0 does not match the sender's hash"
+	[ ! -e "$W/dst/a" ]
+	[ -f "$W/dst/c" ] && [ -f "$W/dst/s" ] && [ -f "$W/dst/t" ]   # the rest came
+}
+@test "attack: an archive entry of an absurd size" {
+	attack pull archive-absurd-size 12 "the sender's archive has an entry of 1099511627776 bytes for file 4"
+}
+@test "attack: an archive entry for a large file" {
+	attack pull archive-large-file 12 "the sender's archive has an entry for the large file 'c'"
+}
+@test "attack: the same archive entry twice" {
+	attack pull archive-twice 12 "the sender's archive has 's' twice"
+}
+@test "attack: a truncated archive" {
+	attack pull archive-truncated 12 "the sender's archive of small files is damaged: Truncated tar archive"
+}
+@test "attack: an archive entry for a file that was not asked for" {
+	attack pull archive-not-requested 12 "the sender's archive has an entry for 'b', which was not asked for"
+}
+@test "attack: an archive entry named by a path, not an index" {
+	attack pull archive-bad-name 12 "the sender's archive has an entry that is not named by a file index: '../../x'"
+}
+
+# --- a receiver that lies ---
+
+@test "attack: a plan with an index out of range" {
+	attack push plan-out-of-range 12 "the receiver's plan asks for entry 1004 of a file list of 4"
+}
+@test "attack: a plan asking for a directory" {
+	attack push plan-not-a-file 12 "the receiver's plan asks for entry 0 (''), which is not a regular file"
+}
+@test "attack: a plan asking for a file twice" {
+	attack push plan-twice 12 "the receiver's plan asks for entry 2 again or out of order"
+}
+@test "attack: a data-connection message with an address over 255 bytes" {
+	attack push data-overlong-addr 12 "the receiver's data-connection message has an address over 255 bytes"
+}
+@test "attack: a data-connection message with port 0" {
+	attack push data-port-zero 12 "the receiver's data-connection message has port 0"
+}
+@test "attack: a result with an exit code over 255 (would exit 0)" {
+	attack push done-bad-code 12 "the receiver's result has an exit code over 255 (256)"
+}
+
+# --- text a peer sends to be printed, and the server's side of HELLO ---
+
+@test "attack: an ERROR whose text holds terminal escapes: printed escaped" {
+	attack pull error-escapes 23 "rdcp: \\033]0;pwned\\007 no such file"
+	! grep -q $'\033' "$T/err"
+}
+@test "attack: itemized lines holding terminal escapes: printed escaped" {
+	local rc=0
+	"$RDCP" -e "$FAKE log-escapes" --sync "$T/src" host:dst >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	[ "$(cat "$T/out")" = '\033[2J>f+++++++++ f' ]
+}
+
+# hello FLAGS VERSION: a client's HELLO frame (receiver role, path "dst")
+hello() {
+	python3 -c 'import struct,sys
+p = struct.pack(">IBBIBBH", 0x52444353, int(sys.argv[2]), 2, int(sys.argv[1]), 1, 1, 3) + b"dst"
+p += struct.pack(">HHI", 0, 0, 0)   # address, rules, timeout
+sys.stdout.buffer.write(struct.pack(">IB", len(p), 1) + p)' "$@"
+}
+# the ERROR frame the server answered: "CODE TEXT"
+error_of() {
+	python3 -c 'import struct,sys
+b = sys.stdin.buffer.read()
+n, t = struct.unpack(">IB", b[:5])
+assert t == 3, t
+print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
+}
+
+@test "attack: a client's hello with unknown option flags: the server says why, exit 12" {
+	local rc=0
+	hello $((1 << 31)) 2 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 12 ]
+	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has unknown option flags" ]
+	[ ! -s "$T/err" ]   # the client is the one to print it
+}
+@test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
+	local rc=0
+	hello 0 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 2 ]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 2" ]]
+}

@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""A scriptable fake far side of an rdcp sync, for tests/e2e/hostile.bats.
+
+Run as the remote shell's command (tests/lib/fakepeer-rsh SCENARIO): it
+speaks docs/protocol.md's control channel on stdin/stdout (frames, HELLO,
+READY, MANIFEST, PLAN, CTL_DATA, SENT, DONE), encodes manifests, and opens
+the data connection with the transport's handshake (HMAC-SHA-256 under the
+key derived from the secret in CTL_DATA), so it can play a sender or a
+receiver that knows the key but lies, as the scenario says.
+
+It prints nothing on stderr (the tests count rdcp's lines there) unless
+FAKEPEER_LOG names a file, which then gets a trace. It exits 0 when the
+real rdcp hangs up.
+"""
+import ctypes
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import sys
+import tarfile
+import traceback
+
+# --- control channel (docs/protocol.md, "Control channel") ---
+
+CTL_HELLO, CTL_READY, CTL_ERROR, CTL_MANIFEST, CTL_MANIFEST_END, CTL_PLAN, \
+    CTL_DATA, CTL_DONE, CTL_LOG = range(1, 10)
+CTL_SENT = 14
+ROLE_SENDER, ROLE_RECEIVER = 1, 2
+IDX_REG, IDX_DIR, IDX_LNK = 1, 2, 3
+CHUNK = 4 << 20
+SMALL = 64 << 10
+ARCHIVE_ID = (1 << 64) - 1
+
+LOG = None
+
+
+def log(*a):
+    if LOG:
+        print(*a, file=LOG, flush=True)
+
+
+class Hangup(Exception):
+    """rdcp closed the control channel (or the data connection)."""
+
+
+def read_exact(f, n):
+    b = b""
+    while len(b) < n:
+        part = f.read(n - len(b))
+        if not part:
+            raise Hangup()
+        b += part
+    return b
+
+
+def recv_frame():
+    h = read_exact(sys.stdin.buffer, 5)
+    n, t = struct.unpack(">IB", h)
+    payload = read_exact(sys.stdin.buffer, n)
+    log("<- frame", t, n)
+    return t, payload
+
+
+def send_frame(t, payload=b""):
+    log("-> frame", t, len(payload))
+    sys.stdout.buffer.write(struct.pack(">IB", len(payload), t) + payload)
+    sys.stdout.buffer.flush()
+
+
+def decode_hello(p):
+    magic, version, role, flags, streams, kind, pl = struct.unpack(">IBBIBBH", p[:14])
+    path = p[14:14 + pl]
+    return {"magic": magic, "version": version, "role": role, "flags": flags,
+            "path": path}
+
+
+# --- manifests (docs/protocol.md, "Manifest") ---
+
+def xxh3_128(data):
+    """XXH3-128 in canonical byte order, from the libxxhash rdcp links."""
+    class H(ctypes.Structure):
+        _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_128bits.restype = H
+    lib.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    h = lib.XXH3_128bits(data, len(data))
+    return struct.pack(">QQ", h.high64, h.low64)
+
+
+def entry(path, type=IDX_REG, content=None, size=None, mode=0o644, mtime_ns=None,
+          hlink=0, link=b"", rdev=0, hash=None):
+    if isinstance(path, str):
+        path = path.encode()
+    if content is not None and size is None:
+        size = len(content)
+    return {"path": path, "type": type, "content": content, "size": size or 0,
+            "mode": mode, "mtime_ns": mtime_ns if mtime_ns is not None else 1500000000 * 10**9,
+            "hlink": hlink, "link": link, "rdev": rdev, "hash": hash}
+
+
+def encode_manifest(entries, count=None):
+    out = bytearray(struct.pack(">IBBHIQ", 0x52444D46, 1, 0, 0, CHUNK,
+                                len(entries) if count is None else count))
+    prev = b""
+    for e in entries:
+        p = e["path"]
+        pre = 0
+        while pre < len(prev) and pre < len(p) and prev[pre] == p[pre] and pre < 0xffff:
+            pre += 1
+        out += struct.pack(">BBHH", e["type"], 0, pre, len(p) - pre) + p[pre:]
+        out += struct.pack(">IIIq", e["mode"], os.getuid(), os.getgid(), e["mtime_ns"])
+        if e["type"] == IDX_REG:
+            size = e["size"]
+            content = e["content"] or b""
+            if size > CHUNK:
+                n = (size + CHUNK - 1) // CHUNK
+                chunks = [xxh3_128(content[i * CHUNK:(i + 1) * CHUNK]) for i in range(n)]
+                digest = xxh3_128(b"".join(chunks))
+            else:
+                chunks = []
+                digest = xxh3_128(content)
+            if e["hash"] is not None:
+                digest = e["hash"]
+            out += struct.pack(">Q", size) + digest + struct.pack(">I", e["hlink"])
+            out += b"".join(chunks)
+        elif e["type"] == IDX_LNK:
+            out += struct.pack(">H", len(e["link"])) + e["link"]
+        elif e["type"] in (5, 6):
+            out += struct.pack(">Q", e["rdev"])
+        prev = p
+    return bytes(out)
+
+
+def decode_manifest(b):
+    """Just enough for a receiver: [(path, type, size)]."""
+    magic, version, flags, res, chunk, count = struct.unpack(">IBBHIQ", b[:20])
+    pos, prev, out = 20, b"", []
+    for _ in range(count):
+        t, fl, pre, sl = struct.unpack(">BBHH", b[pos:pos + 6])
+        pos += 6
+        path = prev[:pre] + b[pos:pos + sl]
+        pos += sl + 20
+        size = 0
+        if t == IDX_REG:
+            size = struct.unpack(">Q", b[pos:pos + 8])[0]
+            n = (size + CHUNK - 1) // CHUNK if size > CHUNK else 0
+            pos += 8 + 16 + 4 + 16 * n
+        elif t == IDX_LNK:
+            pos += 2 + struct.unpack(">H", b[pos:pos + 2])[0]
+        elif t in (5, 6):
+            pos += 8
+        out.append((path, t, size))
+        prev = path
+    return out
+
+
+# --- the data connection (docs/protocol.md, "Transport messages") ---
+
+TP_DATA, TP_END, TP_VERDICT = 1, 3, 4
+TP_HELLO, TP_AUTH, TP_AUTH_OK = 16, 17, 18
+
+
+def tp_header(t, length=0, id=0, off=0):
+    return struct.pack(">BBHIQQII", t, 0, 0, length, id, off, 0, 0)
+
+
+class DataConn:
+    """One authenticated stream to the receiver, as a sender that knows the key."""
+
+    def __init__(self, host, port, secret):
+        key = hashlib.blake2b(secret, digest_size=32, key=b"rdcp transport key v1").digest()
+        self.s = socket.create_connection((host, port), timeout=20)
+        h = self.read_msg()
+        assert h[0] == TP_HELLO, h
+        hello_nonce = h[5][16:48]
+        session, streams, index = struct.unpack(">Q", os.urandom(8))[0], 1, 0
+        nonce = os.urandom(32)
+        ident = struct.pack(">QHH", session, streams, index)
+        mac = hmac.new(key, b"rdcp v1 sender\0" + hello_nonce + nonce + ident,
+                       hashlib.sha256).digest()
+        auth = struct.pack(">HHHHQ", 1, streams, index, 0, session) + nonce + mac
+        self.s.sendall(tp_header(TP_AUTH, len(auth)) + auth)
+        ok = self.read_msg()
+        want = hmac.new(key, b"rdcp v1 receiver\0" + nonce + hello_nonce + ident,
+                        hashlib.sha256).digest()
+        assert ok[0] == TP_AUTH_OK and hmac.compare_digest(ok[5], want), ok
+        self.msgs = self.bytes = 0
+        log("data connection authenticated")
+
+    def read_msg(self):
+        h = b""
+        while len(h) < 32:
+            part = self.s.recv(32 - len(h))
+            if not part:
+                raise Hangup()
+            h += part
+        t, fl, res, length, id, off, cr, res2 = struct.unpack(">BBHIQQII", h)
+        p = b""
+        while len(p) < length:
+            part = self.s.recv(length - len(p))
+            if not part:
+                raise Hangup()
+            p += part
+        return t, length, id, off, cr, p
+
+    def data(self, id, off, payload, length=None):
+        """A DATA message; length, if given, is what the header claims."""
+        n = len(payload) if length is None else length
+        log("-> DATA id", id, "off", off, "len", n, "sent", len(payload))
+        self.s.sendall(tp_header(TP_DATA, n, id, off) + payload)
+        self.msgs += 1
+        self.bytes += len(payload)
+
+    def finish(self):
+        """END, then the receiver's verdict (0, or its errno)."""
+        try:
+            self.s.sendall(tp_header(TP_END, 0, self.msgs, self.bytes))
+        except OSError:
+            pass
+        try:
+            while True:
+                m = self.read_msg()
+                if m[0] == TP_VERDICT:
+                    log("<- VERDICT", m[2])
+                    return m[2]
+        except (OSError, Hangup):
+            return -1
+        finally:
+            self.s.close()
+
+
+def tar_entry(name, data, size=None):
+    ti = tarfile.TarInfo(str(name))
+    ti.size = len(data) if size is None else size
+    ti.mode = 0o600
+    pad = (-len(data)) % 512
+    return ti.tobuf(format=tarfile.PAX_FORMAT) + data + b"\0" * pad
+
+
+TAR_END = b"\0" * 1024
+
+# --- the scenarios ---
+#
+# The tree a lying sender offers (index: id - 1):
+#   0 ""  the root       1 "a" 100000 bytes      2 "b" 100000 bytes, which DST
+#   3 "c" 65536 bytes    4 "s" 100 bytes         has (same size and mtime):
+#   5 "t" 100 bytes                                 not asked for
+
+B_MTIME = 1000000000 * 10**9
+
+
+def content(tag, n):
+    return (tag * (n // len(tag) + 1))[:n]
+
+
+A = content(b"a-content.", 100000)
+C = content(b"c-content.", 65536)
+S = content(b"s", 100)
+T_ = content(b"t", 100)
+
+
+def tree():
+    return [entry("", IDX_DIR, mode=0o755), entry("a", content=A),
+            entry("b", content=content(b"b", 100000), mtime_ns=B_MTIME),
+            entry("c", content=C), entry("s", content=S), entry("t", content=T_)]
+
+
+def archive(*parts):
+    return b"".join(parts)
+
+
+# name -> what the sender sends in the data session: a list of
+# ("chunk", id, off, payload[, claimed len]) and ("archive", bytes)
+DATA = {
+    "chunk-past-end": [("chunk", 2, 8 * CHUNK, A)],
+    "chunk-len-not-chunk": [("chunk", 2, 0, A[:5000])],
+    "chunk-len-past-buffer": [("chunk", 2, 0, b"", 5 * CHUNK)],
+    "chunk-id-out-of-range": [("chunk", 1000, 0, A)],
+    "chunk-not-requested": [("chunk", 3, 0, content(b"b", 100000))],
+    "chunk-twice": [("chunk", 2, 0, A), ("chunk", 2, 0, A)],
+    "chunk-bad-hash": [("chunk", 2, 0, content(b"evil", 100000)),
+                       ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
+                                                               tar_entry(5, T_), TAR_END))],
+    "archive-absurd-size": [("archive", archive(tar_entry(4, b"", size=1 << 40)))],
+    "archive-large-file": [("archive", archive(tar_entry(3, C), TAR_END))],
+    "archive-twice": [("archive", archive(tar_entry(4, S), tar_entry(4, S), TAR_END))],
+    "archive-truncated": [("archive", archive(tar_entry(4, S))[:512 + 50])],
+    "archive-not-requested": [("archive", archive(tar_entry(2, content(b"b", 100000)[:100]),
+                                                  TAR_END))],
+    "archive-bad-name": [("archive", archive(tar_entry("../../x", S), TAR_END))],
+}
+
+# name -> (READY payload, manifest bytes)
+def ready(named, is_dir, name, length=None):
+    return struct.pack(">BBH", named, is_dir, len(name) if length is None else length) + name
+
+
+CONTENTS = ready(0, 1, b"")
+
+
+def mf(*entries, **kw):
+    return encode_manifest(list(entries), **kw)
+
+
+ROOT = entry("", IDX_DIR, mode=0o755)
+MANIFEST = {
+    "manifest-dotdot": mf(ROOT, entry("../x", content=b"x")),
+    "manifest-absolute": mf(ROOT, entry("/tmp/x", content=b"x")),
+    "manifest-duplicate": mf(ROOT, entry("a", content=b"x"), entry("a", content=b"x")),
+    "manifest-unsorted": mf(ROOT, entry("b", content=b"x"), entry("a", content=b"x")),
+    "manifest-absurd-count": mf(ROOT, entry("a", content=b"x"), count=1 << 62),
+    "manifest-trailing-junk": mf(ROOT, entry("a", content=b"x")) + b"JUNK",
+    "manifest-symlink-parent": mf(ROOT, entry("l", IDX_LNK, link=b"/tmp"),
+                                  entry("l/x", content=b"x")),
+    "manifest-parent-not-dir": mf(ROOT, entry("f", content=b"x"), entry("f/x", content=b"x")),
+    "manifest-parent-missing": mf(ROOT, entry("d/x", content=b"x")),
+    "manifest-hardlink-forward": mf(ROOT, entry("a", content=b"x", hlink=3),
+                                    entry("b", content=b"x")),
+    "manifest-hardlink-not-leader": mf(ROOT, entry("a", content=b"x"),
+                                       entry("b", content=b"x", hlink=2)),
+}
+
+READY = {
+    "ready-dotdot": ready(1, 1, b".."),
+    "ready-slash": ready(1, 1, b"a/b"),
+    "ready-empty-named": ready(1, 1, b""),
+    "ready-overlong": ready(1, 1, b"x" * 300),
+    "ready-length-lies": ready(1, 1, b"x", length=1000),
+}
+
+
+def drain():
+    """Read (and ignore) until rdcp hangs up."""
+    try:
+        while True:
+            recv_frame()
+    except Hangup:
+        pass
+
+
+def play_sender(scenario):
+    if scenario == "error-escapes":
+        # an ERROR whose text would retitle (and bell) the user's terminal
+        send_frame(CTL_ERROR, struct.pack(">I", 23) + b"\x1b]0;pwned\x07 no such file")
+        return drain()
+    r = READY.get(scenario, CONTENTS)
+    send_frame(CTL_READY, r)
+    m = MANIFEST.get(scenario, encode_manifest(tree()))
+    send_frame(CTL_MANIFEST, m)
+    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0))
+    t, p = recv_frame()
+    if t != CTL_PLAN:
+        return drain()
+    count = struct.unpack(">I", p[:4])[0]
+    plan = struct.unpack(">%dI" % count, p[4:4 + 4 * count])
+    log("plan", plan)
+    if not count:
+        return drain()
+    t, p = recv_frame()
+    if t != CTL_DATA:
+        return drain()
+    port, secret, addr = struct.unpack(">H", p[:2])[0], p[2:34], p[34:]
+    conn = DataConn(addr.decode() or "127.0.0.1", port, secret)
+    try:
+        for step in DATA.get(scenario, []):
+            if step[0] == "chunk":
+                conn.data(step[1], step[2], step[3], *step[4:])
+                if len(step) > 4:
+                    break   # the header lied about the length: nothing more
+            else:
+                conn.data(ARCHIVE_ID, 0, step[1])
+    except OSError:
+        pass
+    verdict = conn.finish()
+    if verdict == 0:
+        send_frame(CTL_SENT, struct.pack(">Q", 0))
+    drain()
+
+
+def play_receiver(scenario):
+    m = b""
+    while True:
+        t, p = recv_frame()
+        if t == CTL_MANIFEST:
+            m += p
+        elif t == CTL_MANIFEST_END:
+            break
+    entries = decode_manifest(m)
+    files = [i for i, e in enumerate(entries) if e[1] == IDX_REG]
+    if scenario == "plan-out-of-range":
+        send_frame(CTL_PLAN, struct.pack(">II", 1, len(entries) + 1000))
+    elif scenario == "plan-not-a-file":
+        send_frame(CTL_PLAN, struct.pack(">II", 1, 0))
+    elif scenario == "plan-twice":
+        send_frame(CTL_PLAN, struct.pack(">III", 2, files[0], files[0]))
+    elif scenario == "log-escapes":
+        send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
+    elif scenario == "done-bad-code":
+        send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0))
+    else:
+        send_frame(CTL_PLAN, struct.pack(">II", 1, files[0]))
+        secret = b"0123456789abcdef0123456789abcdef"
+        if scenario == "data-overlong-addr":
+            send_frame(CTL_DATA, struct.pack(">H", 9) + secret + b"h" * 300)
+        elif scenario == "data-port-zero":
+            send_frame(CTL_DATA, struct.pack(">H", 0) + secret)
+    drain()
+
+
+def main():
+    global LOG
+    if os.environ.get("FAKEPEER_LOG"):
+        LOG = open(os.environ["FAKEPEER_LOG"], "a")
+    scenario = sys.argv[1]
+    log("scenario", scenario)
+    try:
+        if scenario.startswith("banner"):
+            # what a chatty .bashrc does, before the real rdcp would start
+            sys.stdout.buffer.write(b"Welcome to fakehost!\n\x1b[1mHave a nice day\n")
+            sys.stdout.buffer.flush()
+        t, p = recv_frame()
+        h = decode_hello(p)
+        log("hello", h)
+        if h["role"] == ROLE_SENDER:
+            play_sender(scenario)
+        else:
+            play_receiver(scenario)
+    except (Hangup, BrokenPipeError, ConnectionError):
+        log("hangup")
+    except Exception:
+        log(traceback.format_exc())
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
