@@ -20,12 +20,14 @@ enum {
 	RD_EXIT_SIGNAL   = 20,  /* interrupted by a signal */
 	RD_EXIT_PARTIAL  = 23,  /* partial transfer: some entries failed */
 	RD_EXIT_VANISHED = 24,  /* partial transfer: source files vanished */
-	RD_EXIT_TIMEOUT  = 30,  /* --timeout: no I/O for that long */
+	RD_EXIT_TIMEOUT  = 30,  /* --timeout: no I/O for that long (rdcp's control
+	                           channel, rdsend/rdrecv's data session) */
 };
 
 /* The exit code for a failure that came back as a negative errno rc (0 for
- * rc >= 0): authentication, RDMA, protocol, signal, connection, inactivity
- * (-ETIME); anything else is file I/O (ours, or the peer's reported to us). */
+ * rc >= 0): authentication, RDMA, protocol, another protocol version
+ * (-EPROTONOSUPPORT), signal, connection, inactivity (-ETIME); anything
+ * else is file I/O (ours, or the peer's reported to us). */
 int rd_exit_code(int rc);
 
 #endif

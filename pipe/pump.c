@@ -190,7 +190,8 @@ static int recv_pipe(struct tp_session *s, int fd, const char *name, struct pump
 				rc = local_err(st, rc);
 			}
 			want += h->m->len;
-			st->bytes = want;
+			if (rc == 0)   /* bytes handed on in full */
+				st->bytes = want;
 			tp_msg_release(s, h->m);
 			free(h);
 		}

@@ -2,9 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/exitcode.h"
@@ -15,7 +19,10 @@ static const char usage[] =
 "Usage: rdrecv [OPTIONS] PORT KEY [FILE]\n"
 "\n"
 "Wait on PORT for one rdsend that knows KEY, and write what it sends to\n"
-"standard output (or FILE). Senders with a wrong key are refused.\n"
+"standard output (or FILE). Connections that are not rdsend, do not know\n"
+"KEY, stay silent or (with --allow) come from elsewhere are closed and\n"
+"reported, and rdrecv goes on waiting for its sender. FILE is created or\n"
+"truncated only once a sender has authenticated.\n"
 "Exits 0 only when everything was received and written.\n"
 "\n"
 "  KEY                the shared secret; '-' takes it from --key-file or\n"
@@ -26,58 +33,78 @@ static const char usage[] =
 "  --transport T      rdma, tcp or auto (default: auto: listen on RDMA when\n"
 "                     there is an RDMA device, and on TCP)\n"
 "  --listen ADDR      listen on this address only (default: all)\n"
+"  --allow ADDR       talk only to connections from this numeric IPv4 or\n"
+"                     IPv6 address (default: anyone who knows KEY)\n"
 "  --key-file F       read the key from the first line of F (with KEY '-')\n"
 "  --encrypt          encrypt and authenticate every message (TCP only; the\n"
 "                     other side must say --encrypt too)\n"
 "  --pool SIZE        buffer memory, registered once (default 32M)\n"
 "  --msg-size SIZE    largest message accepted (default 1M)\n"
-"  --timeout SEC      give up if no sender comes (default: wait forever)\n"
+"  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
+"                     (a stopped or stuck sender); 0: none (default)\n"
+"  --contimeout SEC   give up if no sender comes within SEC seconds\n"
+"                     (default, or 0: wait forever)\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE cannot be created, 10 connection\n"
-"failed or lost (or timed out), 11 I/O error writing the output,\n"
-"12 protocol error (also: a message failed authentication, or only one\n"
-"side has --encrypt), 15 a sender with a wrong key, 16 RDMA unavailable.\n";
+"failed or lost (or no sender within --contimeout), 11 I/O error writing\n"
+"the output (also: the reader of standard output went away), 12 protocol\n"
+"error (also: a message failed authentication, or only one side has\n"
+"--encrypt), 16 RDMA unavailable, 30 I/O timeout.\n";
 
-int main(int argc, char **argv)
+struct args {
+	struct tp_opts o;
+	const char *addr, *file;
+	uint16_t port;
+	int accept_ms;          /* --contimeout; -1: forever */
+	int help;
+};
+
+/* 0 (a->help: --help was printed), or the exit code for a bad command line
+ * (said why). */
+static int parse(int argc, char **argv, struct args *a)
 {
-	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_LISTEN, O_ENCRYPT };
+	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
+	       O_LISTEN, O_ALLOW, O_ENCRYPT };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "listen", required_argument, NULL, O_LISTEN },
+		{ "allow", required_argument, NULL, O_ALLOW },
 		{ "key-file", required_argument, NULL, O_KEYFILE },
 		{ "encrypt", no_argument, NULL, O_ENCRYPT },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "msg-size", required_argument, NULL, O_MSG },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct tp_opts o = { 0 };
-	const char *key_file = NULL, *addr = NULL;
-	int timeout_ms = -1, c;
-	log_prog = "rdrecv";
-	while ((c = getopt_long(argc, argv, "+vh", lo, NULL)) != -1) {
+	const char *key_file = NULL;
+	int c, rc = 0;
+	a->accept_ms = -1;
+	while (rc == 0 && (c = getopt_long(argc, argv, "+vh", lo, NULL)) != -1) {
 		switch (c) {
-		case 'v': o.verbose = 1; break;
-		case O_TRANSPORT:
-			if (tp_opt_transport(optarg, &o.kind) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case O_LISTEN: addr = optarg; break;
+		case 'v': a->o.verbose = 1; break;
+		case O_TRANSPORT: rc = tp_opt_transport(optarg, &a->o.kind); break;
+		case O_LISTEN: a->addr = optarg; break;
+		case O_ALLOW: a->o.peer_addr = optarg; break;
 		case O_KEYFILE: key_file = optarg; break;
-		case O_ENCRYPT: o.encrypt = 1; break;
+		case O_ENCRYPT: a->o.encrypt = 1; break;
 		case O_POOL:
-		case O_MSG:
-			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
-				return RD_EXIT_USAGE;
+		case O_MSG: rc = tp_opt_size(optarg, c == O_POOL, &a->o); break;
+		case O_TIMEOUT: rc = tp_opt_seconds("--timeout", optarg, &a->o.io_timeout_ms); break;
+		case O_CONTIMEOUT:   /* 0: the default, forever */
+			rc = tp_opt_seconds("--contimeout", optarg, &a->accept_ms);
+			if (a->accept_ms == 0)
+				a->accept_ms = -1;
 			break;
-		case O_TIMEOUT: timeout_ms = atoi(optarg) * 1000; break;
-		case 'h': fputs(usage, stdout); return RD_EXIT_OK;
+		case 'h': fputs(usage, stdout); a->help = 1; return 0;
 		default: fputs("Try 'rdrecv --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
 	}
-	if (tp_opts_check(&o) < 0)
+	if (rc == 0 && tp_opts_check(&a->o) < 0)
+		rc = -EINVAL;
+	if (rc < 0)
 		return RD_EXIT_USAGE;
 	if (argc - optind < 2 || argc - optind > 3) {
 		fputs(usage, stderr);
@@ -89,35 +116,84 @@ int main(int argc, char **argv)
 		log_err("PORT: expected 1..65535, got '%s'", argv[optind]);
 		return RD_EXIT_USAGE;
 	}
-	if (tp_opt_key(argv[optind + 1], key_file, o.key) < 0)
+	a->port = (uint16_t)port;
+	if (tp_opt_key(argv[optind + 1], key_file, a->o.key) < 0)
 		return RD_EXIT_USAGE;
-	const char *file = argc - optind == 3 ? argv[optind + 2] : NULL;
-	int fd = STDOUT_FILENO;
-	if (file && (fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0) {
-		log_err("%s: %s", file, strerror(errno));
-		return RD_EXIT_SELECT;
+	a->file = argc - optind == 3 ? argv[optind + 2] : NULL;
+	return 0;
+}
+
+/* Before listening, without touching FILE: can it be written at all? (A
+ * directory that is not there is better said now than after a sender came.) */
+static int check_output(const char *file)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	snprintf(dir, sizeof dir, "%s", file);
+	if (stat(file, &st) == 0 && S_ISDIR(st.st_mode)) {
+		log_err("%s: %s", file, strerror(EISDIR));
+		return -EISDIR;
 	}
+	int e = stat(dirname(dir), &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (e)
+		log_err("%s: %s", file, strerror(e));
+	return -e;
+}
+
+/* FILE, created or truncated now that a sender has authenticated; if it
+ * cannot be, the sender is told why. */
+static int open_output(const char *file, struct tp_session *s)
+{
+	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+		log_err("%s: %s", file, strerror(e));
+		tp_verdict(s, e);
+		return -e;
+	}
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { 0 };
+	log_prog = "rdrecv";
+	int rc = parse(argc, argv, &a);
+	if (rc || a.help)
+		return rc;
+	if (a.file && check_output(a.file) < 0)
+		return RD_EXIT_SELECT;
+	/* a reader of stdout that goes away is reported, not a silent death */
+	signal(SIGPIPE, SIG_IGN);
 	struct tp_listener *l;
-	int rc = tp_listen(addr, (uint16_t)port, &o, &l);
-	if (rc < 0)
-		return rc == -ENODEV ? RD_EXIT_NORDMA : RD_EXIT_CONN;
+	if ((rc = tp_listen(a.addr, a.port, &a.o, &l)) < 0)
+		return rc == -ENODEV ? RD_EXIT_NORDMA : rc == -EINVAL ? RD_EXIT_USAGE : RD_EXIT_CONN;
 	struct tp_session *s;
-	rc = tp_accept(l, timeout_ms, &s);
+	rc = tp_accept(l, a.accept_ms, &s);
 	tp_listener_free(l);
 	if (rc < 0) {
 		if (rc == -ETIMEDOUT)
-			log_err("no sender came within the timeout");
+			log_err("no sender came within %d s (--contimeout)", a.accept_ms / 1000);
 		return rd_exit_code(rc);
 	}
+	int fd = a.file ? open_output(a.file, s) : STDOUT_FILENO;
+	if (fd < 0) {
+		tp_close(s);
+		return RD_EXIT_SELECT;
+	}
+	const char *name = a.file ? a.file : "standard output";
 	struct pump_stats st = { 0 };
-	rc = pump_recv(s, fd, file ? file : "standard output", &st);
-	if (rc < 0)
-		pump_report_error(rc, &st, NULL, 0);
-	else if (o.verbose)
+	rc = pump_recv(s, fd, name, &st);
+	char b[16];
+	if (rc == -EPIPE && st.local)
+		log_err("the reader of %s went away after %s", name, log_bytes(b, st.bytes));
+	else if (rc < 0)
+		pump_report_error(rc, &st, s, 0);
+	else if (a.o.verbose)
 		tp_report_bw("rdrecv", st.bytes, st.seconds, s);
 	tp_close(s);
-	if (rc == 0 && file && close(fd) < 0) {
-		log_err("%s: %s", file, strerror(errno));
+	if (rc == 0 && a.file && close(fd) < 0) {
+		log_err("%s: %s", a.file, strerror(errno));
 		return RD_EXIT_FILEIO;
 	}
 	return pump_exit_code(rc, &st);

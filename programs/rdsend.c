@@ -15,7 +15,7 @@ static const char usage[] =
 "Usage: rdsend [OPTIONS] HOST PORT KEY [FILE]\n"
 "\n"
 "Send standard input (or FILE) to the rdrecv listening on HOST:PORT.\n"
-"Retries the connection for about 10 seconds if rdrecv is not up yet.\n"
+"Retries the connection for 10 seconds (--contimeout) if rdrecv is not up yet.\n"
 "Exits 0 only when the receiver confirms it has written everything.\n"
 "\n"
 "  KEY                the shared secret; '-' takes it from --key-file or\n"
@@ -32,12 +32,15 @@ static const char usage[] =
 "                     other side must say --encrypt too)\n"
 "  --pool SIZE        buffer memory, registered once (default 32M)\n"
 "  --msg-size SIZE    bytes per message (default 1M)\n"
-"  --timeout SEC      how long to retry connecting (default 10)\n"
+"  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
+"                     (a stopped or stuck receiver); 0: none (default)\n"
+"  --contimeout SEC   how long to retry connecting (default, or 0: 10)\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE unreadable, 10 connection failed or\n"
-"lost, 11 I/O error (ours or the receiver's), 12 protocol error (also:\n"
-"a message failed authentication, or only one side has --encrypt),\n"
-"15 authentication failed, 16 RDMA unavailable (--transport rdma).\n"
+"lost, 11 I/O error (ours or the receiver's, e.g. its disk is full or the\n"
+"reader of its output went away), 12 protocol error (also: a message\n"
+"failed authentication, or only one side has --encrypt), 15 authentication\n"
+"failed, 16 RDMA unavailable (--transport rdma), 30 I/O timeout.\n"
 "\n"
 "Example:\n"
 "  [hostB]$ RDCP_KEY=s3cret rdrecv 12345 - > copy\n"
@@ -45,7 +48,8 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_ENCRYPT };
+	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
+	       O_ENCRYPT };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "streams", required_argument, NULL, 'P' },
@@ -55,6 +59,7 @@ int main(int argc, char **argv)
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "msg-size", required_argument, NULL, O_MSG },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -80,7 +85,14 @@ int main(int argc, char **argv)
 			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
 				return RD_EXIT_USAGE;
 			break;
-		case O_TIMEOUT: o.connect_timeout_ms = atoi(optarg) * 1000; break;
+		case O_TIMEOUT:
+			if (tp_opt_seconds("--timeout", optarg, &o.io_timeout_ms) < 0)
+				return RD_EXIT_USAGE;
+			break;
+		case O_CONTIMEOUT:
+			if (tp_opt_seconds("--contimeout", optarg, &o.connect_timeout_ms) < 0)
+				return RD_EXIT_USAGE;
+			break;
 		case 'h': fputs(usage, stdout); return RD_EXIT_OK;
 		default: fputs("Try 'rdsend --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
@@ -115,6 +127,9 @@ int main(int argc, char **argv)
 		pump_report_error(rc, &st, s, 1);
 	else if (o.verbose)
 		tp_report_bw("rdsend", st.bytes, st.seconds, s);
+	/* the receiver said why it stopped: its I/O error (even a reader of its
+	 * output that went away, EPIPE), not a lost connection */
+	int code = rc < 0 && tp_peer_status(s) ? RD_EXIT_FILEIO : pump_exit_code(rc, &st);
 	tp_close(s);
-	return pump_exit_code(rc, &st);
+	return code;
 }

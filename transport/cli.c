@@ -1,11 +1,12 @@
 /* Command-line options and reports the programs share (transport/transport.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
-#include "transport/transport.h"
+#include "transport/tp_int.h"
 
 int tp_opt_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
 {
@@ -110,18 +111,38 @@ int tp_opt_size(const char *arg, int pool, struct tp_opts *o)
 	return 0;
 }
 
+int tp_opt_seconds(const char *name, const char *arg, int *ms)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < 0 || v > INT_MAX / 1000) {
+		log_err("%s: expected whole seconds, 0..%d, got '%s'", name, INT_MAX / 1000, arg);
+		return -EINVAL;
+	}
+	*ms = (int)v * 1000;
+	return 0;
+}
+
 void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender)
 {
 	char b[16];
+	const char *peer = sender ? "receiver" : "sender";
 	log_bytes(b, bytes);
-	if (s && tp_peer_status(s))
+	if (s && tp_peer_status(s) == EPIPE)
+		log_err("the receiver stopped after %s: the reader of its output went away", b);
+	else if (s && tp_peer_status(s))
 		log_err("the receiver failed after %s: %s", b, strerror(tp_peer_status(s)));
+	else if (rc == -ETIME && s)
+		log_err("timed out after %s: nothing moved for %d s (--timeout): the %s is "
+		        "stopped or stuck", b, s->io_timeout_ms / 1000, peer);
+	else if (rc == -ETIME)
+		log_err("timed out after %s: nothing moved for the I/O timeout: the %s is "
+		        "stopped or stuck", b, peer);
 	else if (rc == -ECONNRESET || rc == -EPIPE)
-		log_err("lost the connection to the %s after %s: it went away",
-		        sender ? "receiver" : "sender", b);
+		log_err("lost the connection to the %s after %s: it went away", peer, b);
 	else if (rc == -EPROTO)
-		log_err("the %s sent something that is not the rdcp protocol (after %s)",
-		        sender ? "receiver" : "sender", b);
+		log_err("the %s sent something that is not the rdcp protocol (after %s)", peer, b);
 	else
 		log_err("transfer failed after %s: %s", b, strerror(-rc));
 }

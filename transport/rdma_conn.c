@@ -2,13 +2,8 @@
  * RDMA backend, connection management: librdmacm sets connections up
  * (InfiniBand, RoCE, iWARP alike). Here: the device check, a session's verbs
  * resources (PD, CQ, the pool and the control slots, each registered once)
- * and their teardown, queue pairs, the listener, accept (connect requests,
- * HELLO, waiting for every AUTH) and connect (resolve, connect, AUTH).
- * The data path is in rdma_data.c.
- *
- * The connect request carries 16 bytes of private data (magic, version,
- * stream count, stream index, session id) so the receiver can size its pool
- * before the first AUTH arrives; it is not trusted for anything else.
+ * and their teardown, queue pairs, and connect (resolve, connect, AUTH).
+ * The listener is in rdma_listen.c, the data path in rdma_data.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,8 +21,6 @@
 #include "common/wire.h"
 #include "transport/rdma_int.h"
 
-#define PD_MAGIC    0x5244434du                /* "RDCM": connect private data */
-#define PD_LEN      16
 
 int tp_rdma_available(void)
 {
@@ -62,7 +55,7 @@ static struct ibv_mr *reg(struct rdma *r, void *p, size_t len, const char *what)
 }
 
 /* Verbs resources for a session on ctx: PD, CQ, pool, registrations. */
-static int rdma_resources(struct tp_session *s, struct ibv_context *ctx, int streams,
+int tp_rdma_resources(struct tp_session *s, struct ibv_context *ctx, int streams,
                           int nbufs, uint32_t msg_size)
 {
 	struct rdma *r = R(s);
@@ -95,7 +88,7 @@ static int rdma_resources(struct tp_session *s, struct ibv_context *ctx, int str
 	return 0;
 }
 
-static int make_qp(struct tp_session *s, struct rdma_cm_id *id, int send_wr, int recv_wr)
+int tp_rdma_make_qp(struct tp_session *s, struct rdma_cm_id *id, int send_wr, int recv_wr)
 {
 	struct rdma *r = R(s);
 	struct ibv_qp_init_attr a = {
@@ -150,7 +143,7 @@ void tp_rdma_close(struct tp_session *s)
 	s->be = NULL;
 }
 
-static struct tp_session *session_new(const struct tp_opts *o, int sender)
+struct tp_session *tp_rdma_session_new(const struct tp_opts *o, int sender)
 {
 	struct tp_session *s = calloc(1, sizeof *s);
 	struct rdma *r = calloc(1, sizeof *r);
@@ -162,6 +155,7 @@ static struct tp_session *session_new(const struct tp_opts *o, int sender)
 	s->ops = &tp_rdma_ops;
 	s->be = r;
 	s->verbose = o->verbose;
+	s->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 0;
 	memcpy(s->key, o->key, TP_KEY_LEN);
 	r->sender = sender;
 	r->free_head = r->ready_head = r->ready_tail = r->rel_head = -1;
@@ -176,7 +170,7 @@ static struct tp_session *session_new(const struct tp_opts *o, int sender)
 	return s;
 }
 
-static void session_free(struct tp_session *s)
+void tp_rdma_session_free(struct tp_session *s)
 {
 	if (!s)
 		return;
@@ -197,264 +191,6 @@ static int next_event(struct rdma_event_channel *ec, int timeout_ms, struct rdma
 		return -ETIMEDOUT;
 	if (rc < 0 || rdma_get_cm_event(ec, ev))
 		return -errno;
-	return 0;
-}
-
-/* --- receiver side --- */
-
-struct tp_rdma_listener {
-	struct rdma_event_channel *ec;
-	struct rdma_cm_id *id;
-};
-
-int tp_rdma_listen(const char *addr, uint16_t port, struct tp_rdma_listener **out)
-{
-	struct tp_rdma_listener *l = calloc(1, sizeof *l);
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_flags = AI_PASSIVE }, *res = NULL;
-	char ps[8];
-	snprintf(ps, sizeof ps, "%u", port);
-	int rc = -ENOMEM;
-	if (!l)
-		return rc;
-	if (!(l->ec = rdma_create_event_channel())) {
-		rc = -ENODEV;
-		log_err("RDMA is not available here (%s): is an RDMA driver loaded? "
-		        "(rdma link show)", strerror(errno));
-		goto fail;
-	}
-	fcntl(l->ec->fd, F_SETFL, fcntl(l->ec->fd, F_GETFL) | O_NONBLOCK);
-	if (getaddrinfo(addr, ps, &hints, &res)) {
-		rc = -EINVAL;
-		log_err("RDMA listen: cannot resolve %s", addr ? addr : "*");
-		goto fail;
-	}
-	if (rdma_create_id(l->ec, &l->id, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(l->id, res->ai_addr) || rdma_listen(l->id, 64)) {
-		rc = -errno;
-		log_err("RDMA listen on port %u: %s", port, strerror(errno));
-		goto fail;
-	}
-	freeaddrinfo(res);
-	*out = l;
-	return 0;
-fail:
-	if (res)
-		freeaddrinfo(res);
-	tp_rdma_listener_free(l);
-	return rc;
-}
-
-int tp_rdma_listener_fd(struct tp_rdma_listener *l)
-{
-	return l->ec->fd;
-}
-
-uint16_t tp_rdma_listener_port(struct tp_rdma_listener *l)
-{
-	return ntohs(rdma_get_src_port(l->id));
-}
-
-void tp_rdma_listener_free(struct tp_rdma_listener *l)
-{
-	if (!l)
-		return;
-	if (l->id)
-		rdma_destroy_id(l->id);
-	if (l->ec)
-		rdma_destroy_event_channel(l->ec);
-	free(l);
-}
-
-struct conn_pd {
-	uint16_t streams, index;
-	uint64_t session;
-};
-
-static int pd_get(const void *p, size_t len, struct conn_pd *c)
-{
-	const uint8_t *b = p;
-	if (!b || len < PD_LEN || get_u32(b) != PD_MAGIC || get_u16(b + 4) != TP_PROTO_VER)
-		return -EPROTO;
-	c->streams = b[6];
-	c->index = b[7];
-	c->session = get_u64(b + 8);
-	if (c->streams < 1 || c->streams > TP_MAX_STREAMS || c->index >= c->streams)
-		return -EPROTO;
-	return 0;
-}
-
-/* A connect request for a session being assembled: set its stream up. */
-static int accept_stream(struct tp_session **sp, const struct tp_opts *o,
-                         struct rdma_cm_event *ev, int *want)
-{
-	struct conn_pd c;
-	struct rdma_cm_id *id = ev->id;
-	if (pd_get(ev->param.conn.private_data, ev->param.conn.private_data_len, &c) < 0) {
-		rdma_reject(id, NULL, 0);
-		return 0;   /* not one of ours: ignore it */
-	}
-	struct tp_session *s = *sp;
-	if (!s) {
-		if (!(s = session_new(o, 0)))
-			return -ENOMEM;
-		struct rdma *r = R(s);
-		uint32_t msg = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;
-		int nbufs = tp_pool_count(o, c.streams, msg);
-		r->session = c.session;
-		r->quota = nbufs / c.streams;
-		s->nstreams = c.streams;
-		r->nstreams = c.streams;
-		*want = c.streams;
-		*sp = s;
-		int rc = rdma_resources(s, id->verbs, c.streams, nbufs, msg);
-		if (rc < 0) {
-			rdma_reject(id, NULL, 0);
-			return rc;
-		}
-	}
-	struct rdma *r = R(s);
-	if (c.session != r->session || c.streams != s->nstreams || r->st[c.index].id ||
-	    id->verbs != r->ctx) {
-		rdma_reject(id, NULL, 0);
-		return 0;
-	}
-	struct rstream *st = &r->st[c.index];
-	st->id = id;
-	id->context = st;
-	int rc = make_qp(s, id, CTL_SLOTS + 2, r->quota + 2);
-	if (rc < 0)
-		return rc;
-	for (int k = 0; k < r->quota; k++)
-		if ((rc = tp_rdma_post_recv_data(s, c.index, c.index * r->quota + k)) < 0)
-			return rc;
-	/* the buffers beyond streams * quota stay unused on the receiver */
-	struct rdma_conn_param cp = {
-		.responder_resources = ev->param.conn.initiator_depth,
-		.initiator_depth = ev->param.conn.responder_resources,
-		.retry_count = 7, .rnr_retry_count = 7,
-	};
-	if (rdma_accept(id, &cp)) {
-		log_err("RDMA accept: %s", strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
-/* A stream is up: send it our HELLO (challenge and credits). */
-static int on_established(struct tp_session *s, struct rstream *st)
-{
-	struct rdma *r = R(s);
-	uint8_t hb[TP_HELLO_LEN];
-	st->established = 1;
-	tp_hs_hello(&st->hello, s->msg_size, (uint32_t)r->quota);
-	tp_hello_put(hb, &st->hello);
-	return tp_rdma_send_ctl(r, (int)(st - r->st), TP_HELLO, 0, 0, hb, TP_HELLO_LEN);
-}
-
-/* Phase 1 of accept: connections. Events for all streams come on the
- * listener's channel until every stream of one session is established.
- * *sp is the session being assembled (NULL until the first connect request),
- * set also when this fails, for the caller to free. */
-static int accept_streams(struct tp_rdma_listener *l, const struct tp_opts *o,
-                          int timeout_ms, struct tp_session **sp)
-{
-	int want = 0, established = 0, rc = 0;
-	while (want == 0 || established < want) {
-		struct rdma_cm_event *ev;
-		rc = next_event(l->ec, want ? 10000 : timeout_ms, &ev);
-		if (rc < 0)
-			return rc;
-		struct rstream *st = ev->id->context;
-		struct tp_session *s = *sp;
-		switch (ev->event) {
-		case RDMA_CM_EVENT_CONNECT_REQUEST:
-			rc = accept_stream(sp, o, ev, &want);
-			break;
-		case RDMA_CM_EVENT_ESTABLISHED:
-			if (st && s && st >= R(s)->st && st < R(s)->st + TP_MAX_STREAMS) {
-				established++;
-				rc = on_established(s, st);
-			}
-			break;
-		case RDMA_CM_EVENT_REJECTED:
-		case RDMA_CM_EVENT_UNREACHABLE:
-		case RDMA_CM_EVENT_CONNECT_ERROR:
-		case RDMA_CM_EVENT_DISCONNECTED:
-			if (s)
-				rc = -ECONNRESET;
-			break;
-		default:
-			break;
-		}
-		rdma_ack_cm_event(ev);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-/* The session gets a channel of its own for DISCONNECTED events. */
-static int own_channel(struct tp_session *s)
-{
-	struct rdma *r = R(s);
-	if (!(r->ec = rdma_create_event_channel()))
-		return -errno;
-	r->own_ec = 1;
-	fcntl(r->ec->fd, F_SETFL, fcntl(r->ec->fd, F_GETFL) | O_NONBLOCK);
-	for (int i = 0; i < s->nstreams; i++)
-		if (rdma_migrate_id(r->st[i].id, r->ec))
-			return -errno;
-	return 0;
-}
-
-/* Phase 2 of accept: every stream authenticates before any payload is taken. */
-static int await_auth(struct tp_session *s)
-{
-	struct rdma *r = R(s);
-	for (;;) {
-		int authed = 0;
-		for (int i = 0; i < s->nstreams; i++)
-			authed += r->st[i].authed;
-		if (authed == s->nstreams)
-			return 0;
-		int rc = tp_rdma_progress(s, 1, 5000);
-		if (rc == 0)
-			rc = -ETIMEDOUT;
-		if (rc < 0)
-			return rc;
-	}
-}
-
-/* Accept failed with rc: say why, and free the half-made session s. */
-static void accept_failed(struct tp_session *s, int rc)
-{
-	if (rc == -EACCES)
-		log_err("rejected an RDMA connection: the sender does not know the key");
-	else if (rc == -EPROTO)
-		log_err("dropped an RDMA connection: not an rdcp sender");
-	else if (rc != -ETIMEDOUT || s)
-		log_err("RDMA accept: %s", strerror(-rc));
-	if (s && R(s) && R(s)->err == 0 && rc == -EACCES) {
-		/* let AUTH_FAIL reach the sender before we disconnect */
-		tp_rdma_progress(s, 1, 200);
-	}
-	session_free(s);
-}
-
-int tp_rdma_accept(struct tp_rdma_listener *l, const struct tp_opts *o, int timeout_ms,
-                   struct tp_session **out)
-{
-	struct tp_session *s = NULL;
-	int rc = accept_streams(l, o, timeout_ms, &s);
-	if (rc == 0)
-		rc = own_channel(s);
-	if (rc == 0)
-		rc = await_auth(s);
-	if (rc < 0) {
-		accept_failed(s, rc);
-		return rc;
-	}
-	*out = s;
 	return 0;
 }
 
@@ -497,7 +233,7 @@ static int connect_stream(struct tp_session *s, const struct tp_opts *o, int i,
 		return rc;
 	if (!r->ctx) {
 		uint32_t msg = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;
-		rc = rdma_resources(s, st->id->verbs, s->nstreams,
+		rc = tp_rdma_resources(s, st->id->verbs, s->nstreams,
 		                    tp_pool_count(o, s->nstreams, msg), msg);
 		if (rc < 0)
 			return rc;
@@ -505,7 +241,7 @@ static int connect_stream(struct tp_session *s, const struct tp_opts *o, int i,
 		log_err("%s: the streams resolve to different RDMA devices", host);
 		return -EINVAL;
 	}
-	if ((rc = make_qp(s, st->id, s->nbufs + CTL_SLOTS + 2, CTL_SLOTS + 2)) < 0)
+	if ((rc = tp_rdma_make_qp(s, st->id, s->nbufs + CTL_SLOTS + 2, CTL_SLOTS + 2)) < 0)
 		return rc;
 	for (int k = 0; k < CTL_SLOTS; k++)
 		if ((rc = tp_rdma_post_recv_ctl(r, i, k)) < 0)
@@ -576,7 +312,7 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	int64_t deadline = tp_now_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
 	int rc;
 	for (;;) {
-		struct tp_session *s = session_new(o, 1);
+		struct tp_session *s = tp_rdma_session_new(o, 1);
 		if (!s) {
 			rc = -ENOMEM;
 			break;
@@ -586,7 +322,7 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		r->nstreams = s->nstreams;
 		tp_random(&r->session, sizeof r->session);
 		if (!(r->ec = rdma_create_event_channel())) {
-			session_free(s);
+			tp_rdma_session_free(s);
 			rc = -ENODEV;
 			break;
 		}
@@ -602,7 +338,7 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 			*out = s;
 			return 0;
 		}
-		session_free(s);
+		tp_rdma_session_free(s);
 		if (rc != -ECONNREFUSED || tp_now_ms() >= deadline)
 			break;
 		struct timespec ts = { 0, 100 * 1000 * 1000 };

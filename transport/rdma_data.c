@@ -17,7 +17,9 @@
  *
  * No threads: all progress happens inside the API calls, which poll the CQ
  * (poll; arm; poll again; only then block on the channel, acking events in
- * batches) and watch the CM channel for the peer going away.
+ * batches) and watch the CM channel for the peer going away. With an I/O
+ * timeout (tp_opts.io_timeout_ms), a call that waits that long without a
+ * single completion or released buffer ends the session with -ETIME.
  */
 #include <errno.h>
 #include <poll.h>
@@ -372,9 +374,46 @@ int tp_rdma_progress(struct tp_session *s, int block, int timeout_ms)
 		int rc = wait_once(r, (int)(left > INT32_MAX ? INT32_MAX : left));
 		if (rc < 0)
 			return rc;
-		if (rc > 0 && !r->sender)
-			return drain_released(s);   /* a buffer came back: caller rechecks */
+		if (rc > 0 && !r->sender && (n = drain_released(s)) > 0)
+			return n;   /* a buffer came back: caller rechecks */
 	}
+}
+
+int tp_rdma_pump(struct tp_session *s)
+{
+	struct rdma *r = R(s);
+	struct ibv_cq *cq;
+	struct rdma_cm_event *ev;
+	void *ctx;
+	while (ibv_get_cq_event(r->cc, &cq, &ctx) == 0)
+		if (++r->unacked >= EV_ACK_BATCH) {
+			ibv_ack_cq_events(r->cq, (unsigned)r->unacked);
+			r->unacked = 0;
+		}
+	while (r->ec && rdma_get_cm_event(r->ec, &ev) == 0) {
+		on_cm_event(r, ev);
+		rdma_ack_cm_event(ev);
+	}
+	int n = poll_cq(s);
+	if (ibv_req_notify_cq(r->cq, 0))
+		set_err(r, -EIO);
+	n += poll_cq(s);   /* what came between the poll and the arm */
+	if (r->peer_gone && !r->err)
+		set_err(r, -ECONNRESET);
+	return r->err ? r->err : n;
+}
+
+/* Block until something happens on the session; with an I/O timeout, a
+ * wait in which nothing at all happened for that long ends it (-ETIME). */
+static int wait_progress(struct tp_session *s)
+{
+	int ms = s->io_timeout_ms > 0 ? s->io_timeout_ms : -1;
+	int rc = tp_rdma_progress(s, 1, ms);
+	if (rc == 0 && ms > 0) {
+		set_err(R(s), -ETIME);
+		return -ETIME;
+	}
+	return rc < 0 ? rc : 0;
 }
 
 /* --- the session operations (tp_ops) --- */
@@ -383,7 +422,7 @@ static int rdma_get(struct tp_session *s, struct tp_buf **out)
 {
 	struct rdma *r = R(s);
 	while (r->free_head < 0) {
-		int rc = tp_rdma_progress(s, 1, -1);
+		int rc = wait_progress(s);
 		if (rc < 0)
 			return rc;
 	}
@@ -417,7 +456,7 @@ static int pick_stream(struct tp_session *s, int *out)
 				return 0;
 			}
 		}
-		int rc = tp_rdma_progress(s, 1, -1);
+		int rc = wait_progress(s);
 		if (rc < 0)
 			return rc;
 	}
@@ -457,10 +496,10 @@ static int rdma_finish(struct tp_session *s)
 	struct rdma *r = R(s);
 	for (int i = 0; i < s->nstreams; i++) {
 		struct rstream *st = &r->st[i];
-		int rc;
+		int rc = 0;
 		while (!r->err && (st->credits <= 0 ||
 		       (rc = tp_rdma_send_ctl(r, i, TP_END, st->msgs, st->bytes, NULL, 0)) == -EAGAIN))
-			if ((rc = tp_rdma_progress(s, 1, -1)) < 0)
+			if ((rc = wait_progress(s)) < 0)
 				return rc;
 		if (r->err)
 			return r->err;
@@ -469,7 +508,7 @@ static int rdma_finish(struct tp_session *s)
 		st->credits--;
 	}
 	while (!r->verdict_seen && !r->err) {
-		int rc = tp_rdma_progress(s, 1, -1);
+		int rc = wait_progress(s);
 		if (rc < 0)
 			return rc;
 	}
@@ -502,7 +541,7 @@ static int rdma_recv(struct tp_session *s, struct tp_buf **out)
 			return 1;
 		drain_released(s);
 		flush_credits(r, s->nstreams, 1);   /* never sleep owing credits */
-		int rc = tp_rdma_progress(s, 1, -1);
+		int rc = wait_progress(s);
 		if (rc < 0)
 			return rc;
 	}

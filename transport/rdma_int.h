@@ -1,5 +1,6 @@
 /* Private to the RDMA backend: the session state shared by rdma_conn.c
- * (set-up and teardown) and rdma_data.c (the data path). */
+ * (set-up, connect and teardown), rdma_listen.c (the listener) and
+ * rdma_data.c (the data path). */
 #ifndef RDCP_RDMA_INT_H
 #define RDCP_RDMA_INT_H
 
@@ -11,6 +12,12 @@
 
 #define CTL_SLOTS   8                          /* per stream, each direction */
 #define CTL_LEN     (TP_HDR_LEN + TP_CTRL_MAX)
+
+/* The connect request's private data: magic "RDCM" (4), version (2), stream
+ * count (1), stream index (1), session id (8). It lets the receiver size its
+ * pool before the first AUTH arrives; it is not trusted for anything else. */
+#define PD_MAGIC    0x5244434du
+#define PD_LEN      16
 
 struct rstream {
 	struct rdma_cm_id *id;
@@ -74,10 +81,27 @@ int  tp_rdma_send_ctl(struct rdma *r, int stream, uint8_t type, uint64_t id,
  * Returns the number handled (0 only on timeout) or a negative error.
  */
 int  tp_rdma_progress(struct tp_session *s, int block, int timeout_ms);
+/*
+ * Progress without blocking, for a session being set up whose channels the
+ * listener's poll loop watches: take the channel events (CQ and, if it has
+ * one, CM), handle every completion, re-arm the CQ. The number handled, or
+ * the session's error.
+ */
+int  tp_rdma_pump(struct tp_session *s);
 
 /* --- rdma_conn.c --- */
 
 /* Tear down the backend state of s (its pool stays: tp_pool_free()). */
 void tp_rdma_close(struct tp_session *s);
+/* A session with its backend state (no verbs resources yet); NULL: no memory. */
+struct tp_session *tp_rdma_session_new(const struct tp_opts *o, int sender);
+/* tp_rdma_close() and the pool; NULL is a no-op. */
+void tp_rdma_session_free(struct tp_session *s);
+/* Verbs resources for a session on ctx: PD, CQ (armed), pool, registrations.
+ * 0, or a negative error (said why: e.g. the memlock limit). */
+int  tp_rdma_resources(struct tp_session *s, struct ibv_context *ctx, int streams,
+                       int nbufs, uint32_t msg_size);
+/* An RC queue pair on id with these work request caps. */
+int  tp_rdma_make_qp(struct tp_session *s, struct rdma_cm_id *id, int send_wr, int recv_wr);
 
 #endif

@@ -1,7 +1,6 @@
 /* The public API: backend selection (listen, accept, connect) and dispatch
  * of the per-session calls to the backend's tp_ops. */
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <stdlib.h>
@@ -12,9 +11,9 @@
 #include "transport/tp_int.h"
 
 struct tp_listener {
-	int tcp_fd;                      /* -1 when not listening on TCP */
+	struct tp_tcp_listener *tcp;     /* NULL when not listening on TCP */
 	struct tp_rdma_listener *rdma;   /* NULL when not listening on RDMA */
-	struct tp_opts o;
+	struct tp_gate gate;             /* shared: the allowed peer, the drop count */
 	uint16_t port;
 };
 
@@ -36,25 +35,19 @@ int tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
 	struct tp_listener *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
-	l->tcp_fd = -1;
-	l->o = *o;
 	l->port = port;
-	int rc = 0;
+	int rc = tp_gate_init(&l->gate, o->peer_addr);
+	if (rc < 0)
+		goto fail;
 	/* TCP first: with port 0 it picks the port, and RDMA takes the same */
 	if (o->kind != TP_RDMA) {
-		rc = tp_tcp_listen(addr, port, &l->tcp_fd);
-		if (rc < 0)
+		if ((rc = tp_tcp_listen(addr, port, o, &l->gate, &l->tcp)) < 0)
 			goto fail;
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof ss;
-		if (getsockname(l->tcp_fd, (struct sockaddr *)&ss, &len) == 0)
-			l->port = ntohs(ss.ss_family == AF_INET6
-			                ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			                : ((struct sockaddr_in *)&ss)->sin_port);
+		l->port = tp_tcp_listener_port(l->tcp);
 	}
 	/* an encrypting receiver takes TCP senders only */
 	if (o->kind == TP_RDMA || (o->kind == TP_AUTO && !o->encrypt && tp_rdma_available())) {
-		rc = tp_rdma_listen(addr, l->port, &l->rdma);
+		rc = tp_rdma_listen(addr, l->port, o, &l->gate, &l->rdma);
 		if (rc < 0 && o->kind == TP_RDMA)
 			goto fail;
 		if (rc == 0 && l->port == 0)
@@ -68,26 +61,41 @@ fail:
 	return rc;
 }
 
+/* poll()'s timeout until due (INT64_MAX: none). */
+static int poll_ms(int64_t due)
+{
+	if (due == INT64_MAX)
+		return -1;
+	int64_t left = due - tp_now_ms();
+	return left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/*
+ * One poll loop over both backends' listeners and every connection in its
+ * handshake: each moves on as its socket or channel allows, each with its
+ * own deadline, so no peer waits behind another. Pending handshakes stay in
+ * the listener between calls.
+ */
 int tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out)
 {
-	if (!l->rdma)
-		return tp_tcp_accept(l->tcp_fd, &l->o, timeout_ms, out);
-	if (l->tcp_fd < 0)
-		return tp_rdma_accept(l->rdma, &l->o, timeout_ms, out);
-	/* both: whichever kind of sender comes first */
-	struct pollfd p[2] = { { l->tcp_fd, POLLIN, 0 },
-	                       { tp_rdma_listener_fd(l->rdma), POLLIN, 0 } };
-	int rc;
-	do
-		rc = poll(p, 2, timeout_ms);
-	while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return -errno;
-	if (rc == 0)
-		return -ETIMEDOUT;
-	if (p[1].revents)
-		return tp_rdma_accept(l->rdma, &l->o, timeout_ms, out);
-	return tp_tcp_accept(l->tcp_fd, &l->o, timeout_ms, out);
+	int64_t end = timeout_ms < 0 ? INT64_MAX : tp_now_ms() + timeout_ms;
+	for (;;) {
+		struct pollfd p[TP_TCP_POLL_MAX + TP_RDMA_POLL_MAX];
+		int64_t due = end;
+		int nt = l->tcp ? tp_tcp_poll_fds(l->tcp, p, &due) : 0;
+		int nr = l->rdma ? tp_rdma_poll_fds(l->rdma, p + nt, &due) : 0;
+		int rc = poll(p, (nfds_t)(nt + nr), poll_ms(due));
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; rc < 0 && i < nt + nr; i++)
+			p[i].revents = 0;
+		if (l->tcp && (rc = tp_tcp_poll_step(l->tcp, p, nt, out)) != 0)
+			return rc < 0 ? rc : 0;
+		if (l->rdma && (rc = tp_rdma_poll_step(l->rdma, p + nt, nr, out)) != 0)
+			return rc < 0 ? rc : 0;
+		if (tp_now_ms() >= end)
+			return -ETIMEDOUT;
+	}
 }
 
 uint16_t tp_listener_port(const struct tp_listener *l)
@@ -99,9 +107,9 @@ void tp_listener_free(struct tp_listener *l)
 {
 	if (!l)
 		return;
-	if (l->tcp_fd >= 0)
-		close(l->tcp_fd);
+	tp_tcp_listener_free(l->tcp);
 	tp_rdma_listener_free(l->rdma);
+	tp_gate_done(&l->gate);
 	free(l);
 }
 

@@ -6,10 +6,16 @@
  * receiver's verdict, early or late; on the receiver a reader per stream.
  * Connections are made and authenticated in tcp_conn.c.
  *
+ * The I/O timeout (tp_opts.io_timeout_ms): every byte a stream thread moves,
+ * and every buffer the receiver's consumer gives back, is progress
+ * (last_io); a caller waiting in get, recv or finish while nothing has
+ * moved for that long gets -ETIME, and the session is dead from then on.
+ *
  * An encrypted session (tp_opts.encrypt) seals every DATA, END and VERDICT
  * on the stream's own thread (seal.c): in place in the pool buffer, the
  * header authenticated with it, the tag sent after the payload. So the
- * streams seal and open in parallel, and nothing is copied.
+ * streams seal and open in parallel, and nothing is copied. The tag's
+ * bytes count as progress like the rest.
  *
  * Each receiving stream may hold at most `quota` buffers. Messages of one
  * stream arrive in increasing offset order, so a consumer that reorders by
@@ -21,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "common/io.h"
 #include "common/log.h"
 #include "transport/tcp_int.h"
 
@@ -54,9 +60,13 @@ struct tcp {
 	int mon_live;
 	int verdict_seen;
 	int verdict;               /* receiver's status */
+	int io_ms;                 /* the I/O timeout; 0: none */
+	int64_t last_io;           /* tp_now_ms() of the last progress (atomic) */
 	int sealed;                /* every message is sealed (seal[] is set) */
 	struct tp_session *s;
 };
+
+#define OVERSLEPT_MS 500   /* a timed wait this late: we were not running */
 
 static struct tcp *T(struct tp_session *s) { return s->be; }
 
@@ -67,18 +77,72 @@ static void set_err(struct tcp *t, int err)
 	pthread_cond_broadcast(&t->cv);
 }
 
-/* --- framing: a message is its header, then its payload --- */
-
-/* A receive timeout (SO_RCVTIMEO, during the handshake) is a timeout. */
-static int read_full(int fd, void *buf, size_t len)
+/* Something moved: bytes on the wire, or a buffer given back. */
+static void touch(struct tcp *t)
 {
-	int rc = io_read_full(fd, buf, len);
-	return rc == -EAGAIN ? -ETIMEDOUT : rc;
+	if (t && t->io_ms)
+		__atomic_store_n(&t->last_io, tp_now_ms(), __ATOMIC_RELAXED);
 }
 
-/* Header, payload (len may be 0) and, when sealed, the tag (else NULL). */
-static int send_full(int fd, const void *hdr, const void *payload, size_t len,
-                     const uint8_t *tag)
+/*
+ * Wait on t->cv (t->mu held) unless nothing has moved for the I/O timeout;
+ * *since: when the caller began to wait (the time before is not ours to
+ * count). 0, or -ETIME once the timeout has passed, which also ends the
+ * session. A wait that returns far later than asked means this process did
+ * not run (SIGSTOP, a suspended machine): its threads get a fresh period to
+ * catch up with what arrived meanwhile, rather than a timeout at once.
+ */
+static int wait_io(struct tcp *t, int64_t *since)
+{
+	if (!t->io_ms) {
+		pthread_cond_wait(&t->cv, &t->mu);
+		return 0;
+	}
+	int64_t last = __atomic_load_n(&t->last_io, __ATOMIC_RELAXED);
+	int64_t due = (last > *since ? last : *since) + t->io_ms;
+	if (tp_now_ms() >= due) {
+		set_err(t, -ETIME);
+		return -ETIME;
+	}
+	struct timespec ts = { (time_t)(due / 1000), (long)(due % 1000) * 1000000 };
+	pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+	int64_t now = tp_now_ms();
+	if (now > due + OVERSLEPT_MS)
+		*since = now;
+	return 0;
+}
+
+/* --- framing: a message is its header, then its payload --- */
+
+/* Read len bytes; each read is progress for t (may be NULL). A receive
+ * timeout (SO_RCVTIMEO, during the handshake) is a timeout. */
+static int read_io(struct tcp *t, int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		touch(t);
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	return read_io(NULL, fd, buf, len);
+}
+
+/* Header, payload (len may be 0) and, when sealed, the tag (else NULL), in
+ * one sendmsg (or more); each is progress for t (may be NULL). */
+static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len,
+                   const uint8_t *tag)
 {
 	struct iovec iov[3] = { { (void *)hdr, TP_HDR_LEN } };
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 1 };
@@ -91,7 +155,8 @@ static int send_full(int fd, const void *hdr, const void *payload, size_t len,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return errno == EPIPE ? -ECONNRESET : -errno;
+			return errno == EPIPE ? -ECONNRESET : errno == EAGAIN ? -ETIMEDOUT : -errno;
+		touch(t);
 		while (n > 0 && mh.msg_iovlen) {
 			size_t take = (size_t)n < mh.msg_iov->iov_len ? (size_t)n : mh.msg_iov->iov_len;
 			mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + take;
@@ -112,26 +177,28 @@ int tp_tcp_send_ctl(int fd, uint8_t type, uint64_t id, uint64_t off,
 {
 	uint8_t h[TP_HDR_LEN];
 	tp_hdr_put(h, &(struct tp_hdr){ .type = type, .len = len, .id = id, .off = off });
-	return send_full(fd, h, payload, len, NULL);
+	return send_io(NULL, fd, h, payload, len, NULL);
 }
 
-/* END or VERDICT (no payload), sealed with k unless k is NULL. */
-static int send_end(int fd, struct tp_seal *k, uint8_t type, uint64_t id, uint64_t off)
+/* END or VERDICT (no payload), sealed with k unless k is NULL; progress for t. */
+static int send_end(struct tcp *t, int fd, struct tp_seal *k, uint8_t type, uint64_t id,
+                    uint64_t off)
 {
 	uint8_t h[TP_HDR_LEN], tag[TP_TAG_LEN];
 	tp_hdr_put(h, &(struct tp_hdr){ .type = type, .id = id, .off = off });
 	if (k)
 		tp_seal(k, h, NULL, 0, tag);
-	return send_full(fd, h, NULL, 0, k ? tag : NULL);
+	return send_io(t, fd, h, NULL, 0, k ? tag : NULL);
 }
 
-/* Read the tag after a sealed message (what, from `from`) and open it in
- * place: 0, a read error, or -EPROTO after saying it failed authentication. */
-static int open_msg(int fd, struct tp_seal *k, const uint8_t *hdr, uint8_t *p, uint32_t len,
-                    const char *what, const char *from)
+/* Read the tag after a sealed message (what, from `from`; progress for t)
+ * and open it in place: 0, a read error, or -EPROTO after saying it failed
+ * authentication. */
+static int open_msg(struct tcp *t, int fd, struct tp_seal *k, const uint8_t *hdr, uint8_t *p,
+                    uint32_t len, const char *what, const char *from)
 {
 	uint8_t tag[TP_TAG_LEN];
-	int rc = read_full(fd, tag, sizeof tag);
+	int rc = read_io(t, fd, tag, sizeof tag);
 	if (rc < 0)
 		return rc;
 	if (tp_unseal(k, hdr, p, len, tag) < 0) {
@@ -155,11 +222,12 @@ int tp_tcp_read_ctl(int fd, struct tp_hdr *h, uint8_t *payload)
 	return h->len ? read_full(fd, payload, h->len) : 0;
 }
 
-/* Receive timeout (SO_RCVTIMEO) in ms; 0: none. */
+/* Receive and send timeouts (SO_RCVTIMEO, SO_SNDTIMEO) in ms; 0: none. */
 void tp_tcp_set_timeout(int fd, int ms)
 {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 /* --- the session --- */
@@ -211,7 +279,7 @@ static void *writer_main(void *arg)
 		if (i < 0) {   /* ending and nothing queued: END */
 			uint64_t msgs = st->msgs, bytes = st->bytes;
 			pthread_mutex_unlock(&t->mu);
-			int rc = send_end(st->fd, t->sealed ? &st->seal[0] : NULL, TP_END, msgs, bytes);
+			int rc = send_end(t, st->fd, t->sealed ? &st->seal[0] : NULL, TP_END, msgs, bytes);
 			pthread_mutex_lock(&t->mu);
 			if (rc < 0)
 				set_err(t, rc);
@@ -225,7 +293,7 @@ static void *writer_main(void *arg)
 		uint8_t tag[TP_TAG_LEN];
 		if (t->sealed)   /* here, so that the streams seal in parallel */
 			tp_seal(&st->seal[0], b->hdr, b->m.data, b->m.len, tag);
-		int rc = send_full(st->fd, b->hdr, b->m.data, b->m.len, t->sealed ? tag : NULL);
+		int rc = send_io(t, st->fd, b->hdr, b->m.data, b->m.len, t->sealed ? tag : NULL);
 		pthread_mutex_lock(&t->mu);
 		if (rc < 0)
 			set_err(t, rc);
@@ -245,11 +313,11 @@ static void *monitor_main(void *arg)
 	struct tp_hdr h;
 	uint8_t hb[TP_HDR_LEN];
 	int fd = t->st[0].fd;
-	int rc = read_full(fd, hb, sizeof hb);
+	int rc = read_io(t, fd, hb, sizeof hb);
 	if (rc == 0 && (tp_hdr_get(hb, &h) < 0 || h.type != TP_VERDICT))
 		rc = -EPROTO;   /* a verdict has no payload: tp_hdr_get() checked */
 	if (rc == 0 && t->sealed)
-		rc = open_msg(fd, &t->st[0].seal[1], hb, NULL, 0, "the receiver's verdict",
+		rc = open_msg(t, fd, &t->st[0].seal[1], hb, NULL, 0, "the receiver's verdict",
 		              "receiver");
 	pthread_mutex_lock(&t->mu);
 	if (rc == 0 && h.id < 4096) {
@@ -279,12 +347,12 @@ static void *reader_main(void *arg)
 	for (;;) {
 		uint8_t hb[TP_HDR_LEN];
 		struct tp_hdr h;
-		int rc = read_full(st->fd, hb, sizeof hb);
+		int rc = read_io(t, st->fd, hb, sizeof hb);
 		if (rc == 0 && tp_hdr_get(hb, &h) < 0)
 			rc = -EPROTO;
 		if (rc == 0 && h.type == TP_END) {
 			if (t->sealed)
-				rc = open_msg(st->fd, &st->seal[0], hb, NULL, 0, "the end of a stream",
+				rc = open_msg(t, st->fd, &st->seal[0], hb, NULL, 0, "the end of a stream",
 				              "sender");
 			if (rc == 0 && (h.id != st->msgs || h.off != st->bytes))
 				rc = -EPROTO;   /* lost or extra messages: cannot happen on TCP */
@@ -317,9 +385,9 @@ static void *reader_main(void *arg)
 		st->used++;
 		pthread_mutex_unlock(&t->mu);
 		struct tp_buf *b = &s->bufs[i];
-		rc = read_full(st->fd, b->m.data, h.len);
+		rc = read_io(t, st->fd, b->m.data, h.len);
 		if (rc == 0 && t->sealed)
-			rc = open_msg(st->fd, &st->seal[0], hb, b->m.data, h.len, "a data message",
+			rc = open_msg(t, st->fd, &st->seal[0], hb, b->m.data, h.len, "a data message",
 			              "sender");
 		b->m.len = h.len;
 		b->m.id = h.id;
@@ -343,9 +411,10 @@ static void *reader_main(void *arg)
 static int tcp_get(struct tp_session *s, struct tp_buf **out)
 {
 	struct tcp *t = T(s);
+	int64_t since = tp_now_ms();
 	pthread_mutex_lock(&t->mu);
 	while (t->free_head < 0 && !t->err)
-		pthread_cond_wait(&t->cv, &t->mu);
+		wait_io(t, &since);
 	int rc = t->err;
 	if (!rc)
 		*out = &s->bufs[list_pop(s, &t->free_head, NULL)];
@@ -390,8 +459,9 @@ static int tcp_finish(struct tp_session *s)
 	t->ending = 1;
 	pthread_cond_broadcast(&t->cv);
 	/* the verdict comes after every END; an early one is an error */
+	int64_t since = tp_now_ms();
 	while (!t->verdict_seen && !t->err)
-		pthread_cond_wait(&t->cv, &t->mu);
+		wait_io(t, &since);
 	int rc = t->err ? t->err : -t->verdict;
 	pthread_mutex_unlock(&t->mu);
 	return rc;
@@ -400,9 +470,10 @@ static int tcp_finish(struct tp_session *s)
 static int tcp_recv(struct tp_session *s, struct tp_buf **out)
 {
 	struct tcp *t = T(s);
+	int64_t since = tp_now_ms();
 	pthread_mutex_lock(&t->mu);
 	while (t->ready_head < 0 && t->ended < s->nstreams && !t->err)
-		pthread_cond_wait(&t->cv, &t->mu);
+		wait_io(t, &since);
 	int rc;
 	if (t->err)
 		rc = t->err;
@@ -419,6 +490,7 @@ static void tcp_release(struct tp_session *s, struct tp_buf *b)
 {
 	struct tcp *t = T(s);
 	pthread_mutex_lock(&t->mu);
+	touch(t);
 	t->st[b->owner].used--;
 	list_push(s, &t->free_head, NULL, (int)(b - s->bufs));
 	pthread_cond_broadcast(&t->cv);
@@ -428,7 +500,7 @@ static void tcp_release(struct tp_session *s, struct tp_buf *b)
 static int tcp_verdict(struct tp_session *s, int status)
 {
 	struct tcp *t = T(s);
-	int rc = send_end(t->st[0].fd, t->sealed ? &t->st[0].seal[1] : NULL, TP_VERDICT,
+	int rc = send_end(t, t->st[0].fd, t->sealed ? &t->st[0].seal[1] : NULL, TP_VERDICT,
 	                  (uint64_t)status, 0);
 	if (status) {
 		/* Stop the readers; let the sender read the verdict before our
@@ -498,9 +570,16 @@ int tp_tcp_session(const int *fds, const struct tp_hs *hs, int n, int sender,
 	s->be = t;
 	s->nstreams = n;
 	s->verbose = o->verbose;
+	s->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 0;
 	t->s = s;
+	t->io_ms = s->io_timeout_ms;
+	t->last_io = tp_now_ms();
 	pthread_mutex_init(&t->mu, NULL);
-	pthread_cond_init(&t->cv, NULL);
+	pthread_condattr_t ca;   /* timed waits on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	t->free_head = t->ready_head = t->ready_tail = -1;
 	for (int i = 0; i < TP_MAX_STREAMS; i++) {
 		t->st[i].fd = i < n ? fds[i] : -1;

@@ -4,9 +4,11 @@
 #ifndef RDCP_TP_INT_H
 #define RDCP_TP_INT_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "transport/transport.h"
@@ -188,6 +190,7 @@ struct tp_session {
 	uint8_t key[TP_KEY_LEN];
 	int cipher;          /* enum tp_cipher: how the streams are sealed */
 	int peer_status;     /* the receiver's verdict, when it was an error */
+	int io_timeout_ms;   /* tp_opts.io_timeout_ms: a wait with no progress this long fails */
 	void *be;            /* backend state */
 };
 
@@ -207,20 +210,65 @@ static inline int64_t tp_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* --- backends: tcp_conn.c, rdma_conn.c --- */
-int  tp_tcp_listen(const char *addr, uint16_t port, int *fd);
-int  tp_tcp_accept(int lfd, const struct tp_opts *o, int timeout_ms,
-                   struct tp_session **out);
+/* --- the listener's gate (gate.c) --- */
+
+#define TP_GATE_LOG_MAX 3    /* dropped connections logged one line each */
+
+struct tp_gate {
+	int restricted;          /* only `peer` may connect */
+	uint8_t peer[16];        /* IPv6, or IPv4 as v4-mapped */
+	unsigned logged, quiet;  /* drops reported, and only counted */
+};
+
+/* peer_addr NULL: anyone; else a numeric address. 0 or -EINVAL (said why). */
+int  tp_gate_init(struct tp_gate *g, const char *peer_addr);
+/* 1 if a connection from sa may start a handshake. */
+int  tp_gate_allows(const struct tp_gate *g, const struct sockaddr *sa);
+/* Report a dropped connection: one line for the first TP_GATE_LOG_MAX, then
+ * only counted. */
+void tp_gate_drop(struct tp_gate *g, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* One line for the drops only counted so far (if any). */
+void tp_gate_done(struct tp_gate *g);
+/* "10.0.0.1 port 4711" (v4-mapped addresses shown as IPv4). */
+void tp_addr_name(const struct sockaddr *sa, char *buf, size_t cap);
+
+/*
+ * --- backends: tcp_listen.c, tcp_conn.c, rdma_listen.c, rdma_conn.c ---
+ *
+ * A listener is driven by tp_accept()'s poll loop: *_poll_fds() fills the
+ * pollfds it needs (at most *_POLL_MAX) and lowers *due to its next
+ * deadline; after poll(), *_poll_step() moves every pending connection on
+ * without blocking and returns 1 with *out when one session is complete and
+ * authenticated, 0 to keep waiting, or a negative error that is not one
+ * stranger's fault (the peers' failures are dropped and reported via the
+ * gate; only a sender that knows the key but disagrees about encrypting,
+ * TCP, ends the wait: -EPROTO).
+ */
+#define TP_HS_MS        5000    /* one connection's handshake, either side */
+#define TP_GROUP_MS     10000   /* the rest of a session's streams, after its first */
+
+struct tp_tcp_listener;
+#define TP_TCP_POLL_MAX 65
+int  tp_tcp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
+                   struct tp_gate *g, struct tp_tcp_listener **out);
+uint16_t tp_tcp_listener_port(const struct tp_tcp_listener *l);
+int  tp_tcp_poll_fds(struct tp_tcp_listener *l, struct pollfd *p, int64_t *due);
+int  tp_tcp_poll_step(struct tp_tcp_listener *l, const struct pollfd *p, int n,
+                      struct tp_session **out);
+void tp_tcp_listener_free(struct tp_tcp_listener *l);
 int  tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
                     struct tp_session **out);
 
 struct tp_rdma_listener;
+#define TP_RDMA_POLL_MAX 5
 int  tp_rdma_available(void);
-int  tp_rdma_listen(const char *addr, uint16_t port, struct tp_rdma_listener **out);
-int  tp_rdma_listener_fd(struct tp_rdma_listener *l);
+int  tp_rdma_listen(const char *addr, uint16_t port, const struct tp_opts *o,
+                    struct tp_gate *g, struct tp_rdma_listener **out);
 uint16_t tp_rdma_listener_port(struct tp_rdma_listener *l);
-int  tp_rdma_accept(struct tp_rdma_listener *l, const struct tp_opts *o,
-                    int timeout_ms, struct tp_session **out);
+int  tp_rdma_poll_fds(struct tp_rdma_listener *l, struct pollfd *p, int64_t *due);
+int  tp_rdma_poll_step(struct tp_rdma_listener *l, const struct pollfd *p, int n,
+                       struct tp_session **out);
 void tp_rdma_listener_free(struct tp_rdma_listener *l);
 /* -ENODEV when no RDMA device serves the route to host. */
 int  tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,

@@ -28,7 +28,10 @@
  * Errors of note:
  *   -EACCES       the peer failed authentication (or we did: wrong key)
  *   -ENODEV       RDMA asked for, but no RDMA device serves that address
- *   -ECONNREFUSED / -ETIMEDOUT  nobody listening (after retrying)
+ *   -ECONNREFUSED / -ETIMEDOUT  nobody listening (after retrying), or
+ *                 tp_accept()'s own timeout passed without a sender
+ *   -ETIME        the I/O timeout (tp_opts.io_timeout_ms): nothing moved on
+ *                 the session for that long (the peer is stopped or stuck)
  *   -ECONNRESET   the peer went away mid-stream
  *   -EPROTO       the peer sent something that is not our protocol, a sealed
  *                 message failed authentication (tampered with on the way),
@@ -57,6 +60,24 @@ struct tp_opts {
 	uint32_t msg_size;         /* payload bytes per message; 0: default */
 	size_t pool_size;          /* buffer bytes per session; 0: default */
 	int connect_timeout_ms;    /* keep retrying a refused connect; 0: 10 s */
+	/*
+	 * I/O timeout; 0: none. A session call that waits this long while
+	 * nothing moves on the session (no byte sent or received, no buffer
+	 * given back) fails with -ETIME, and so does every later call: the
+	 * receiver in tp_msg_recv(); the sender in tp_msg_get(), tp_msg_send()
+	 * (RDMA: waiting for a credit) and tp_finish() (waiting for the
+	 * verdict). Time the caller spends outside the transport is not
+	 * counted against it, but a sender whose own input is silent for longer
+	 * makes the receiver time out: there are no keep-alives.
+	 */
+	int io_timeout_ms;
+	/*
+	 * Listener only: NULL, anyone may connect; else a numeric IPv4 or IPv6
+	 * address, and only connections from it (v4-mapped forms match their
+	 * IPv4 address) get a handshake; others are closed at once with a line
+	 * on stderr. Copied by tp_listen(); an unparsable one is -EINVAL there.
+	 */
+	const char *peer_addr;
 	int verbose;               /* -1: not even the TCP fallback notice */
 	/* Seal every message (AEAD; key per run, stream and direction) on TCP.
 	 * Both ends must say the same, or the handshake fails on both (-EPROTO).
@@ -86,15 +107,30 @@ int  tp_opts_check(const struct tp_opts *o);
 /* Derive the session key from a secret string. */
 void tp_key_derive(const char *secret, size_t len, uint8_t key[TP_KEY_LEN]);
 
-/* Listen on port (addr NULL: every address). TP_AUTO listens on RDMA where
- * a device exists and on TCP always. */
+/* Listen on port (0: the kernel picks) at addr (NULL: every address, IPv4
+ * and IPv6; else that address only, numeric or a name, for TCP and RDMA).
+ * TP_AUTO listens on RDMA where a device exists and on TCP always. */
 int  tp_listen(const char *addr, uint16_t port, const struct tp_opts *o,
                struct tp_listener **out);
 /* The port listened on (the one picked, when tp_listen() was given 0). */
 uint16_t tp_listener_port(const struct tp_listener *l);
-/* Wait (timeout_ms < 0: forever) for one sender's authenticated session.
- * Peers that fail authentication are dropped and -EACCES is returned. */
+/*
+ * Wait (timeout_ms < 0: forever) for one sender's authenticated session.
+ * Every connection is handshaken at once, side by side, each with a short
+ * deadline of its own; one that is not the allowed peer, not rdcp, does not
+ * know the key, stays silent or is too slow is closed and reported on
+ * stderr (the first three one line each, the rest counted by
+ * tp_listener_free()), and the wait goes on: a stranger never ends it. A
+ * session of N streams is handed out once all N authenticated; others may
+ * be assembled meanwhile. Returns 0 with *out; -ETIMEDOUT when timeout_ms
+ * passed (connections in their handshake stay for the next call); -EPROTO
+ * when a sender that knows the key disagrees about tp_opts.encrypt (said on
+ * stderr: only a key holder can end the wait so); or an error of ours
+ * (e.g. -ENOMEM: the pool cannot be registered).
+ */
 int  tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out);
+/* Close the listener and every connection still in its handshake; one line
+ * on stderr for the dropped connections not reported one by one. */
 void tp_listener_free(struct tp_listener *l);
 
 /* Connect o->streams streams to host:port. TP_AUTO tries RDMA when an RDMA
@@ -150,9 +186,13 @@ int tp_opt_streams(const char *arg, int *streams);         /* 1..TP_MAX_STREAMS 
 int tp_opt_transport(const char *arg, enum tp_kind *kind); /* --transport */
 /* --pool (pool != 0) or --msg-size into o */
 int tp_opt_size(const char *arg, int pool, struct tp_opts *o);
+/* Whole seconds (0 or more) into milliseconds, e.g. --timeout; name is the
+ * option, for the message. */
+int tp_opt_seconds(const char *name, const char *arg, int *ms);
 
 /* One line on stderr: why a transfer failed after `bytes`, as the sender
- * (sender != 0) or the receiver sees it; s may be NULL. */
+ * (sender != 0) or the receiver sees it (the receiver's verdict, the I/O
+ * timeout, the peer gone, ...); s may be NULL. */
 void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender);
 /* -v: bytes, time, bandwidth, transport, streams, pool size, cipher. */
 void tp_report_bw(const char *prog, uint64_t bytes, double seconds,

@@ -29,7 +29,9 @@ through_mitm() {
 	local enc=$1 streams=$2 p; shift 2
 	p=$(port)
 	rm -f "$T/pport" "$T/report"
-	"$RECV" $enc --transport tcp --timeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
+	# --contimeout bounds the wait for a sender (--timeout is the I/O timeout)
+	"$RECV" $enc --transport tcp --timeout 30 --contimeout 30 "$p" key "$T/out" \
+		2>"$T/recv.err" &
 	local rpid=$!
 	python3 "$MITM" --upstream "$p" --port-file "$T/pport" --report "$T/report" \
 		--conns "$streams" --timeout 30 --marker zq7-plaintext-marker-41c9 "$@" \
@@ -121,6 +123,54 @@ both_fail() {
 	[ "$rs" -eq 12 ]
 	grep -q "the sender at .* does not encrypt, this side does" "$T/recv.err"
 	[ ! -s "$T/out" ]
+}
+
+@test "encrypt with --timeout 2: 64 MiB arrive; a stopped receiver (SIGSTOP) mid-way makes the sender exit 30" {
+	local p; p=$(port)
+	head -c $((64 << 20)) /dev/urandom >"$T/in"
+	"$RECV" -v --encrypt --timeout 2 --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	local rpid=$!
+	run timeout 60 "$SEND" -v --encrypt --timeout 2 --transport tcp 127.0.0.1 "$p" key "$T/in"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	wait "$rpid"
+	cmp "$T/in" "$T/out"
+	[[ "$output" == *"encrypted with"* ]]
+
+	# the second run: half the data, then the receiver is stopped, then the rest
+	p=$(port)
+	rm -f "$T/out"
+	mkfifo "$T/fifo"
+	"$RECV" --encrypt --timeout 2 --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	rpid=$!
+	(head -c $((32 << 20)) "$T/in"
+	 while [ ! -e "$T/stopped" ]; do sleep 0.05; done
+	 tail -c +$(((32 << 20) + 1)) "$T/in") >"$T/fifo" 2>/dev/null &
+	local fpid=$!
+	# bounded, so that a sender that would hang fails the test instead
+	timeout 30 "$SEND" --encrypt --timeout 2 --transport tcp 127.0.0.1 "$p" key \
+		<"$T/fifo" 2>"$T/send.err" &
+	local spid=$!
+	for _ in $(seq 400); do
+		[ "$(stat -c %s "$T/out" 2>/dev/null || echo 0)" -ge $((32 << 20)) ] && break
+		sleep 0.05
+	done
+	[ "$(stat -c %s "$T/out")" -ge $((32 << 20)) ]
+	kill -STOP "$rpid"
+	touch "$T/stopped"
+	local t0=$SECONDS rc=0
+	wait "$spid" || rc=$?
+	local took=$((SECONDS - t0))
+	kill -CONT "$rpid"
+	kill "$rpid" 2>/dev/null || true
+	wait "$rpid" || true
+	kill "$fpid" 2>/dev/null || true
+	wait "$fpid" || true
+	echo "rdsend exit $rc after $took s:"; cat "$T/send.err"
+	[ "$rc" -eq 30 ]
+	[ "$took" -le 10 ]
+	grep -q "nothing moved for 2 s (--timeout): the receiver is stopped or stuck" "$T/send.err"
+	[ "$(stat -c %s "$T/out")" -lt $((64 << 20)) ] || ! cmp -s "$T/in" "$T/out"
 }
 
 @test "encrypt with --transport rdma is a usage error on both programs" {

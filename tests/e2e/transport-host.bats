@@ -12,7 +12,7 @@ RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
 	echo "$output"
 	[ "$status" -eq 16 ]
 	[[ "$output" == *"RDMA"* ]]
-	run "$RECV" --transport rdma --timeout 1 $((20000 + RANDOM % 30000)) key
+	run "$RECV" --transport rdma --contimeout 1 $((20000 + RANDOM % 30000)) key
 	echo "$output"
 	[ "$status" -eq 16 ]
 }

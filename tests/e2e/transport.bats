@@ -69,7 +69,7 @@ pipe_case() {
 	[ -e "$T/same" ]
 }
 
-@test "$TRANSPORT: wrong key is refused on both ends, nothing written" {
+@test "$TRANSPORT: wrong key: the sender is refused, rdrecv reports it, keeps waiting, takes the right one" {
 	local p; p=$(port)
 	echo payload >"$T/in"
 	"$RECV" --transport "$TRANSPORT" "$p" right "$T/out" 2>"$T/recv.err" &
@@ -78,11 +78,14 @@ pipe_case() {
 	echo "sender: $output"
 	[ "$status" -eq 15 ]
 	[[ "$output" == *"authentication failed"* ]]
-	run wait "$rpid"
+	kill -0 "$rpid"        # a stranger does not end the wait
+	[ ! -e "$T/out" ]      # FILE is made only for an authenticated sender
+	run "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" right "$T/in"
+	[ "$status" -eq 0 ]
+	wait "$rpid"
 	cat "$T/recv.err"
-	[ "$status" -eq 15 ]
 	grep -q "does not know the key" "$T/recv.err"
-	[ ! -s "$T/out" ]
+	cmp "$T/in" "$T/out"
 }
 
 @test "$TRANSPORT: key from \$RDCP_KEY and from --key-file, never on the command line" {
@@ -117,7 +120,7 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: nobody listening: rdsend gives up with exit 10" {
-	run "$SEND" --timeout 1 --transport "$TRANSPORT" "$ADDR" "$(port)" key /dev/null
+	run "$SEND" --contimeout 1 --transport "$TRANSPORT" "$ADDR" "$(port)" key /dev/null
 	echo "$output"
 	[ "$status" -eq 10 ]
 	[[ "$output" == *"connect"* ]]

@@ -27,4 +27,5 @@ cd "$top"
 # rdpipe: every segment on this one VM, each hop over RDMA
 export RDPIPE_HOSTS="$addr $addr $addr" RDPIPE_BIG_MB=${RDCP_VM_PIPE_MB:-$RDCP_BIG_MB}
 RDCP_TRANSPORT=rdma RDCP_ADDR=$addr bats --tap tests/e2e/transport.bats tests/rdma/rdma-only.bats \
+	tests/rdma/rdma-dos.bats \
 	tests/rdma/sync-rdma.bats tests/e2e/rdpipe.bats

@@ -10,7 +10,7 @@ port() { echo $((20000 + RANDOM % 30000)); }
 @test "auto: an address on an RDMA device is reached over RDMA" {
 	local p; p=$(port)
 	echo hi >"$T/in"
-	"$RECV" -v --timeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --contimeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
 	run "$SEND" -v "$ADDR" "$p" key "$T/in"
 	wait
 	echo "$output"
@@ -24,7 +24,7 @@ port() { echo $((20000 + RANDOM % 30000)); }
 @test "auto: an address without RDMA falls back to TCP with one notice" {
 	local p; p=$(port)
 	echo hi >"$T/in"
-	"$RECV" --timeout 30 "$p" key "$T/out" &
+	"$RECV" --contimeout 30 "$p" key "$T/out" &
 	run "$SEND" -v 127.0.0.1 "$p" key "$T/in"
 	wait
 	echo "$output"
@@ -34,7 +34,7 @@ port() { echo $((20000 + RANDOM % 30000)); }
 }
 
 @test "forced rdma to an address no RDMA device serves: exit 16, says why" {
-	run "$SEND" --timeout 2 --transport rdma 127.0.0.1 "$(port)" key /dev/null
+	run "$SEND" --contimeout 2 --transport rdma 127.0.0.1 "$(port)" key /dev/null
 	echo "$output"
 	[ "$status" -eq 16 ]
 	[[ "$output" == *"no RDMA device"* ]]
@@ -44,7 +44,7 @@ port() { echo $((20000 + RANDOM % 30000)); }
 	command -v setpriv >/dev/null || skip "setpriv missing"
 	chmod 666 /dev/infiniband/* 2>/dev/null || true
 	local p; p=$(port)
-	"$RECV" --transport rdma --timeout 20 "$p" key >/dev/null 2>&1 &
+	"$RECV" --transport rdma --contimeout 20 "$p" key >/dev/null 2>&1 &
 	local rpid=$!
 	run setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
 		bash -c "ulimit -l 1024; exec '$SEND' --transport rdma --pool 64M '$ADDR' $p key /dev/null"
@@ -60,7 +60,7 @@ port() { echo $((20000 + RANDOM % 30000)); }
 @test "auto with --encrypt on an RDMA address: TCP (RDMA does not encrypt), one notice, sealed" {
 	local p; p=$(port)
 	head -c $((8 << 20)) /dev/urandom >"$T/in"
-	"$RECV" -v --encrypt --timeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --encrypt --contimeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
 	run "$SEND" -v --encrypt "$ADDR" "$p" key "$T/in"
 	wait
 	echo "$output"

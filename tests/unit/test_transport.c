@@ -1,13 +1,21 @@
-/* Transport wire messages, the authentication handshake and the sealing of
- * encrypted sessions. */
+/* Transport wire messages and the authentication handshake; the listener's
+ * gate; accept past strangers; the I/O timeout; the sealing of encrypted
+ * sessions (also under the I/O timeout). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include "common/exitcode.h"
 #include "transport/tp_int.h"
 
 static void test_header_roundtrip(void **state)
@@ -183,6 +191,324 @@ static void test_garbage(void **state)
 		rc = tp_hs_check(key, &h, buf, TP_AUTH_LEN, &a, ok);
 		assert_true(rc == -EACCES || rc == -EPROTO);
 	}
+}
+
+
+static struct sockaddr_in v4(const char *a)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	assert_int_equal(inet_pton(AF_INET, a, &sa.sin_addr), 1);
+	return sa;
+}
+
+static struct sockaddr_in6 v6(const char *a)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6 };
+	assert_int_equal(inet_pton(AF_INET6, a, &sa.sin6_addr), 1);
+	return sa;
+}
+
+#define SA(x) ((struct sockaddr *)&(x))
+
+static void test_gate_addresses(void **state)
+{
+	(void)state;
+	struct tp_gate g;
+	struct sockaddr_in a = v4("10.1.2.3"), b = v4("10.1.2.4");
+	struct sockaddr_in6 am = v6("::ffff:10.1.2.3"), l6 = v6("::1"), ll = v6("fe80::1");
+	assert_int_equal(tp_gate_init(&g, NULL), 0);
+	assert_true(tp_gate_allows(&g, SA(a)) && tp_gate_allows(&g, SA(l6)));
+	assert_int_equal(tp_gate_init(&g, "10.1.2.3"), 0);
+	assert_true(tp_gate_allows(&g, SA(a)));
+	assert_true(tp_gate_allows(&g, SA(am)));   /* v4 on a dual-stack socket */
+	assert_false(tp_gate_allows(&g, SA(b)));
+	assert_false(tp_gate_allows(&g, SA(l6)));
+	assert_int_equal(tp_gate_init(&g, "::ffff:10.1.2.3"), 0);
+	assert_true(tp_gate_allows(&g, SA(a)));
+	assert_int_equal(tp_gate_init(&g, "fe80::1"), 0);
+	assert_true(tp_gate_allows(&g, SA(ll)));
+	assert_false(tp_gate_allows(&g, SA(l6)));
+	assert_false(tp_gate_allows(&g, SA(a)));
+	/* names and junk are refused: the allow-list is not a DNS lookup */
+	assert_int_equal(tp_gate_init(&g, "localhost"), -EINVAL);
+	assert_int_equal(tp_gate_init(&g, "10.1.2.3.4"), -EINVAL);
+	assert_int_equal(tp_gate_init(&g, ""), -EINVAL);
+	char name[80];
+	tp_addr_name(SA(am), name, sizeof name);
+	assert_string_equal(name, "10.1.2.3 port 0");
+}
+
+/* Run fn with stderr in a file; the number of lines it wrote. */
+static int stderr_lines(void (*fn)(struct tp_gate *), struct tp_gate *g)
+{
+	char path[] = "/tmp/rdcp-gate-XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	assert_true(fd >= 0 && saved >= 0);
+	dup2(fd, 2);
+	fn(g);
+	dup2(saved, 2);
+	close(saved);
+	char buf[8192];
+	ssize_t n = pread(fd, buf, sizeof buf, 0);
+	close(fd);
+	unlink(path);
+	int lines = 0;
+	for (ssize_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	return lines;
+}
+
+static void drop_100(struct tp_gate *g)
+{
+	for (int i = 0; i < 100; i++)
+		tp_gate_drop(g, "dropped a connection from %d", i);
+}
+
+static void gate_done(struct tp_gate *g)
+{
+	tp_gate_done(g);
+}
+
+static void test_gate_log_is_bounded(void **state)
+{
+	(void)state;
+	struct tp_gate g;
+	assert_int_equal(tp_gate_init(&g, NULL), 0);
+	assert_int_equal(stderr_lines(drop_100, &g), TP_GATE_LOG_MAX);
+	assert_int_equal(g.quiet, 100 - TP_GATE_LOG_MAX);
+	assert_int_equal(stderr_lines(gate_done, &g), 1);
+	assert_int_equal(stderr_lines(gate_done, &g), 0);   /* said once */
+}
+
+static void test_exit_code_of_timeout(void **state)
+{
+	(void)state;
+	assert_int_equal(rd_exit_code(-ETIME), RD_EXIT_TIMEOUT);
+	assert_int_equal(RD_EXIT_TIMEOUT, 30);
+	assert_int_equal(rd_exit_code(-ETIMEDOUT), RD_EXIT_CONN);   /* connect's, distinct */
+}
+
+/* --- sessions over loopback TCP --- */
+
+struct conn_arg {
+	uint16_t port;
+	struct tp_opts o;
+	struct tp_session *s;
+	int rc;
+};
+
+static void *connect_main(void *arg)
+{
+	struct conn_arg *c = arg;
+	c->rc = tp_connect("127.0.0.1", c->port, &c->o, &c->s);
+	return NULL;
+}
+
+static struct tp_opts tcp_opts(const char *secret, int streams)
+{
+	struct tp_opts o = { .kind = TP_TCP, .streams = streams, .msg_size = 64 << 10,
+	                     .pool_size = 1 << 20, .connect_timeout_ms = 3000, .verbose = -1 };
+	tp_key_derive(secret, strlen(secret), o.key);
+	return o;
+}
+
+static int raw_connect(uint16_t port)
+{
+	struct sockaddr_in sa = v4("127.0.0.1");
+	sa.sin_port = htons(port);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, SA(sa), sizeof sa), 0);
+	return fd;
+}
+
+static void test_accept_past_strangers(void **state)
+{
+	(void)state;
+	struct tp_opts o = tcp_opts("k", 3);
+	struct tp_listener *l;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+	uint16_t port = tp_listener_port(l);
+	int junk[8];
+	for (int i = 0; i < 8; i++) {   /* four silent, four talking nonsense */
+		junk[i] = raw_connect(port);
+		if (i % 2 && write(junk[i], "GET / HTTP/1.0\r\n\r\n", 18) != 18)
+			fail();
+	}
+	struct tp_session *s = NULL;
+	int64_t t0 = tp_now_ms();
+	assert_int_equal(tp_accept(l, 300, &s), -ETIMEDOUT);   /* strangers: no session */
+	assert_true(tp_now_ms() - t0 < 1000);
+	struct conn_arg c = { .port = port, .o = tcp_opts("k", 3) };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+	t0 = tp_now_ms();
+	assert_int_equal(tp_accept(l, 5000, &s), 0);
+	assert_true(tp_now_ms() - t0 < 1000);   /* not behind the silent ones */
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, 0);
+	assert_int_equal(tp_streams(s), 3);
+	/* one message through, then the verdict */
+	struct tp_msg *m;
+	assert_int_equal(tp_msg_get(c.s, &m), 0);
+	memcpy(m->data, "hello", 5);
+	m->len = 5;
+	m->off = 7;
+	assert_int_equal(tp_msg_send(c.s, m), 0);
+	struct tp_msg *r;
+	assert_int_equal(tp_msg_recv(s, &r), 0);
+	assert_int_equal(r->len, 5);
+	assert_int_equal(r->off, 7);
+	assert_memory_equal(r->data, "hello", 5);
+	tp_msg_release(s, r);
+	for (int i = 0; i < 8; i++)
+		close(junk[i]);
+	tp_listener_free(l);
+	tp_close(s);
+	tp_close(c.s);
+}
+
+
+/* A sender that speaks the handshake by hand and sends its AUTH one byte at
+ * a time: the listener's partial reads must put it together. */
+struct trickle {
+	uint16_t port;
+	uint8_t key[TP_KEY_LEN];
+	int rc;
+};
+
+static int read_n(int fd, uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = read(fd, p, n);
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static void *trickle_main(void *arg)
+{
+	struct trickle *c = arg;
+	int fd = raw_connect(c->port);
+	uint8_t in[TP_HDR_LEN + TP_HELLO_LEN], out[TP_HDR_LEN + TP_AUTH_LEN];
+	struct tp_hello h;
+	struct tp_auth a;
+	c->rc = -1;
+	if (read_n(fd, in, sizeof in) < 0 ||
+	    tp_hs_answer(c->key, in + TP_HDR_LEN, TP_HELLO_LEN, 99, 1, 0, 0, &h, &a,
+	                 out + TP_HDR_LEN) < 0)
+		goto done;
+	tp_hdr_put(out, &(struct tp_hdr){ .type = TP_AUTH, .len = TP_AUTH_LEN });
+	for (size_t i = 0; i < sizeof out; i++) {
+		if (write(fd, out + i, 1) != 1)
+			goto done;
+		usleep(2000);
+	}
+	uint8_t ok[TP_HDR_LEN + TP_MAC_LEN];
+	if (read_n(fd, ok, sizeof ok) == 0 && ok[0] == TP_AUTH_OK)
+		c->rc = tp_hs_confirm(c->key, &h, &a, ok + TP_HDR_LEN, TP_MAC_LEN);
+done:
+	close(fd);
+	return NULL;
+}
+
+static void test_accept_trickled_auth(void **state)
+{
+	(void)state;
+	struct tp_opts o = tcp_opts("k", 1);
+	struct tp_listener *l;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+	struct trickle c = { .port = tp_listener_port(l) };
+	memcpy(c.key, o.key, TP_KEY_LEN);
+	int silent = raw_connect(c.port);   /* and one that says nothing beside it */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, trickle_main, &c), 0);
+	struct tp_session *s = NULL;
+	assert_int_equal(tp_accept(l, 5000, &s), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, 0);   /* and the sender accepted our AUTH_OK */
+	assert_int_equal(tp_streams(s), 1);
+	close(silent);
+	tp_close(s);
+	tp_listener_free(l);
+}
+
+static void test_accept_only_the_allowed_peer(void **state)
+{
+	(void)state;
+	struct tp_opts o = tcp_opts("k", 1);
+	o.peer_addr = "127.0.0.2";
+	struct tp_listener *l;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+	struct conn_arg c = { .port = tp_listener_port(l), .o = tcp_opts("k", 1) };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+	struct tp_session *s = NULL;
+	assert_int_equal(tp_accept(l, 1000, &s), -ETIMEDOUT);
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, -ECONNRESET);   /* closed before a HELLO */
+	tp_listener_free(l);
+	struct tp_opts bad = tcp_opts("k", 1);
+	bad.peer_addr = "not-an-address";
+	assert_int_equal(tp_listen("127.0.0.1", 0, &bad, &l), -EINVAL);
+}
+
+/* A connected pair with this I/O timeout on both ends, sealed or not. */
+static void pair_enc(int io_ms, int encrypt, struct tp_session **snd, struct tp_session **rcv)
+{
+	struct tp_opts o = tcp_opts("k", 2);
+	o.io_timeout_ms = io_ms;
+	o.encrypt = encrypt;
+	struct tp_listener *l;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+	struct conn_arg c = { .port = tp_listener_port(l), .o = o };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+	assert_int_equal(tp_accept(l, 5000, rcv), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, 0);
+	*snd = c.s;
+	tp_listener_free(l);
+}
+
+static void pair(int io_ms, struct tp_session **snd, struct tp_session **rcv)
+{
+	pair_enc(io_ms, 0, snd, rcv);
+}
+
+static void test_io_timeout(void **state)
+{
+	(void)state;
+	struct tp_session *snd, *rcv;
+	struct tp_msg *m;
+	pair(300, &snd, &rcv);
+	/* a receiver waiting for a sender that sends nothing */
+	int64_t t0 = tp_now_ms();
+	assert_int_equal(tp_msg_recv(rcv, &m), -ETIME);
+	int64_t took = tp_now_ms() - t0;
+	assert_true(took >= 290 && took < 2000);
+	assert_int_equal(tp_msg_recv(rcv, &m), -ETIME);   /* and it stays dead */
+	/* a sender waiting for a verdict that does not come */
+	t0 = tp_now_ms();
+	assert_int_equal(tp_finish(snd), -ETIME);
+	took = tp_now_ms() - t0;
+	assert_true(took >= 290 && took < 2000);
+	tp_close(snd);
+	tp_close(rcv);
+	/* time between calls is not counted: a slow consumer is not a dead peer */
+	pair(300, &snd, &rcv);
+	assert_int_equal(tp_msg_get(snd, &m), 0);
+	m->len = 1;
+	assert_int_equal(tp_msg_send(snd, m), 0);
+	usleep(600 * 1000);
+	struct tp_msg *r;
+	assert_int_equal(tp_msg_recv(rcv, &r), 0);
+	tp_msg_release(rcv, r);
+	tp_close(snd);
+	tp_close(rcv);
 }
 
 /* --- encrypted sessions --- */
@@ -487,6 +813,63 @@ static void test_seal_wrong_nonce(void **state)
 	}
 }
 
+/* --- both at once: sealed sessions under the I/O timeout, and the
+ * concurrent listener's part of the encryption handshake --- */
+
+static void test_io_timeout_sealed(void **state)
+{
+	(void)state;
+	struct tp_session *snd, *rcv;
+	struct tp_msg *m, *r;
+	pair_enc(300, 1, &snd, &rcv);
+	assert_non_null(tp_cipher_name(snd));
+	assert_non_null(tp_cipher_name(rcv));
+	/* a sealed message arrives intact, after a pause not counted */
+	assert_int_equal(tp_msg_get(snd, &m), 0);
+	memcpy(m->data, "sealed", 6);
+	m->len = 6;
+	m->off = 42;
+	assert_int_equal(tp_msg_send(snd, m), 0);
+	usleep(600 * 1000);
+	assert_int_equal(tp_msg_recv(rcv, &r), 0);
+	assert_int_equal(r->len, 6);
+	assert_int_equal(r->off, 42);
+	assert_memory_equal(r->data, "sealed", 6);
+	tp_msg_release(rcv, r);
+	/* then nothing: both ends time out */
+	int64_t t0 = tp_now_ms();
+	assert_int_equal(tp_msg_recv(rcv, &r), -ETIME);
+	int64_t took = tp_now_ms() - t0;
+	assert_true(took >= 290 && took < 2000);
+	assert_int_equal(tp_finish(snd), -ETIME);
+	tp_close(snd);
+	tp_close(rcv);
+}
+
+/* A sender that knows the key but disagrees about encrypting ends the
+ * wait on the concurrent listener (-EPROTO), unlike a stranger; and the
+ * sender fails too. Both ways. */
+static void test_accept_encrypt_mismatch(void **state)
+{
+	(void)state;
+	for (int r_enc = 0; r_enc < 2; r_enc++) {
+		struct tp_opts o = tcp_opts("k", 2);
+		o.encrypt = r_enc;
+		struct tp_listener *l;
+		assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+		struct conn_arg c = { .port = tp_listener_port(l), .o = tcp_opts("k", 2) };
+		c.o.encrypt = !r_enc;
+		pthread_t th;
+		assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+		struct tp_session *s = NULL;
+		assert_int_equal(tp_accept(l, 5000, &s), -EPROTO);
+		pthread_join(th, NULL);
+		assert_int_equal(c.rc, -EPROTO);
+		assert_null(s);
+		tp_listener_free(l);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +880,13 @@ int main(void)
 		cmocka_unit_test(test_handshake_tampering),
 		cmocka_unit_test(test_hello_rejects),
 		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_gate_addresses),
+		cmocka_unit_test(test_gate_log_is_bounded),
+		cmocka_unit_test(test_exit_code_of_timeout),
+		cmocka_unit_test(test_accept_past_strangers),
+		cmocka_unit_test(test_accept_trickled_auth),
+		cmocka_unit_test(test_accept_only_the_allowed_peer),
+		cmocka_unit_test(test_io_timeout),
 		cmocka_unit_test(test_handshake_encrypt),
 		cmocka_unit_test(test_handshake_v1_mac),
 		cmocka_unit_test(test_handshake_flags_tampered),
@@ -505,6 +895,8 @@ int main(void)
 		cmocka_unit_test(test_seal_tamper),
 		cmocka_unit_test(test_seal_wrong_key),
 		cmocka_unit_test(test_seal_wrong_nonce),
+		cmocka_unit_test(test_io_timeout_sealed),
+		cmocka_unit_test(test_accept_encrypt_mismatch),
 	};
 	return cmocka_run_group_tests_name("transport", tests, NULL, NULL);
 }
