@@ -509,6 +509,7 @@ static int connect_data(struct sstate *s)
 	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
+	o.io_timeout_ms = r->timeout * 1000;
 	rc = tp_connect(addr, cd.port, &o, &s->ts);
 	if (rc == -ETIMEDOUT && r->timeout > 0)
 		rc = -ETIME;   /* it listened, then went silent: --timeout's case */

@@ -191,7 +191,9 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 	tp_key_derive(key, 32, o.key);
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
-	int rc = tp_listen(NULL, 0, &o, &l);
+	o.io_timeout_ms = r->timeout * 1000;
+	o.peer_addr = r->allow_addr;
+	int rc = tp_listen(r->listen_addr, 0, &o, &l);
 	if (rc < 0)
 		return rc;
 	/* port, secret, and the address to use */

@@ -267,3 +267,26 @@ marker_on_wire() {
 	run "$RDCP" --encrypt --transport rdma --sync "$T/src" "$T/dst2"
 	[ "$status" -eq 1 ]
 }
+
+@test "attack: the receiver stops (SIGSTOP) in the middle of the data: --timeout 2, exit 30 (push)" {
+	mkdir -p "$T/src"
+	head -c $((400 << 20)) /dev/urandom >"$T/src/big"
+	local start end rc=0 srv=""
+	start=$(date +%s)
+	sync_in push --timeout 2 --sync "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$!
+	for _ in $(seq 400); do
+		srv=$(pgrep -f -- "$RDCP --server" | head -1)
+		[ -n "$srv" ] && ls -l "/proc/$srv/fd" 2>/dev/null | grep -q -e "$T/dst/#" && break
+		sleep 0.025
+	done
+	[ -n "$srv" ]
+	kill -STOP "$srv"
+	wait "$pid" || rc=$?
+	end=$(date +%s)
+	kill -KILL "$srv" 2>/dev/null || true
+	cat "$T/err"
+	[ "$rc" -eq 30 ]
+	[ $((end - start)) -le 30 ]
+	[ ! -e "$T/dst/big" ]
+}
