@@ -93,6 +93,7 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@python3 benchmarks/bench.py $(BENCH_ARGS)
+	@./benchmarks/transport.sh --enc-only   # --encrypt vs plain TCP, ratio
 
 install: $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
