@@ -46,56 +46,52 @@ static const char usage[] =
 "  [hostB]$ RDCP_KEY=s3cret rdrecv 12345 - > copy\n"
 "  [hostA]$ RDCP_KEY=s3cret rdsend -v hostB 12345 - < myfile\n";
 
+enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT, O_ENCRYPT };
+static const struct option lo[] = {
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "streams", required_argument, NULL, 'P' },
+	{ "transport", required_argument, NULL, O_TRANSPORT },
+	{ "key-file", required_argument, NULL, O_KEYFILE },
+	{ "encrypt", no_argument, NULL, O_ENCRYPT },
+	{ "pool", required_argument, NULL, O_POOL },
+	{ "msg-size", required_argument, NULL, O_MSG },
+	{ "timeout", required_argument, NULL, O_TIMEOUT },
+	{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+/* One option into o / *key_file: -1 to go on, else the exit code now. */
+static int take_opt(int c, struct tp_opts *o, const char **key_file)
+{
+	switch (c) {
+	case 'v': o->verbose = 1; return -1;
+	case 'P': return tp_opt_streams(optarg, &o->streams) < 0 ? RD_EXIT_USAGE : -1;
+	case O_TRANSPORT: return tp_opt_transport(optarg, &o->kind) < 0 ? RD_EXIT_USAGE : -1;
+	case O_KEYFILE: *key_file = optarg; return -1;
+	case O_ENCRYPT: o->encrypt = 1; return -1;
+	case O_POOL:
+	case O_MSG: return tp_opt_size(optarg, c == O_POOL, o) < 0 ? RD_EXIT_USAGE : -1;
+	case O_TIMEOUT:
+		return tp_opt_seconds("--timeout", optarg, &o->io_timeout_ms) < 0 ? RD_EXIT_USAGE : -1;
+	case O_CONTIMEOUT:
+		return tp_opt_seconds("--contimeout", optarg, &o->connect_timeout_ms) < 0
+		       ? RD_EXIT_USAGE : -1;
+	case 'h': fputs(usage, stdout); return RD_EXIT_OK;
+	default: fputs("Try 'rdsend --help'.\n", stderr); return RD_EXIT_USAGE;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
-	       O_ENCRYPT };
-	static const struct option lo[] = {
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "streams", required_argument, NULL, 'P' },
-		{ "transport", required_argument, NULL, O_TRANSPORT },
-		{ "key-file", required_argument, NULL, O_KEYFILE },
-		{ "encrypt", no_argument, NULL, O_ENCRYPT },
-		{ "pool", required_argument, NULL, O_POOL },
-		{ "msg-size", required_argument, NULL, O_MSG },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct tp_opts o = { .streams = 1 };
 	const char *key_file = NULL;
 	int c;
 	log_prog = "rdsend";
 	while ((c = getopt_long(argc, argv, "+vP:h", lo, NULL)) != -1) {
-		switch (c) {
-		case 'v': o.verbose = 1; break;
-		case 'P':
-			if (tp_opt_streams(optarg, &o.streams) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case O_TRANSPORT:
-			if (tp_opt_transport(optarg, &o.kind) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case O_KEYFILE: key_file = optarg; break;
-		case O_ENCRYPT: o.encrypt = 1; break;
-		case O_POOL:
-		case O_MSG:
-			if (tp_opt_size(optarg, c == O_POOL, &o) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case O_TIMEOUT:
-			if (tp_opt_seconds("--timeout", optarg, &o.io_timeout_ms) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case O_CONTIMEOUT:
-			if (tp_opt_seconds("--contimeout", optarg, &o.connect_timeout_ms) < 0)
-				return RD_EXIT_USAGE;
-			break;
-		case 'h': fputs(usage, stdout); return RD_EXIT_OK;
-		default: fputs("Try 'rdsend --help'.\n", stderr); return RD_EXIT_USAGE;
-		}
+		int code = take_opt(c, &o, &key_file);
+		if (code >= 0)
+			return code;
 	}
 	if (tp_opts_check(&o) < 0)
 		return RD_EXIT_USAGE;
