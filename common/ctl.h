@@ -36,7 +36,8 @@ enum ctl_type {
 	CTL_SEG_DONE,       /* segment -> controller: results (see pipe/segmsg.c) */
 	/* sync, version 2 */
 	CTL_SENT,           /* sender -> receiver, after the data: u64 planned
-	                       files it could not send (vanished, changed) */
+	                       files it could not send, u64 of them unreadable
+	                       (the rest vanished or changed) */
 	CTL_NOOP,           /* either way: nothing (keep-alive under --timeout);
 	                       ctl_recv() skips it */
 	CTL_LAST = CTL_NOOP,

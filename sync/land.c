@@ -123,7 +123,7 @@ int recv_remove(struct rstate *s, const char *path)
 		if (strncmp(p, path, len) != 0 || (p[len] != '/' && p[len] != '\0'))
 			continue;
 		s->dm.e[i].flags |= GONE;
-		s->actions++;
+		STAT_ADD(s->actions, 1);
 		const char *name;
 		int d = recv_open_parent(s->root, p, &name);
 		if (d < 0)
@@ -143,7 +143,7 @@ int recv_remove(struct rstate *s, const char *path)
 static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
 {
 	unsigned f = s->r->flags;
-	s->actions++;
+	STAT_ADD(s->actions, 1);
 	if ((f & SYNC_F_OWNER) && geteuid() == 0 && fchown(fd, e->uid, e->gid) < 0)
 		recv_fail(s, e->path, "cannot set owner", errno);
 	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
@@ -377,7 +377,7 @@ void recv_make_links(struct rstate *s)
 			unlinkat(pd, tmp, 0);
 		} else {
 			s->written[i] = 1;
-			s->actions++;
+			STAT_ADD(s->actions, 1);
 		}
 		close(pd);
 	}
@@ -469,7 +469,7 @@ void recv_delete_extra(struct rstate *s)
 		if (f & SYNC_F_DRYRUN)
 			continue;
 		d->flags |= GONE;
-		s->actions++;
+		STAT_ADD(s->actions, 1);
 		const char *name;
 		int pd = recv_open_parent(s->root, d->path, &name);
 		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)

@@ -55,7 +55,7 @@ static void make_dir(struct rstate *s, size_t i)
 		recv_fail(s, e->path, RECV_NO_DIR, errno);
 	} else {
 		s->written[i] = 1;
-		s->actions++;
+		STAT_ADD(s->actions, 1);
 	}
 	if (pd >= 0)
 		close(pd);

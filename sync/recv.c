@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,11 +300,11 @@ static int scan_dst(struct rstate *s)
 }
 
 /* 3. Their manifest, in our names. */
-static int their_manifest(struct rstate *s)
+static int name_manifest(struct rstate *s)
 {
-	int rc = read_manifest(s);
-	if (rc < 0 || !s->named)
-		return rc;
+	int rc;
+	if (!s->named)
+		return 0;
 	s->shift = s->sm.n && !*s->sm.e[0].path;
 	drop_root(&s->sm);
 	if (s->mapto && strcmp(s->top, s->mapto) && (rc = map_top(s, &s->sm, s->top, s->mapto)) < 0)
@@ -348,10 +349,12 @@ static int read_sent(struct rstate *s)
 		s->res->code = sync_peer_error(c, n, "the sender failed: ");
 		return -ECANCELED;
 	}
-	if (type != CTL_SENT || n != 8)
+	if (type != CTL_SENT || n != 16 || get_u64(c->buf + 8) > get_u64(c->buf))
 		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
 		                   "%zu bytes)", type, n);
 	s->unsent = get_u64(c->buf);
+	/* what could not be read is an error (23), not a vanished file (24) */
+	STAT_ADD(s->res->errors, get_u64(c->buf + 8));
 	if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",
@@ -361,12 +364,44 @@ static int read_sent(struct rstate *s)
 	return 0;
 }
 
+/* The scan of DST, on a thread of its own while the main thread reads the
+ * sender's manifest: the sender writes it right after its own scan, and a
+ * receiver that read nothing until its scan ended would stall it (past
+ * --timeout, on a large tree). */
+struct dst_scan {
+	struct rstate *s;
+	int rc;
+};
+
+static void *scan_main(void *arg)
+{
+	struct dst_scan *d = arg;
+	d->rc = scan_dst(d->s);
+	return NULL;
+}
+
+/* 2 and 3 side by side. */
+static int scan_and_read(struct rstate *s)
+{
+	struct dst_scan d = { s, 0 };
+	pthread_t th;
+	int threaded = pthread_create(&th, NULL, scan_main, &d) == 0;
+	if (!threaded)
+		d.rc = scan_dst(s);
+	int rc = read_manifest(s);
+	if (threaded)
+		pthread_join(th, NULL);
+	if (d.rc < 0)
+		return d.rc;   /* our side first: DST unusable, locked */
+	return rc < 0 ? rc : name_manifest(s);
+}
+
 static int receive(struct rstate *s)
 {
 	uint32_t send_n;
 	int rc;
-	if ((rc = read_ready(s)) < 0 || (rc = scan_dst(s)) < 0 ||
-	    (rc = their_manifest(s)) < 0 || (rc = plan_and_ask(s, &send_n)) < 0)
+	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0 ||
+	    (rc = plan_and_ask(s, &send_n)) < 0)
 		return rc;
 	/* 5. the data, and what the sender could not send */
 	if (send_n && (rc = recv_take(s, s->want, s->nwant)) < 0) {
@@ -439,7 +474,7 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	const char *transport = res->transport;
 	result_put(done, res);
 	res->transport = transport;
-	if (rc != -ECONNRESET)
+	if (rc != -ECONNRESET && rc != -ETIME)   /* a stalled peer would stall this too */
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
 	rstate_free(&s);
 	return res->code;

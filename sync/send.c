@@ -91,7 +91,7 @@ static int open_file(struct dircache *c, int root, const char *path)
 }
 
 /* Open a planned file and check it is still what the scan saw; -1 (with a
- * warning) if it vanished or changed. */
+ * warning) if it vanished or changed, -2 if it cannot be read. */
 static int open_planned(struct dircache *dc, int root, const struct idx_entry *e)
 {
 	char shown[4096];
@@ -104,9 +104,10 @@ static int open_planned(struct dircache *dc, int root, const struct idx_entry *e
 	else
 		log_warn("%s: %s", log_path(shown, sizeof shown, e->path),
 		         fd < 0 ? strerror(errno) : "changed since the scan; not sent");
+	int gone = fd >= 0 || errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
 	if (fd >= 0)
 		close(fd);
-	return -1;
+	return gone ? -1 : -2;   /* -2: a real error (EACCES, EIO...), not a change */
 }
 
 static uint32_t read_full(int fd, uint8_t *buf, uint32_t want, uint64_t off)
@@ -144,7 +145,8 @@ struct sendq {
 	int root;
 	const struct idx_manifest *m;
 	struct sync_result *res;
-	uint64_t changed, big_bytes;
+	uint64_t changed, big_bytes;   /* changed: vanished or changed since the scan */
+	uint64_t failed;               /* could not be read (EACCES, EIO...) */
 	uint32_t files_done;
 	struct io_pool *io;
 	struct chunk_rd ring[READ_AHEAD_MAX];
@@ -166,7 +168,8 @@ static int queue_reads(struct sendq *q)
 			q->fd = open_planned(&q->dc, q->root, e);
 			q->off = 0;
 			if (q->fd < 0) {
-				q->changed++;
+				*(q->fd == -2 ? &q->failed : &q->changed) += 1;
+				q->fd = -1;
 				q->files_done++;
 				q->bi++;
 				continue;
@@ -207,7 +210,7 @@ static int send_next(struct sendq *q, int drop)
 		char shown[4096];
 		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
 		         c->j.err ? strerror(c->j.err) : "shrank while being sent");
-		q->changed++;
+		*(c->j.err ? &q->failed : &q->changed) += 1;
 		q->bad = c->file;
 	}
 	if (drop || c->file == q->bad) {
@@ -236,7 +239,7 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	q->files_done++;
 	int fd = open_planned(&q->dc, q->root, e);
 	if (fd < 0) {
-		q->changed++;
+		*(fd == -2 ? &q->failed : &q->changed) += 1;
 		return 0;
 	}
 	uint32_t got = read_full(fd, buf, (uint32_t)e->size, 0);
@@ -556,8 +559,9 @@ static int send_data(struct sstate *s)
 		return rc;
 	}
 	/* what could not be sent, before the receiver decides on deletions */
-	uint8_t sent[8];
-	put_u64(sent, q.changed);
+	uint8_t sent[16];
+	put_u64(sent, q.changed + q.failed);
+	put_u64(sent + 8, q.failed);
 	s->res->errors = q.changed;   /* await_done turns this into exit 24 */
 	return ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
 }

@@ -75,10 +75,11 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			recv_fail(s, e->path, "write failed", n < 0 ? errno : EIO);
+			int err = n < 0 ? errno : EIO;   /* before anything else can change it */
+			recv_fail(s, e->path, "write failed", err);
 			f->failed = 1;
 			recv_drop_file(f);
-			return errno == ENOSPC ? -ENOSPC : 0;
+			return err == ENOSPC || err == EDQUOT ? -err : 0;
 		}
 		done += (uint32_t)n;
 	}

@@ -375,7 +375,7 @@ def play_sender(scenario):
         pass
     verdict = conn.finish()
     if verdict == 0:
-        send_frame(CTL_SENT, struct.pack(">Q", 0))
+        send_frame(CTL_SENT, struct.pack(">QQ", 0, 0))   # unsent, of them unreadable
     drain()
 
 
