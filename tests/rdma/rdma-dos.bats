@@ -93,13 +93,15 @@ teardown() {
 
 @test "attack (rdma): a stalled receiver (SIGSTOP): rdsend --timeout 2 exits 30 within seconds" {
 	local p; p=$(port)
-	"$RECV" --transport rdma "$p" key >/dev/null 2>"$T/recv.err" &
+	"$RECV" --transport rdma "$p" key >"$T/out" 2>"$T/recv.err" &
 	local rpid=$!
 	sleep 0.5
-	timeout 30 "$SEND" --transport rdma --timeout 2 "$ADDR" "$p" key </dev/zero \
-		2>"$T/send.err" &
+	head -c $((512 << 20)) /dev/zero |
+		timeout 60 "$SEND" --transport rdma --timeout 2 "$ADDR" "$p" key 2>"$T/send.err" &
 	local spid=$!
-	sleep 2
+	# stop it once data flows (connecting takes seconds under emulation)
+	for _ in $(seq 600); do [ -s "$T/out" ] && break; sleep 0.05; done
+	[ -s "$T/out" ]
 	kill -STOP "$rpid"
 	local t0=$SECONDS rc=0
 	wait "$spid" || rc=$?
