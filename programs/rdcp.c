@@ -56,6 +56,9 @@ static const char usage[] =
 "  --index PATH      keep the index in PATH (default: one file per tree in\n"
 "                    $XDG_CACHE_HOME/rdcp, else ~/.cache/rdcp)\n"
 "  --no-index        neither read nor write an index: hash every file\n"
+"  --index-list      list the index files: last used, tree there or gone, size\n"
+"  --index-prune[=DAYS]  remove the index files whose tree is gone or that\n"
+"                    were unused for DAYS days (default 90; runs do it daily)\n"
 "  --threads N       worker threads for walking and hashing (default: CPUs)\n"
 "  -h, --help        this text;  --version  the version\n"
 "\n"
@@ -114,11 +117,14 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
-       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT, OPT_ENCRYPT };
+       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT, OPT_ENCRYPT,
+       OPT_INDEX_LIST, OPT_INDEX_PRUNE };
 static const struct option lo[] = {
 	{ "scan", no_argument, NULL, OPT_SCAN },
 	{ "index", required_argument, NULL, OPT_INDEX },
 	{ "no-index", no_argument, NULL, OPT_NOINDEX },
+	{ "index-list", no_argument, NULL, OPT_INDEX_LIST },
+	{ "index-prune", optional_argument, NULL, OPT_INDEX_PRUNE },
 	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "recursive", no_argument, NULL, 'r' },
 	{ "sync", no_argument, NULL, OPT_SYNC },
@@ -149,6 +155,8 @@ struct cmdline {
 	struct idx_scan_opts so;
 	struct sync_opts o;
 	int scan;                   /* --scan DIR: DIR is the operand */
+	int cache_cmd;              /* OPT_INDEX_LIST or OPT_INDEX_PRUNE */
+	long prune_days;
 	struct sync_rule rules[256];
 };
 
@@ -160,7 +168,19 @@ static int take_opt(int c, struct cmdline *cl)
 	switch (c) {
 	case OPT_SCAN: cl->scan = 1; break;
 	case OPT_INDEX: so->index_path = optarg; break;
-	case OPT_NOINDEX: so->no_index = 1; break;
+	case OPT_NOINDEX: so->no_index = 1; o->flags |= SYNC_F_NO_INDEX; break;
+	case OPT_INDEX_LIST: cl->cache_cmd = c; break;
+	case OPT_INDEX_PRUNE: {
+		char *end = NULL;
+		cl->cache_cmd = c;
+		cl->prune_days = optarg ? strtol(optarg, &end, 10) : IDX_PRUNE_DAYS;
+		if (optarg && (*end || end == optarg || cl->prune_days < 0 ||
+		               cl->prune_days > 100000)) {
+			log_err("--index-prune: expected days, 0..100000, got '%s'", optarg);
+			return RD_EXIT_USAGE;
+		}
+		break;
+	}
 	case OPT_THREADS: {
 		char *end;
 		long n = strtol(optarg, &end, 10);
@@ -235,6 +255,16 @@ int main(int argc, char **argv)
 		int code = take_opt(c, &cl);
 		if (code >= 0)
 			return code;
+	}
+	if (cl.cache_cmd) {
+		struct idx_prune_result pr = { 0 };
+		if (argc != optind) {
+			log_err("--index-list and --index-prune take no SRC, DST or DIR");
+			return RD_EXIT_USAGE;
+		}
+		int rc = cl.cache_cmd == OPT_INDEX_LIST ? idx_cache_list(stdout)
+		         : idx_cache_prune((int)cl.prune_days, stdout, &pr);
+		return rc < 0 ? RD_EXIT_SELECT : pr.errors ? RD_EXIT_FILEIO : RD_EXIT_OK;
 	}
 	if (cl.scan) {
 		if (argc - optind != 1) {

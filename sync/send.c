@@ -405,6 +405,7 @@ static int scan_and_send(struct sstate *s)
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
 	so.only = s->only;
+	so.no_index = (r->flags & SYNC_F_NO_INDEX) != 0;
 	if (r->nrules) {
 		so.skip = sync_filter_skip;
 		so.skip_ctx = r;

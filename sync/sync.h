@@ -31,7 +31,8 @@ enum {
 	SYNC_F_CHECKSUM  = 1 << 8,   /* -c: compare content hashes, not size+mtime */
 	SYNC_F_ITEMIZE   = 1 << 9,   /* -v or -n: report each change */
 	SYNC_F_ENCRYPT   = 1 << 10,  /* --encrypt: seal the data connection (TCP) */
-	SYNC_F_ALL       = (1 << 11) - 1,
+	SYNC_F_NO_INDEX  = 1 << 11,  /* --no-index: neither side reads or writes one */
+	SYNC_F_ALL       = (1 << 12) - 1,
 };
 
 /* --exclude / --include, in command-line order (rules in sync/filter.c) */
