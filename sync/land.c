@@ -437,6 +437,39 @@ void recv_fix_meta(struct rstate *s)
 	free(touched);
 }
 
+/* Delete DST's entry d (its children went first), or, in a dry run, say so. */
+static void delete_one(struct rstate *s, struct idx_entry *d)
+{
+	char shown[4096];
+	log_path(shown, sizeof shown, d->path);
+	if (s->log)
+		fprintf(s->log, "*deleting   %s%s\n", shown, d->type == IDX_DIR ? "/" : "");
+	if (s->r->flags & SYNC_F_DRYRUN) {
+		s->res->deleted++;
+		return;
+	}
+	const char *name;
+	int pd = recv_open_parent(s->root, d->path, &name);
+	int rc = pd < 0 ? -1 : unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0);
+	int err = errno;
+	if (pd >= 0)
+		close(pd);
+	if (rc < 0 && err == ENOTEMPTY && d->type == IDX_DIR) {
+		/* it holds what the scan left out (excluded files, a run's own
+		 * temp files): kept, as rsync keeps it, and not an error */
+		if (s->log)
+			fprintf(s->log, "cannot delete non-empty directory: %s\n", shown);
+		return;
+	}
+	d->flags |= GONE;
+	STAT_ADD(s->actions, 1);
+	if (rc < 0 && err != ENOENT) {
+		recv_fail(s, d->path, "cannot delete", err);
+		return;
+	}
+	s->res->deleted++;
+}
+
 void recv_delete_extra(struct rstate *s)
 {
 	unsigned f = s->r->flags;
@@ -454,30 +487,22 @@ void recv_delete_extra(struct rstate *s)
 		return;
 	}
 	/* deepest first: what the diff found only in DST, in reverse order */
+	long long max = s->r->o ? s->r->o->max_delete : -1;
 	for (size_t k = s->diff.n; k-- > 0;) {
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
 		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
 		if (!*d->path || (d->flags & GONE))
 			continue;
-		if (s->log) {
-			char shown[4096];
-			fprintf(s->log, "*deleting   %s%s\n", log_path(shown, sizeof shown, d->path),
-			        d->type == IDX_DIR ? "/" : "");
-		}
-		s->res->deleted++;
-		if (f & SYNC_F_DRYRUN)
+		if (max >= 0 && s->res->deleted >= (uint64_t)max) {
+			s->del_skipped++;   /* --max-delete: the rest stays (exit 25) */
 			continue;
-		d->flags |= GONE;
-		STAT_ADD(s->actions, 1);
-		const char *name;
-		int pd = recv_open_parent(s->root, d->path, &name);
-		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
-			if (errno != ENOENT)
-				recv_fail(s, d->path, "cannot delete", errno);
-		if (pd >= 0)
-			close(pd);
+		}
+		delete_one(s, d);
 	}
+	if (s->del_skipped)   /* rsync's words */
+		log_err("Deletions stopped due to --max-delete limit (%llu skipped)",
+		        (unsigned long long)s->del_skipped);
 }
 
 /* Remove the temp files an interrupted run left in the directories we know:

@@ -8,9 +8,11 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "sync/recv_int.h"
 
@@ -52,7 +54,14 @@ static void make_dir(struct rstate *s, size_t i)
 	const char *name;
 	int pd = recv_open_parent(s->root, e->path, &name);
 	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
-		recv_fail(s, e->path, RECV_NO_DIR, errno);
+		int err = errno;
+		if (s->mapto && !strcmp(e->path, s->mapto) && !s->res->code) {
+			/* DST itself (rdcp -r A DST): as rsync, exit 11, nothing more */
+			log_err("%s: cannot create the directory: %s", s->r->path, strerror(err));
+			s->res->code = RD_EXIT_FILEIO;
+		} else {
+			recv_fail(s, e->path, RECV_NO_DIR, err);
+		}
 	} else {
 		s->written[i] = 1;
 		STAT_ADD(s->actions, 1);
@@ -111,6 +120,8 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		if (e->type == IDX_DIR) {
 			if (!d && *e->path)
 				make_dir(s, i);
+			if (s->res->code)
+				return -EIO;   /* DST itself could not be made */
 			continue;
 		}
 		if (e->type != IDX_REG)

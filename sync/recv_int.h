@@ -57,6 +57,7 @@ struct rstate {
 	mode_t umask;
 	/* what READY said, and the run's shape */
 	int named;               /* one named entry, not a directory's contents */
+	int mirror;              /* READY_MIRROR: contents of a directory named top */
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
@@ -64,6 +65,7 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	uint64_t del_skipped;    /* deletions --max-delete stopped (exit 25) */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */

@@ -10,6 +10,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "sync/sync_int.h"
 
 #define RD_STR2(x) #x
@@ -86,7 +87,9 @@ int sync_serve(int local)
 	r.tp.encrypt = (o->flags & SYNC_F_ENCRYPT) != 0;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
-		r.announce_addr = "";
+		/* the sender (the client) dials the address its ssh reached us on,
+		 * which it may not know: an ssh_config alias, a ProxyJump */
+		r.announce_addr = local ? "" : rsh_server_addr();
 		/* a local run's sender is on this machine: listen on loopback only,
 		 * and take data connections only from it. Over ssh the data may come
 		 * from another address than ssh's (IPoIB, a jump host): the
