@@ -165,6 +165,13 @@ int sync_client(const struct sync_opts *o)
 			log_err("SRC is empty (''): name a file or directory, e.g. '.'");
 			return RD_EXIT_USAGE;
 		}
+	if (o->index_path) {
+		/* one file cannot be the index of both trees, and a remote side's
+		 * path is not ours to name */
+		log_err("--index PATH names one index, for --scan; a sync has two trees, each "
+		        "with its own index (the default), or none (--no-index)");
+		return RD_EXIT_USAGE;
+	}
 	if (!*o->dst) {   /* as rsync: "Empty destination arg specified", exit 1 */
 		log_err("DST is empty (''): name a directory, e.g. '.'");
 		return RD_EXIT_USAGE;

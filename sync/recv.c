@@ -284,6 +284,7 @@ static int scan_dst(struct rstate *s)
 	struct role *r = s->r;
 	struct idx_stats st;
 	s->so.only = s->only;
+	s->so.no_index = r->o && r->o->no_index;   /* --no-index: both sides */
 	if (r->nrules) {   /* excluded files of DST are neither compared nor deleted */
 		s->so.skip = sync_filter_skip;
 		s->so.skip_ctx = r;

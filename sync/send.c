@@ -428,6 +428,7 @@ static int scan_and_send(struct sstate *s)
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
 	so.only = s->only;
+	so.no_index = r->o && r->o->no_index;   /* --no-index: both sides */
 	if (r->nrules) {
 		so.skip = sync_filter_skip;
 		so.skip_ctx = r;
