@@ -225,7 +225,9 @@ int sync_client(const struct sync_opts *o)
 	int status = 0;
 	reap(pid, &status, res.code != 0 || rc < 0);
 	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
+	if (remote && xs == RD_EXIT_START && r.frames == 0) {
+		code = RD_EXIT_START;   /* the remote shell itself could not run (said) */
+	} else if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
 		/* the remote shell could not run rdcp, or ssh itself failed */
 		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
 		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
