@@ -365,6 +365,7 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		if (!far && d->where == FAR && forward(&a->o, c, d->o.has_arg ? optarg : NULL) < 0)
 			return RD_EXIT_USAGE;
 	}
+	a->o.tp.encrypt = (a->o.flags & SYNC_F_ENCRYPT) != 0;
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
 	return -1;
