@@ -437,6 +437,29 @@ void recv_fix_meta(struct rstate *s)
 	free(touched);
 }
 
+/* Is DST's path part of what the sender sent: is its nearest ancestor in
+ * the sender's manifest a directory of it? Several named SRCs (rdcp -r A B
+ * DST) send no root: the rest of DST is not theirs to delete, as rsync. */
+static int in_transfer(const struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	int in = 0;
+	while (p) {
+		char *slash = strrchr(p, '/');
+		if (slash)
+			*slash = '\0';
+		else
+			*p = '\0';
+		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
+		if (e || !*p) {
+			in = e && e->type == IDX_DIR;
+			break;
+		}
+	}
+	free(p);
+	return in;
+}
+
 void recv_delete_extra(struct rstate *s)
 {
 	unsigned f = s->r->flags;
@@ -458,7 +481,7 @@ void recv_delete_extra(struct rstate *s)
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
 		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
-		if (!*d->path || (d->flags & GONE))
+		if (!*d->path || (d->flags & GONE) || !in_transfer(s, d->path))
 			continue;
 		if (s->log) {
 			char shown[4096];

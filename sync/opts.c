@@ -400,7 +400,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
 		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
 		{ o->json ? o : NULL, "--json" },
-		{ o->nsrc > 1 ? o : NULL, "more than one SRC" },
 	};
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (o->flags & later[i].flag) {

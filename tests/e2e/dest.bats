@@ -1,0 +1,94 @@
+#!/usr/bin/env bats
+# What lands and what goes (issue 11): several SRCs, --mkpath, --delete-
+# before/after, backups, --link-dest, --bwlimit, --remove-source-files.
+# Each test runs rsync with the same flags on the same tree as the
+# reference, and compares (rsync -anciH --delete A/ B/ prints nothing when
+# B matches A), locally and through the remote shell (push and pull).
+load helpers
+
+# run_in MODE OPTS... -- SRC... DST: rdcp with every SRC on the "remote"
+# side for pull, DST on it for push
+run_in() {
+	local mode=$1 opts=() srcs=() a; shift
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	while [ $# -gt 1 ]; do srcs+=("$1"); shift; done
+	local dst=$1
+	case $mode in
+	local) "$RDCP" "${opts[@]}" "${srcs[@]}" "$dst" ;;
+	push) "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${opts[@]}" "${srcs[@]}" "localhost:$dst" ;;
+	pull) for a in "${srcs[@]}"; do opts+=("localhost:$a"); done
+	      "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" "${opts[@]}" "$dst" ;;
+	esac
+}
+
+mk_srcs() {
+	cd "$T"
+	mkdir -p A/sub d1/x/a d2/x/b B d1 d2
+	echo a >A/fa; echo s >A/sub/s; echo b >B/fb; echo top >file
+	echo one >d1/x/f; echo two >d2/x/f; echo y >d1/y; mkdir d2/y; echo in >d2/y/z
+	head -c 200000 /dev/urandom >B/big
+	chmod 700 B
+	touch -d '2020-01-01' A/fa
+}
+
+several() {
+	local mode=$1
+	mk_srcs
+	rsync -a A B/ file d1/x d2/x d1/y d2/y ref
+	run run_in "$mode" -a -- A B/ file d1/x d2/x d1/y d2/y out
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same ref out
+	# a duplicate name keeps the first SRC's file, a directory over a file
+	[ "$(cat out/x/f)" = one ] && [ -d out/y ] && [ -f out/y/z ]
+}
+@test "several SRC: names and contents merge as rsync's (local)" { several local; }
+@test "several SRC: names and contents merge as rsync's (push)" { several push; }
+@test "several SRC: names and contents merge as rsync's (pull)" { several pull; }
+
+several_delete() {
+	local mode=$1
+	mk_srcs
+	mkdir -p out/A/old/deep out/other; echo s >out/A/stale; echo s >out/A/old/deep/x
+	echo k >out/keep
+	cp -a out ref
+	rsync -a --delete A file ref/
+	run run_in "$mode" -a --delete -- A file out/
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same ref out
+	# only what was sent is mirrored: the rest of DST is not SRC's to delete
+	[ -f out/keep ] && [ -d out/other ] && [ ! -e out/A/stale ] && [ ! -e out/A/old ]
+	# with a SRC's contents the root is sent, and DST's top is mirrored too
+	rsync -a --delete A B/ ref/
+	run_in "$mode" -a --delete -- A B/ out/
+	same ref out
+	[ ! -e out/keep ]
+}
+@test "several SRC: --delete stays inside what was sent, as rsync (local)" { several_delete local; }
+@test "several SRC: --delete stays inside what was sent, as rsync (push)" { several_delete push; }
+@test "several SRC: --delete stays inside what was sent, as rsync (pull)" { several_delete pull; }
+
+@test "several SRC: a missing one is said, the others copied, exit 23 as rsync" {
+	mk_srcs
+	run rsync -a A nothere file ref
+	[ "$status" -eq 23 ]
+	run "$RDCP" -a A nothere file out
+	echo "$output"
+	[ "$status" -eq 23 ]
+	[[ "$output" == *"nothere: No such file or directory"* ]]
+	same ref out
+}
+
+@test "several SRC: local and remote SRCs mixed are refused" {
+	mk_srcs
+	run "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" -a A localhost:B out
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"every SRC must be on the same side"*"'A' and 'localhost:B'"* ]]
+	[ ! -e out ]
+	run "$RDCP" -e "$LRSH" --rdcp-path "$RDCP" -a h1:A h2:B out
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"every SRC must be on the same side"* ]]
+}
