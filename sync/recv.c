@@ -161,10 +161,16 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	size_t len = strlen(dst);
 	int slash = len > 1 && dst[len - 1] == '/';
 	*only = *mapto = NULL;
+	int mkpath = (s->r->flags & SYNC_F_MKPATH) && !dry;
 	if (!named || isdir || slash) {
-		if (!exists && !dry && mkdir(dst, 0777) < 0 && errno != EEXIST) {
-			log_err("%s: cannot create: %s", dst, strerror(errno));
-			return -errno;
+		if (!exists && mkpath && sync_mkpath(dst) < 0)
+			return -EIO;
+		if (!exists && !dry && !mkpath && mkdir(dst, 0777) < 0 && errno != EEXIST) {
+			/* as rsync: exit 11 (its parent is missing: --mkpath makes it) */
+			int err = errno;
+			log_err("%s: cannot create: %s%s", dst, strerror(err),
+			        err == ENOENT ? " (--mkpath creates missing parents)" : "");
+			return -EIO;
 		}
 		if (exists && !isdir) {
 			log_err("%s: not a directory", dst);
@@ -188,6 +194,9 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	*only = strdup(base);
 	*mapto = strdup(base);
 	free(copy);
+	if (mkpath && s->root_path && access(s->root_path, F_OK) < 0 &&
+	    sync_mkpath(s->root_path) < 0)
+		return -EIO;
 	if (exists && is_dir && !isdir) {
 		/* replacing a file by a directory: the plan handles the type change */
 	}
@@ -260,7 +269,7 @@ static int read_ready(struct rstate *s)
 	if (!s->top)
 		return -ENOMEM;
 	if ((rc = choose_root(s, s->named, c->buf[1], s->top, &s->only, &s->mapto)) < 0)
-		s->res->code = RD_EXIT_SELECT;
+		s->res->code = rc == -EIO ? RD_EXIT_FILEIO : RD_EXIT_SELECT;
 	return rc;
 }
 

@@ -82,6 +82,8 @@ void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int fin
 /* sync/fs.c: open path beneath root (an fd of a tree's root) without
  * following any symlink or leaving the tree; "" is root itself (a dup). */
 int sync_open_beneath(int root, const char *path, int flags);
+/* sync/fs.c: mkdir -p path (--mkpath); 0 or a negative errno (said). */
+int sync_mkpath(const char *path);
 /* sync/fs.c: lock the tree at rootfd for this run (writer: exclusive, the
  * receiver; else shared, the sender), never waiting. 0, or -EWOULDBLOCK when
  * another run holds it (said, naming path), or another error (said). */

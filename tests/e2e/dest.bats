@@ -92,3 +92,40 @@ several_delete() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"every SRC must be on the same side"* ]]
 }
+
+# --mkpath: DST's missing parents are made; without it a missing parent is
+# rsync's error with rsync's exit code (11 when DST is a directory to make,
+# 3 when DST names the copy). Each case as rsync does it, in ref/.
+mkpath() {
+	local mode=$1 args want
+	mk_srcs
+	while read -r want args; do
+		rm -rf ref out; mkdir ref out
+		local a=($args) srcs=() opts=() k rrc=0
+		for ((k = 0; k < ${#a[@]} - 1; k++)); do
+			case ${a[k]} in -*) opts+=("${a[k]}") ;; *) srcs+=("$T/${a[k]}") ;; esac
+		done
+		rsync "${opts[@]}" "${srcs[@]}" "ref/${a[-1]}" 2>/dev/null || rrc=$?
+		[ "$rrc" -eq "$want" ]   # the reference itself
+		run run_in "$mode" "${opts[@]}" -- "${srcs[@]}" "$T/out/${a[-1]}"
+		echo "rdcp $args: $status: $output"
+		[ "$status" -eq "$want" ]
+		# (the parents made are not part of the copy: their mtimes are now)
+		if [ "$want" -eq 0 ]; then [ -z "$(rsync -anciHO --delete ref/ out/)" ]
+		else [ -z "$(ls -A out)" ]; fi
+		[ "$want" -ne 11 ] || [[ "$output" == *"cannot create: No such file or directory (--mkpath"* ]]
+	done <<-'CASES'
+	11 -r A new/sub/
+	11 -r A/ new/sub
+	3 file new/sub/f2
+	11 -r A file new/sub
+	0 -a --mkpath A new/sub/
+	0 -a --mkpath A/ new/sub
+	0 -a --mkpath file new/sub/f2
+	0 -a --mkpath file new/sub/
+	0 -a --mkpath A file new/deeper/sub
+	CASES
+}
+@test "--mkpath makes DST's parents; without it a missing parent fails as rsync (local)" { mkpath local; }
+@test "--mkpath makes DST's parents; without it a missing parent fails as rsync (push)" { mkpath push; }
+@test "--mkpath makes DST's parents; without it a missing parent fails as rsync (pull)" { mkpath pull; }
