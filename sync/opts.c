@@ -202,7 +202,8 @@ static unsigned flag_of(int c)
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
 	case 'x': return SYNC_F_ONE_FS;
 	case 'n': return SYNC_F_DRYRUN | SYNC_F_ITEMIZE;
-	case OPT_DELETE: case OPT_DELETE_DURING: return SYNC_F_DELETE;
+	case OPT_DELETE: return SYNC_F_DELETE;
+	case OPT_DELETE_DURING: return SYNC_F_DELETE | SYNC_F_DELETE_DURING;
 	case OPT_DELETE_BEFORE: return SYNC_F_DELETE | SYNC_F_DELETE_BEFORE;
 	case OPT_DELETE_AFTER: return SYNC_F_DELETE | SYNC_F_DELETE_AFTER;
 	case OPT_DELETE_EXCLUDED: return SYNC_F_DELETE | SYNC_F_DELETE_EXCLUDED;
@@ -380,8 +381,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_UPDATE, "-u/--update" },
 		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
 		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
-		{ SYNC_F_DELETE_BEFORE, "--delete-before" },
-		{ SYNC_F_DELETE_AFTER, "--delete-after" },
 		{ SYNC_F_DELETE_EXCLUDED, "--delete-excluded" },
 		{ SYNC_F_BACKUP, "-b/--backup" },
 		{ SYNC_F_REMOVE_SOURCE, "--remove-source-files" },
@@ -400,6 +399,12 @@ int sync_opts_check(const struct sync_opts *o)
 		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
 		{ o->json ? o : NULL, "--json" },
 	};
+	unsigned when = o->flags & (SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
+	                            SYNC_F_DELETE_DURING);
+	if (when & (when - 1)) {   /* rsync's rule and words */
+		log_err("you may not combine multiple --delete-WHEN options");
+		return RD_EXIT_USAGE;
+	}
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (o->flags & later[i].flag) {
 			log_err("%s is not implemented yet", later[i].name);

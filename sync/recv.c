@@ -332,6 +332,11 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	int rc = recv_plan(s, &s->want, &s->nwant);
 	if (rc < 0)
 		return rc;
+	/* --delete-before: room made before any data comes (the sender waits
+	 * for the plan); what the sender could not read is known, what will
+	 * fail later cannot be */
+	if (s->r->flags & SYNC_F_DELETE_BEFORE)
+		recv_delete_extra(s);
 	uint8_t *pl = malloc(4 + (size_t)s->nwant * 4);
 	if (!pl)
 		return -ENOMEM;
@@ -422,7 +427,8 @@ static int receive(struct rstate *s)
 		return rc;
 	/* 6. links, deletions, metadata, and the index for next time */
 	recv_make_links(s);
-	recv_delete_extra(s);
+	if (!(s->r->flags & SYNC_F_DELETE_BEFORE))
+		recv_delete_extra(s);   /* after the data, --delete-after and -during too */
 	recv_fix_meta(s);
 	/* the scan stored what DST held; only a changed DST needs it again */
 	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions)

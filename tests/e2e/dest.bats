@@ -129,3 +129,45 @@ mkpath() {
 @test "--mkpath makes DST's parents; without it a missing parent fails as rsync (local)" { mkpath local; }
 @test "--mkpath makes DST's parents; without it a missing parent fails as rsync (push)" { mkpath push; }
 @test "--mkpath makes DST's parents; without it a missing parent fails as rsync (pull)" { mkpath pull; }
+
+# A 1 MiB disk holding 700 KB that SRC no longer has, and SRC's new 700 KB:
+# both fit only if the old go first.
+small_disk() {
+	mkdir -p "$T/src" "$1"
+	mount -t tmpfs -o size=1m tmpfs "$1"
+	mkdir "$1/old"
+	for i in 1 2 3 4 5 6 7; do head -c 100000 /dev/urandom >"$1/old/f$i"; done
+	[ -e "$T/src/n7" ] ||
+		for i in 1 2 3 4 5 6 7; do head -c 100000 /dev/urandom >"$T/src/n$i"; done
+}
+
+delete_before() {
+	local mode=$1
+	small_disk "$T/ref"
+	rsync -a --delete-before "$T/src/" "$T/ref/"
+	small_disk "$T/dst"
+	run run_in "$mode" -a --delete-before -- "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same "$T/src" "$T/dst"
+	same "$T/ref" "$T/dst"
+}
+@test "--delete-before: the old go before the data, so a full disk takes the new (local)" { delete_before local; }
+@test "--delete-before: the old go before the data, so a full disk takes the new (push)" { delete_before push; }
+@test "--delete-before: the old go before the data, so a full disk takes the new (pull)" { delete_before pull; }
+
+@test "--delete-after and --delete-during: after the data (the full disk fails, exit 11, nothing deleted)" {
+	local when
+	for when in --delete-after --delete-during --delete; do
+		small_disk "$T/dst"
+		run "$RDCP" -a "$when" "$T/src/" "$T/dst"
+		echo "$when: $output"
+		[ "$status" -eq 11 ]
+		[[ "$output" == *"No space left on device"* ]]
+		[ "$(ls "$T/dst/old" | wc -l)" -eq 7 ]
+		umount "$T/dst"; rm -rf "$T/dst"
+	done
+	run "$RDCP" -a --delete-before --delete-after "$T/src/" "$T/dst"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"you may not combine multiple --delete-WHEN options"* ]]
+}
