@@ -382,7 +382,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
 		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
 		{ SYNC_F_DELETE_EXCLUDED, "--delete-excluded" },
-		{ SYNC_F_BACKUP, "-b/--backup" },
 		{ SYNC_F_REMOVE_SOURCE, "--remove-source-files" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
@@ -403,6 +402,15 @@ int sync_opts_check(const struct sync_opts *o)
 	                            SYNC_F_DELETE_DURING);
 	if (when & (when - 1)) {   /* rsync's rule and words */
 		log_err("you may not combine multiple --delete-WHEN options");
+		return RD_EXIT_USAGE;
+	}
+	if (o->backup_suffix && strchr(o->backup_suffix, '/')) {
+		log_err("--suffix cannot contain slashes: %s", o->backup_suffix);
+		return RD_EXIT_USAGE;
+	}
+	if ((o->flags & SYNC_F_BACKUP) && !o->backup_dir && o->backup_suffix &&
+	    !*o->backup_suffix) {
+		log_err("--suffix cannot be empty without --backup-dir");
 		return RD_EXIT_USAGE;
 	}
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)

@@ -329,8 +329,12 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 {
 	if (s->root < 0)
 		s->root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);   /* dry run into nothing */
-	int rc = recv_plan(s, &s->want, &s->nwant);
-	if (rc < 0)
+	int rc = recv_backup_start(s);
+	if (rc < 0) {
+		s->res->code = RD_EXIT_FILEIO;
+		return rc;
+	}
+	if ((rc = recv_plan(s, &s->want, &s->nwant)) < 0)
 		return rc;
 	/* --delete-before: room made before any data comes (the sender waits
 	 * for the plan); what the sender could not read is known, what will
@@ -457,6 +461,9 @@ static void rstate_free(struct rstate *s)
 	free(s->top);
 	free(s->root_path);
 	free(s->cdir);
+	free(s->bprotect);
+	if (s->bfd >= 0)
+		close(s->bfd);
 	if (s->cfd >= 0)
 		close(s->cfd);
 	if (s->root >= 0)
@@ -467,7 +474,7 @@ static void rstate_free(struct rstate *s)
 
 int sync_receiver(struct role *r, struct sync_result *res)
 {
-	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1,
+	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1, .bfd = -1,
 	                    .mu = PTHREAD_MUTEX_INITIALIZER,
 	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);

@@ -171,3 +171,76 @@ delete_before() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"you may not combine multiple --delete-WHEN options"* ]]
 }
+
+mk_backup_src() {
+	mkdir -p "$T/src/sub"
+	echo v1 >"$T/src/a"; echo v1 >"$T/src/sub/b"; echo v1 >"$T/src/gone"
+	head -c 300000 /dev/urandom >"$T/src/big"
+	ln -s t1 "$T/src/ln"; echo same >"$T/src/same"; mkdir "$T/src/dir2file"
+	echo in >"$T/src/dir2file/x"
+}
+# v2: a, sub/b, big and ln changed, gone deleted; with --backup-dir
+# ($D2F set) dir2file a file now (with -b alone rsync cannot: its NAME~
+# backups keep the directory from being removed, and so does rdcp)
+change_backup_src() {
+	echo v2 >"$T/src/a"; echo v2 >"$T/src/sub/b"; rm "$T/src/gone"
+	head -c 300000 /dev/urandom >"$T/src/big"
+	ln -sfn t2 "$T/src/ln"
+	touch -d '2022-02-02' "$T/src/a" "$T/src/sub/b" "$T/src/big"
+	[ -z "$D2F" ] || { rm -r "$T/src/dir2file"; echo f >"$T/src/dir2file"; }
+}
+# rsync's result in ref, rdcp's in dst; directory times aside (rsync does
+# not set a directory's mtime back after making a backup in it; rdcp does)
+backup_vs_rsync() {
+	local mode=$1; shift
+	mk_backup_src
+	rsync -a "$T/src/" "$T/ref"
+	run_in "$mode" -a -- "$T/src/" "$T/dst"
+	change_backup_src
+	rsync -a "$@" "$T/src/" "$T/ref"
+	run run_in "$mode" -a "$@" -- "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$(rsync -anciHO --delete "$T/ref/" "$T/dst/")" ]
+}
+
+backup_suffix() {
+	backup_vs_rsync "$1" -b --delete
+	[ "$(cat "$T/dst/a~")" = v1 ] && [ "$(cat "$T/dst/sub/b~")" = v1 ]
+	[ "$(cat "$T/dst/gone~")" = v1 ] && [ "$(readlink "$T/dst/ln~")" = t1 ]
+	[ -z "$(rsync -anciHO --delete --exclude='*~' "$T/src/" "$T/dst/")" ]
+	# again: the backups are replaced, and --delete leaves *~ alone (rsync's
+	# protect rule)
+	echo v3 >"$T/src/a"; touch -d '2023-03-03' "$T/src/a"
+	rsync -a -b --delete "$T/src/" "$T/ref"
+	run_in "$1" -a -b --delete -- "$T/src/" "$T/dst"
+	[ "$(cat "$T/dst/a~")" = v2 ] && [ -e "$T/dst/gone~" ]
+	[ -z "$(rsync -anciHO --delete "$T/ref/" "$T/dst/")" ]
+}
+@test "-b: what is replaced or deleted is kept as NAME~, as rsync (local)" { backup_suffix local; }
+@test "-b: what is replaced or deleted is kept as NAME~, as rsync (push)" { backup_suffix push; }
+@test "-b: what is replaced or deleted is kept as NAME~, as rsync (pull)" { backup_suffix pull; }
+
+backup_dir() {
+	D2F=1 backup_vs_rsync "$1" --delete --backup-dir=bk --suffix=.old
+	[ "$(cat "$T/dst/bk/a.old")" = v1 ] && [ "$(cat "$T/dst/bk/sub/b.old")" = v1 ]
+	[ "$(cat "$T/dst/bk/dir2file/x.old")" = in ] && [ -f "$T/dst/dir2file" ]
+	[ "$(cat "$T/dst/bk/gone.old")" = v1 ] && [ ! -e "$T/dst/a.old" ]
+	# an absolute --backup-dir outside DST, no suffix
+	echo v3 >"$T/src/a"; touch -d '2023-03-03' "$T/src/a"
+	run_in "$1" -a --backup-dir="$T/bk2" -- "$T/src/" "$T/dst"
+	[ "$(cat "$T/bk2/a")" = v2 ] && [ "$(cat "$T/dst/a")" = v3 ]
+	[ -z "$(ls -A "$T/bk2" | grep -v '^a$')" ]
+}
+@test "--backup-dir (relative to DST, kept from --delete), --suffix, as rsync (local)" { backup_dir local; }
+@test "--backup-dir (relative to DST, kept from --delete), --suffix, as rsync (push)" { backup_dir push; }
+@test "--backup-dir (relative to DST, kept from --delete), --suffix, as rsync (pull)" { backup_dir pull; }
+
+@test "--suffix: empty without --backup-dir, or with a '/', refused as rsync" {
+	mkdir "$T/src"
+	run "$RDCP" -r -b --suffix= "$T/src/" "$T/dst"
+	[ "$status" -eq 1 ] && [[ "$output" == *"--suffix cannot be empty without --backup-dir"* ]]
+	run "$RDCP" -r -b --suffix=a/b "$T/src/" "$T/dst"
+	[ "$status" -eq 1 ] && [[ "$output" == *"--suffix cannot contain slashes"* ]]
+	[ ! -e "$T/dst" ]
+}
