@@ -393,7 +393,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ o->exclude_from, "--exclude-from" }, { o->include_from, "--include-from" },
 		{ o->files_from, "--files-from" }, { o->min_size_arg, "--min-size" },
 		{ o->max_size_arg, "--max-size" }, { o->bwlimit_arg, "--bwlimit" },
-		{ o->nlink_dest ? o : NULL, "--link-dest" },
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
 		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
 		{ o->json ? o : NULL, "--json" },

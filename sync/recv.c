@@ -334,6 +334,7 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 		s->res->code = RD_EXIT_FILEIO;
 		return rc;
 	}
+	recv_link_dest_start(s);
 	if ((rc = recv_plan(s, &s->want, &s->nwant)) < 0)
 		return rc;
 	/* --delete-before: room made before any data comes (the sender waits
@@ -464,6 +465,8 @@ static void rstate_free(struct rstate *s)
 	free(s->bprotect);
 	if (s->bfd >= 0)
 		close(s->bfd);
+	for (int k = 0; k < s->nld; k++)
+		close(s->ldfd[k]);
 	if (s->cfd >= 0)
 		close(s->cfd);
 	if (s->root >= 0)

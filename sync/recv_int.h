@@ -67,6 +67,8 @@ struct rstate {
 	int bfd;                 /* --backup-dir, open (-1: none) */
 	char *bprotect;          /* --backup-dir as a path of DST, if it is one */
 	const char *bsuffix;     /* the backups' suffix */
+	int ldfd[SYNC_MAX_LINK_DEST];   /* --link-dest directories, open */
+	int nld;
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -131,6 +133,14 @@ int  recv_backup(struct rstate *s, int dirfd, const char *name, const char *path
 /* 1 when --delete must leave path alone: the backup directory, or with -b
  * alone a name ending in the suffix (rsync's protect rules). */
 int  recv_backup_protected(const struct rstate *s, const char *path);
+
+/* linkdest.c: --link-dest. start: before the plan, open each DIR (one
+ * that cannot be opened is said and left out). recv_link_dest: sm entry i,
+ * which the plan would fetch (exists: DST has a file by its name), hard-
+ * linked from the first DIR holding the same file; 1 when it was (or, in a
+ * dry run, would be), 0 when it must be fetched. */
+void recv_link_dest_start(struct rstate *s);
+int  recv_link_dest(struct rstate *s, size_t i, int exists);
 
 /* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
  * phase without a network, on an rstate the test planned with recv_plan().

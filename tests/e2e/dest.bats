@@ -244,3 +244,58 @@ backup_dir() {
 	[ "$status" -eq 1 ] && [[ "$output" == *"--suffix cannot contain slashes"* ]]
 	[ ! -e "$T/dst" ]
 }
+
+# Two nightly snapshots: the second links what did not change from the
+# first (same inode), and gets its own copy of what did; as rsync's.
+link_dest() {
+	local mode=$1; shift
+	mkdir -p "$T/src/sub" "$T/snap" "$T/rsnap"
+	echo same >"$T/src/same"; echo same >"$T/src/sub/same2"; : >"$T/src/empty"
+	head -c 300000 /dev/urandom >"$T/src/big"
+	echo old >"$T/src/changed"; echo old >"$T/src/mode"; chmod 644 "$T/src/mode"
+	run_in "$mode" -a "$@" -- "$T/src/" "$T/snap/day1"
+	rsync -a "$@" "$T/src/" "$T/rsnap/day1"
+	echo new! >"$T/src/changed"; chmod 600 "$T/src/mode"; echo add >"$T/src/added"
+	run run_in "$mode" -a "$@" --link-dest=../day1 -- "$T/src/" "$T/snap/day2"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	rsync -a "$@" --link-dest=../day1 "$T/src/" "$T/rsnap/day2"
+	same "$T/src" "$T/snap/day2"
+	local f i1 i2
+	for f in same sub/same2 empty big; do
+		i1=$(stat -c %i "$T/snap/day1/$f"); i2=$(stat -c %i "$T/snap/day2/$f")
+		[ "$i1" = "$i2" ] || { echo "$f not linked"; return 1; }
+	done
+	for f in changed mode; do   # content, or a kept attribute, differs
+		i1=$(stat -c %i "$T/snap/day1/$f"); i2=$(stat -c %i "$T/snap/day2/$f")
+		[ "$i1" != "$i2" ] || { echo "$f linked"; return 1; }
+	done
+	[ "$(cat "$T/snap/day1/changed")" = old ]
+	# the same files are links in rsync's snapshots
+	diff <(cd "$T/rsnap/day2" && find . -type f -links 2 | sort) \
+	     <(cd "$T/snap/day2" && find . -type f -links 2 | sort)
+}
+@test "--link-dest: nightly snapshots share unchanged files' inodes, as rsync's (local)" { link_dest local; }
+@test "--link-dest: nightly snapshots share unchanged files' inodes, as rsync's (push)" { link_dest push; }
+@test "--link-dest: nightly snapshots share unchanged files' inodes, as rsync's (pull)" { link_dest pull; }
+@test "--link-dest with -c: content decides (mtime kept aside without -t)" {
+	mkdir -p "$T/src"
+	echo same >"$T/src/f"; echo diff >"$T/src/g"
+	"$RDCP" -r "$T/src/" "$T/day1"
+	echo DIFF >"$T/day1/g"
+	run "$RDCP" -r -c --link-dest="$T/day1" "$T/src/" "$T/day2"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %i "$T/day1/f")" = "$(stat -c %i "$T/day2/f")" ]
+	[ "$(stat -c %i "$T/day1/g")" != "$(stat -c %i "$T/day2/g")" ]
+	[ "$(cat "$T/day2/g")" = diff ]
+	rsync -r -c --link-dest="$T/day1" "$T/src/" "$T/rday2"
+	[ "$(stat -c %h "$T/rday2/f")" -eq 3 ] && [ "$(stat -c %h "$T/rday2/g")" -eq 1 ]
+}
+@test "--link-dest: a DIR that does not exist is said and left out" {
+	mkdir -p "$T/src"; echo x >"$T/src/f"
+	run "$RDCP" -a --link-dest=../nothere "$T/src/" "$T/day2"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"--link-dest "*"nothere: No such file or directory (not used)"* ]]
+	cmp "$T/src/f" "$T/day2/f"
+}
