@@ -82,6 +82,7 @@ struct sync_opts {
 	struct tp_opts tp;          /* kind, streams */
 	long long max_delete;       /* --max-delete, -1: no limit */
 	const char *min_size_arg, *max_size_arg, *bwlimit_arg;   /* as typed */
+	uint64_t bwlimit;           /* --bwlimit in bytes/s, 0: none */
 	const char *chown, *chmod;
 	const char *link_dest[SYNC_MAX_LINK_DEST];
 	int nlink_dest;

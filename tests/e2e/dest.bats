@@ -299,3 +299,28 @@ link_dest() {
 	[[ "$output" == *"--link-dest "*"nothere: No such file or directory (not used)"* ]]
 	cmp "$T/src/f" "$T/day2/f"
 }
+
+# --bwlimit: a lower bound only, with a wide margin (8 MiB at 4 MiB/s is
+# 2 s paced; a loaded machine may take longer, never shorter).
+bwlimit() {
+	mkdir -p "$T/src"
+	head -c $((6 << 20)) /dev/urandom >"$T/src/big"
+	for i in $(seq 32); do head -c 65536 /dev/urandom >"$T/src/s$i"; done   # 2 MiB archive
+	local t0 t1
+	t0=$(date +%s%N)
+	run run_in "$1" -a --bwlimit=4M -- "$T/src/" "$T/dst"
+	t1=$(date +%s%N)
+	echo "$output; $(( (t1 - t0) / 1000000 )) ms"
+	[ "$status" -eq 0 ]
+	same "$T/src" "$T/dst"
+	[ $(( (t1 - t0) / 1000000 )) -ge 1500 ]
+}
+@test "--bwlimit=4M: 8 MiB take at least 1.5 s (local)" { bwlimit local; }
+@test "--bwlimit=4M: 8 MiB take at least 1.5 s (pull: the far side paces)" { bwlimit pull; }
+@test "--bwlimit: rsync's syntax; a bad rate refused" {
+	mkdir "$T/src"
+	run "$RDCP" -r --bwlimit=4X "$T/src/" "$T/dst"
+	[ "$status" -eq 1 ] && [[ "$output" == *"--bwlimit: expected a rate in KiB/s"*"got '4X'"* ]]
+	[ ! -e "$T/dst" ]
+	for r in 0 100 1.5M 4MB 4MiB 2g 512b; do "$RDCP" -r --bwlimit=$r "$T/src/" "$T/dst"; done
+}
