@@ -416,7 +416,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
 		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
 		{ SYNC_F_DELETE_EXCLUDED, "--delete-excluded" },
-		{ SYNC_F_REMOVE_SOURCE, "--remove-source-files" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },

@@ -435,6 +435,8 @@ static int receive(struct rstate *s)
 	if (!(s->r->flags & SYNC_F_DELETE_BEFORE))
 		recv_delete_extra(s);   /* after the data, --delete-after and -during too */
 	recv_fix_meta(s);
+	if ((s->r->flags & SYNC_F_REMOVE_SOURCE) && !(s->r->flags & SYNC_F_DRYRUN))
+		recv_send_landed(s);
 	/* the scan stored what DST held; only a changed DST needs it again */
 	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions)
 		recv_save_index(s);

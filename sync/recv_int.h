@@ -142,6 +142,10 @@ int  recv_backup_protected(const struct rstate *s, const char *path);
 void recv_link_dest_start(struct rstate *s);
 int  recv_link_dest(struct rstate *s, size_t i, int exists);
 
+/* remove.c: --remove-source-files: tell the sender (CTL_LANDED) which of
+ * its non-directories DST now holds, landed this run or already there. */
+void recv_send_landed(struct rstate *s);
+
 /* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
  * phase without a network, on an rstate the test planned with recv_plan().
  * recv_fuzz_chunk: one message as take_chunk() takes it from the transport

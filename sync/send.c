@@ -125,6 +125,7 @@ struct sendq {
 	uint64_t off;            /* its next chunk */
 	uint32_t bad;            /* a file whose read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
+	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 };
 
 /* The directory entry i's path is relative to. */
@@ -201,6 +202,8 @@ static int send_next(struct sendq *q, int drop)
 	if (c->last) {
 		close(c->j.fd);
 		q->files_done++;
+		if (q->sent && !drop && c->file != q->bad && rc == 0)
+			q->sent[c->file] = 1;
 	}
 	return rc;
 }
@@ -226,6 +229,8 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	int rc = packer_add(pk, i, buf, e->size);
 	if (rc == 0)
 		q->res->bytes += e->size;
+	if (rc == 0 && q->sent)
+		q->sent[i] = 1;
 	return rc;
 }
 
@@ -316,8 +321,9 @@ static int take_result(const uint8_t *p, struct sync_result *res)
 	return -EPROTO;
 }
 
-/* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE. */
-static int await_done(struct role *r, struct sync_result *res)
+/* Read CTL_LOG lines (printing them) and CTL_LANDED (removing what it
+ * names, rm) until the receiver's CTL_DONE. */
+static int await_done(struct role *r, struct sync_result *res, struct src_remover *rm)
 {
 	for (;;) {
 		uint8_t type;
@@ -327,6 +333,11 @@ static int await_done(struct role *r, struct sync_result *res)
 			return rc;
 		if (type == CTL_LOG) {
 			print_log(r->ctl->buf, n);
+			continue;
+		}
+		if (type == CTL_LANDED) {
+			if ((rc = landed_take(rm, r->ctl->buf, n)) < 0)
+				return rc;
 			continue;
 		}
 		if (type == CTL_ERROR) {
@@ -357,6 +368,8 @@ struct sstate {
 	uint32_t *plan, nplan;   /* what the receiver asked for */
 	struct tp_session *ts;
 	int lockfd;              /* SRC's root, locked shared for the run */
+	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
+	struct src_remover rm;
 };
 
 /* Several SRCs: READY for a directory's contents, then their entries,
@@ -443,7 +456,7 @@ static int read_plan(struct sstate *s)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_LOG) {   /* its reasons, then its DONE */
 		print_log(c->buf, n);
-		rc = await_done(s->r, s->res);
+		rc = await_done(s->r, s->res, &s->rm);
 		return rc < 0 ? rc : 1;
 	}
 	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4) {
@@ -541,7 +554,8 @@ static int send_data(struct sstate *s)
 	if (rootfd < 0 && !s->ss.n)
 		return -errno;
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
-	                   .m = &s->m, .res = s->res, .fd = -1, .bad = UINT32_MAX };
+	                   .m = &s->m, .res = s->res, .fd = -1, .bad = UINT32_MAX,
+	                   .sent = s->sent };
 	int rc = send_all(&q, s->plan, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)
@@ -569,19 +583,29 @@ static int sender_run(struct sstate *s)
 		return 1;   /* the receiver stopped early: its reason came first */
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
+	/* --remove-source-files: what the receiver may say landed (remove.c) */
+	s->rm = (struct src_remover){ .on = (s->r->flags & SYNC_F_REMOVE_SOURCE) != 0,
+	                              .m = &s->m, .plan = s->plan, .nplan = s->nplan,
+	                              .root = -1, .ss = &s->ss, .last = -1 };
+	if (s->rm.on && !s->ss.n)
+		s->rm.root = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->rm.on && !(s->rm.sent = s->sent = calloc(s->m.n ? s->m.n : 1, 1)))
+		return -ENOMEM;
 	if (s->nplan) {
 		test_pause();
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}
-	rc = await_done(s->r, s->res);
+	rc = await_done(s->r, s->res, &s->rm);
 	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;
+	if (s->rm.errors && !s->res->code)
+		s->res->code = RD_EXIT_PARTIAL;   /* a source file could not be removed */
 	return rc;
 }
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res, .lockfd = -1 };
+	struct sstate s = { .r = r, .res = res, .lockfd = -1, .rm = { .root = -1 } };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
 	if (rc < 0 && !res->code)
@@ -590,6 +614,9 @@ int sync_sender(struct role *r, struct sync_result *res)
 	if (s.lockfd >= 0)
 		close(s.lockfd);
 	free(s.plan);
+	free(s.sent);
+	if (s.rm.root >= 0)
+		close(s.rm.root);
 	free(s.root);
 	free(s.only);
 	srcs_free(&s.ss);

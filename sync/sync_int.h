@@ -113,6 +113,22 @@ int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64
 int  srcs_root(const struct srcset *ss, size_t i);
 void srcs_free(struct srcset *ss);
 
+/* sync/remove.c: --remove-source-files on the sender. landed_take: one
+ * CTL_LANDED frame (peer input, checked as docs/protocol.md says) and the
+ * removals it asks for; 0, or -EPROTO (said: nothing more is removed). */
+struct src_remover {
+	int on;                          /* --remove-source-files */
+	const struct idx_manifest *m;    /* the manifest we sent */
+	const uint32_t *plan;            /* the receiver's plan (increasing) */
+	uint32_t nplan;
+	const uint8_t *sent;             /* manifest index -> sent whole */
+	int root;                        /* one SRC: its root */
+	const struct srcset *ss;         /* several SRCs (ss->n > 1) */
+	int64_t last;                    /* the last index taken; -1 at first */
+	uint64_t removed, errors;
+};
+int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
+
 struct sync_result {
 	uint32_t code;             /* exit code */
 	uint64_t files, bytes, deleted, errors, meta;

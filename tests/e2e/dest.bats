@@ -324,3 +324,69 @@ bwlimit() {
 	[ ! -e "$T/dst" ]
 	for r in 0 100 1.5M 4MB 4MiB 2g 512b; do "$RDCP" -r --bwlimit=$r "$T/src/" "$T/dst"; done
 }
+
+# --remove-source-files: what landed goes from SRC (files, symlinks; not
+# directories), what DST already had goes too; as rsync's.
+remove_source() {
+	local mode=$1
+	mkdir -p "$T/src/sub/deep" "$T/dst"
+	echo a >"$T/src/a"; echo b >"$T/src/sub/b"; ln -s a "$T/src/ln"
+	head -c 300000 /dev/urandom >"$T/src/sub/big"; echo u >"$T/src/unch"
+	cp -a "$T/src/unch" "$T/dst/"
+	cp -a "$T/src" "$T/rsrc"; cp -a "$T/dst" "$T/ref"
+	rsync -a --remove-source-files "$T/rsrc/" "$T/ref/"
+	cp -a "$T/src" "$T/orig"
+	run run_in "$mode" -a --remove-source-files -- "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same "$T/orig" "$T/dst"
+	same "$T/ref" "$T/dst"
+	diff <(cd "$T/rsrc" && find . | sort) <(cd "$T/src" && find . | sort)
+	[ -d "$T/src/sub/deep" ] && [ -z "$(find "$T/src" ! -type d)" ]
+}
+@test "--remove-source-files: what landed leaves SRC, directories stay, as rsync (local)" { remove_source local; }
+@test "--remove-source-files: what landed leaves SRC, directories stay, as rsync (push)" { remove_source push; }
+@test "--remove-source-files: what landed leaves SRC, directories stay, as rsync (pull)" { remove_source pull; }
+
+@test "--remove-source-files: a file that could not be sent stays in SRC (changed after the scan)" {
+	mkdir -p "$T/src"
+	echo keep >"$T/src/changing"; head -c 300000 /dev/urandom >"$T/src/big"; echo ok >"$T/src/ok"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" -a --remove-source-files "$T/src/" "$T/dst" 2>"$T/err" &
+	local pid=$! i
+	for i in $(seq 500); do [ -e "$T/pause" ] && break; sleep 0.02; done
+	echo "changed, longer" >"$T/src/changing"; head -c 300000 /dev/urandom >"$T/src/big"
+	rm "$T/pause"
+	local rc=0; wait $pid || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ] || [ "$rc" -eq 23 ]
+	[ -e "$T/src/changing" ] && [ -e "$T/src/big" ] && [ ! -e "$T/src/ok" ]
+	[ "$(cat "$T/dst/ok")" = ok ]
+}
+
+# A receiver that lies in its list of what landed (tests/lib/fakepeer.py):
+# refused in one line, exit 12, and nothing it named is removed.
+landed_lie() {
+	local scenario=$1 text=$2 opt=${3---remove-source-files}
+	mkdir -p "$T/src/sub"
+	echo a >"$T/src/a"; echo b >"$T/src/sub/b"; echo c >"$T/src/c"
+	run "$RDCP" -e "$BATS_TEST_DIRNAME/../lib/fakepeer-rsh $scenario" --sync $opt \
+		"$T/src" host:dst
+	echo "$output"
+	[ "$status" -eq 12 ]
+	[[ "$output" == *"$text"* ]]
+	[ -d "$T/src/sub" ] && [ -e "$T/src/a" ] && [ -e "$T/src/c" ]
+	# (only the twice-named entry's first naming was taken: DST had it)
+	[ -e "$T/src/sub/b" ] || [ "$scenario" = landed-twice ]
+}
+@test "attack: a receiver says a directory landed (--remove-source-files)" {
+	landed_lie landed-dir "the receiver says the directory '' landed (directories are not removed)"
+}
+@test "attack: a receiver says an entry landed that the file list does not have" {
+	landed_lie landed-out-of-range "the receiver says entry 12 landed, of a file list of 5"
+}
+@test "attack: a receiver says a file landed twice" {
+	landed_lie landed-twice "the receiver says entry 4 landed again or out of order"
+}
+@test "attack: a receiver says files landed without --remove-source-files" {
+	landed_lie landed-unasked "which was not asked for (no --remove-source-files)" " "
+}
