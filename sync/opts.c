@@ -99,7 +99,7 @@ static const struct opt_def defs[] = {
 	/* what to print */
 	{ { "verbose", no_argument, NULL, 'v' }, CLIENT },
 	{ { "quiet", no_argument, NULL, 'q' }, CLIENT },
-	{ { "itemize-changes", no_argument, NULL, 'i' }, CLIENT },
+	{ { "itemize-changes", no_argument, NULL, 'i' }, FAR },
 	{ { "human-readable", no_argument, NULL, 'h' }, CLIENT },
 	{ { "progress", no_argument, NULL, OPT_PROGRESS }, CLIENT },
 	{ { "stats", no_argument, NULL, OPT_STATS }, CLIENT },
@@ -400,6 +400,10 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		if (!far && d->where == FAR && forward(&a->o, c, d->o.has_arg ? optarg : NULL) < 0)
 			return RD_EXIT_USAGE;
 	}
+	a->o.tp.encrypt = (a->o.flags & SYNC_F_ENCRYPT) != 0;
+	/* the receiver makes the itemized lines: -v and -i ask it for them */
+	if (!far && a->o.verbose && !a->o.itemize && forward(&a->o, 'i', NULL) < 0)
+		return RD_EXIT_USAGE;
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
 	return -1;
