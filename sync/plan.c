@@ -57,7 +57,7 @@ static void make_dir(struct rstate *s, size_t i)
 		int err = errno;
 		if (s->mapto && !strcmp(e->path, s->mapto) && !s->res->code) {
 			/* DST itself (rdcp -r A DST): as rsync, exit 11, nothing more */
-			log_err("%s: cannot create the directory: %s", s->r->path, strerror(err));
+			log_err("%s: cannot create: %s", s->r->path, strerror(err));
 			s->res->code = RD_EXIT_FILEIO;
 		} else {
 			recv_fail(s, e->path, RECV_NO_DIR, err);
@@ -135,6 +135,8 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			}
 			continue;
 		}
+		if (s->nld && recv_link_dest(s, i, d != NULL))
+			continue;   /* the same file in a --link-dest DIR: linked */
 		rc = want_file(s, i, d != NULL, *want, nwant);
 	}
 	return rc;

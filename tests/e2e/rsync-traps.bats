@@ -244,7 +244,7 @@ mk_extra() {   # a DST with 8 entries SRC does not have (deepest: y/z/2)
 		cat "$T/out"
 		echo "$dst: rdcp $got, rsync $want"
 		[ "$want" -eq 11 ] && [ "$got" -eq 11 ]
-		grep -q "cannot create the directory" "$T/out"
+		grep -q "cannot create: " "$T/out"
 	done
 	got=$(rc "$RDCP" -r -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:$T/ro/new")
 	chattr -i "$T/ro"
