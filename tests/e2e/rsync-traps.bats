@@ -282,19 +282,19 @@ mk_extra() {   # a DST with 8 entries SRC does not have (deepest: y/z/2)
 @test "host:~/x and host:~user/x: the far side expands ~, as a login shell does for rsync" {
 	mk_src "$T/A"
 	mkdir "$T/home"
-	HOME=$T/home "$RDCP" -r -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:~/x"
+	HOME=$T/home "$RDCP" -a -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:~/x"
 	same "$T/A" "$T/home/x"
-	HOME=$T/home "$RDCP" -r -e "$LRSH_ABS" --rdcp-path "$RDCP" "localhost:~/x/" "$T/back"
+	HOME=$T/home "$RDCP" -a -e "$LRSH_ABS" --rdcp-path "$RDCP" "localhost:~/x/" "$T/back"
 	same "$T/A" "$T/back"
 	# ~user: that user's home from the password file (ours, a unique name)
 	local me home name=rdcp-traps-$$-$RANDOM
 	me=$(id -un); home=$(getent passwd "$me" | cut -d: -f6)
 	[ -d "$home" ]
-	"$RDCP" -r -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:~$me/$name"
+	"$RDCP" -a -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:~$me/$name"
 	local ok=0; same "$T/A" "$home/$name" || ok=$?
 	rm -rf "${home:?}/$name"
 	[ "$ok" -eq 0 ]
-	[ "$(rc "$RDCP" -r -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:~nosuchuser9/x")" -eq 3 ]
+	[ "$(rc "$RDCP" -a -e "$LRSH_ABS" --rdcp-path "$RDCP" "$T/A" "localhost:~nosuchuser9/x")" -eq 3 ]
 	grep -q "no such user" "$T/out"
 }
 
@@ -467,7 +467,7 @@ row() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == Usage:* ]]
 	mk_src "$T/A"
-	run "$RDCP" -r -P "$T/A" "$T/B"
+	run "$RDCP" -a -P "$T/A" "$T/B"
 	[ "$status" -eq 0 ]
 	same "$T/A" "$T/B"
 	run "$RDCP" -r -z "$T/A" "$T/C"
