@@ -64,12 +64,20 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	struct filter *filter;   /* the filter rules on our side, if any */
+	int filter_scanned;      /* 1: applied by the scan (excluded paths are
+	                            not in dm); 0: --delete asks it per path */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
 #define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
 
 #define GONE 0x80   /* dm entry flag: removed from DST by this run */
+#define KEPT 0x40   /* dm entry flag: holds an entry the filter protects */
+#define SKIPPED 0x40   /* change[] value: left alone (-u, --ignore-existing,
+                          --min-size, --max-size), as if the same */
 
 /* recv.c: the sender broke the protocol: the first time in the run, say
  * how in one line (fmt is the whole message, naming the sender, peer
