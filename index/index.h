@@ -92,6 +92,8 @@ struct idx_scan_opts {
 	 * index is then read but not written: it keeps the whole tree's rows. */
 	const struct idx_root *roots;
 	size_t      nroots;
+	int         roots_optional;   /* a root (or a directory above one) that
+	                                 is not there is no error: a destination */
 	int         one_fs;       /* 1: directories on another filesystem than
 	                             the root are recorded but not descended
 	                             into; 2: left out */

@@ -63,7 +63,7 @@ struct walker {
 	const char *only;
 	int (*skip)(const char *path, int is_dir, void *ctx);
 	void *skip_ctx;
-	int one_fs;
+	int one_fs, roots_optional;
 	dev_t root_dev;
 	int64_t trust_before;
 	struct worker *workers;
@@ -299,6 +299,10 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		return;
 	}
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (how != ENT_FOUND && errno == ENOENT && wk->w->roots_optional) {
+			free(path);
+			return;
+		}
 		if (how != ENT_FOUND)
 			log_err("%s: %s (a path asked for)", log_path(shown, sizeof shown, path),
 			        strerror(errno));
@@ -453,7 +457,9 @@ static void seed_roots(struct worker *wk, int root_fd, const struct idx_scan_opt
 			if (comp > p)
 				comp[-1] = '/';
 			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (nfd < 0) {
+			if (nfd < 0 && errno == ENOENT && opts->roots_optional) {
+				/* not there: nothing below it either */
+			} else if (nfd < 0) {
 				log_err("%s: %s (a directory above a path asked for)",
 				        log_path(shown, sizeof shown, p), strerror(errno));
 				wk->st.errors++;
@@ -578,6 +584,7 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 	if (fstat(root_fd, &rst) == 0)
 		w.root_dev = rst.st_dev;
 	w.one_fs = opts->one_fs;
+	w.roots_optional = opts->roots_optional;
 	for (int t = 0; t < threads; t++) {
 		w.workers[t].w = &w;
 		w.workers[t].id = t;

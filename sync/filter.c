@@ -76,7 +76,7 @@ static int pattern_matches(const char *pat, const char *path, int is_dir)
 	/* "dir/" + "***": the directory itself too, as "dir/" */
 	if (len > 4 && !strcmp(buf + len - 4, "/***") && is_dir) {
 		char dir[4096];
-		snprintf(dir, sizeof dir, "%s%.*s/", anchored ? "/" : "", (int)(len - 3), buf);
+		snprintf(dir, sizeof dir, "%s%.*s/", anchored ? "/" : "", (int)(len - 4), buf);
 		if (pattern_matches(dir, path, 1))
 			return 1;
 	}
@@ -128,7 +128,7 @@ static int dir_rule(struct filter *f, const struct sync_rule *m, const char *dir
 {
 	struct sync_rule r;
 	char why[128];
-	int dflt = (m->mods & SYNC_RM_EXCLUDES) ? '-' : (m->mods & SYNC_RM_INCLUDES) ? '+' : 0;
+	int dflt = (m->mods & SYNC_RM_EXCLUDES) ? 'E' : (m->mods & SYNC_RM_INCLUDES) ? 'I' : 0;
 	if (sync_rule_parse(line, dflt, m->mods & (SYNC_RM_SENDER | SYNC_RM_RECEIVER), &r, why,
 	                    sizeof why) < 0 ||
 	    ((r.kind == SYNC_R_MERGE || r.kind == SYNC_R_DIRMERGE) &&

@@ -413,7 +413,8 @@ void recv_fix_meta(struct rstate *s)
 			touch_parent(s, s->dm.e[k].path, touched);
 	for (size_t k = s->sm.n; k-- > 0;) {
 		const struct idx_entry *e = &s->sm.e[k];
-		if (e->type != IDX_DIR && (e->type != IDX_REG || s->written[k]))
+		if ((e->type != IDX_DIR && (e->type != IDX_REG || s->written[k])) ||
+		    (!*e->path && s->keep_root_meta))
 			continue;
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		/* a file whose content did not arrive keeps its old metadata too:

@@ -86,6 +86,11 @@ static int want_file(struct rstate *s, size_t i, int exists, uint32_t *want,
 	return 0;
 }
 
+static int64_t sec_of(int64_t ns)
+{
+	return ns / 1000000000 - (ns % 1000000000 < 0);
+}
+
 /* Is sender entry e (DST's d, or NULL) one the options leave alone? rsync's
  * -u (DST's file is newer), --ignore-existing (DST has it, unless both are
  * directories), --min-size and --max-size (regular files out of range:
@@ -100,7 +105,9 @@ static int left_alone(const struct sync_opts *o, const struct idx_entry *e,
 	if ((o->min_size >= 0 && e->size < (uint64_t)o->min_size) ||
 	    (o->max_size >= 0 && e->size > (uint64_t)o->max_size))
 		return 1;
-	return (o->flags & SYNC_F_UPDATE) && d && d->type == IDX_REG && d->mtime_ns > e->mtime_ns;
+	/* rsync compares whole seconds here */
+	return (o->flags & SYNC_F_UPDATE) && d && d->type == IDX_REG &&
+	       sec_of(d->mtime_ns) > sec_of(e->mtime_ns);
 }
 
 int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)

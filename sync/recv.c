@@ -288,6 +288,11 @@ static int scan_opts(struct rstate *s)
 			return rc;
 		s->so.roots = s->roots;
 		s->so.nroots = s->nroots;
+		s->so.roots_optional = 1;
+		/* rsync sets DST's own metadata only when the list names "." */
+		s->keep_root_meta = 1;
+		for (size_t i = 0; i < s->nroots; i++)
+			s->keep_root_meta &= *s->roots[i].path != '\0';
 	}
 	return 0;
 }

@@ -69,6 +69,7 @@ struct rstate {
 	                            not in dm); 0: --delete asks it per path */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
+	int keep_root_meta;      /* DST's own metadata is left as it is */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */

@@ -76,7 +76,11 @@ int sync_rule_parse(const char *text, int dflt, unsigned inherit, struct sync_ru
 	const char *mods = text, *pat;
 	char k;
 	*r = (struct sync_rule){ 0 };
-	if (dflt) {   /* a pattern, unless it starts with "- " or "+ " (or is "!") */
+	if (dflt == 'E' || dflt == 'I') {   /* merge '-' or '+': the line is the pattern */
+		k = dflt == 'E' ? '-' : '+';
+		pat = text;
+		mods = NULL;
+	} else if (dflt) {   /* a pattern, unless it starts with "- " or "+ " (or is "!") */
 		if (!strcmp(text, "!")) {
 			r->kind = SYNC_R_CLEAR;
 			return 0;
@@ -203,7 +207,7 @@ static int merge(struct sync_opts *o, const struct sync_rule *m, const char *fro
 		if (!ex.pattern || push(o, &ex, far) < 0)
 			return -1;
 	}
-	int dflt = (m->mods & SYNC_RM_EXCLUDES) ? '-' : (m->mods & SYNC_RM_INCLUDES) ? '+' : 0;
+	int dflt = (m->mods & SYNC_RM_EXCLUDES) ? 'E' : (m->mods & SYNC_RM_INCLUDES) ? 'I' : 0;
 	return sync_rules_file(o, m->pattern, dflt, m->mods & (SYNC_RM_SENDER | SYNC_RM_RECEIVER),
 	                       far, depth + 1, &code);
 }

@@ -85,7 +85,9 @@ int sync_lock(int rootfd, const char *path, int writer);
 
 /* sync/rules.c: rsync's filter rule syntax. */
 /* Parse one rule. dflt '-' or '+': text is a pattern of --exclude or
- * --include (or "- PAT", "+ PAT", "!"); 0: the full --filter syntax.
+ * --include (or "- PAT", "+ PAT", "!"); 'E' or 'I': an exclude or include
+ * pattern as it is (a merge file's line under '-' or '+'); 0: the full
+ * --filter syntax.
  * inherit: SYNC_RM_* given to the rule (a merge file's sides). 0, or -1
  * with why; r->pattern is then NULL. A merge rule is SYNC_R_MERGE. */
 int  sync_rule_parse(const char *text, int dflt, unsigned inherit, struct sync_rule *r,
