@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/exitcode.h"
 #include "common/log.h"
@@ -193,6 +194,19 @@ int sync_files_recv(struct role *r, struct sync_opts *o)
 			return rc;
 		}
 	}
+}
+
+int sync_files_root(const char *src, char **root, int *is_dir)
+{
+	struct stat st;
+	if (stat(src, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_err("%s: %s", src, errno && !S_ISREG(st.st_mode) ? strerror(errno)
+		        : "not a directory (--files-from lists paths inside SRC)");
+		return -ENOTDIR;
+	}
+	*is_dir = 1;
+	*root = strdup(src);
+	return *root ? 0 : -ENOMEM;
 }
 
 int sync_files_roots(const struct sync_opts *o, struct idx_root **roots, size_t *n)

@@ -101,7 +101,7 @@ static const struct opt_def defs[] = {
 	/* what to print */
 	{ { "verbose", no_argument, NULL, 'v' }, CLIENT },
 	{ { "quiet", no_argument, NULL, 'q' }, CLIENT },
-	{ { "itemize-changes", no_argument, NULL, 'i' }, CLIENT },
+	{ { "itemize-changes", no_argument, NULL, 'i' }, FAR },
 	{ { "human-readable", no_argument, NULL, 'h' }, CLIENT },
 	{ { "progress", no_argument, NULL, OPT_PROGRESS }, CLIENT },
 	{ { "stats", no_argument, NULL, OPT_STATS }, CLIENT },
@@ -157,6 +157,37 @@ static long long number(const char *name, const char *arg, long long lo, long lo
 		return -1;
 	}
 	return n;
+}
+
+/* --bwlimit=RATE, rsync's syntax: a number, maybe fractional, in KiB/s,
+ * or with a suffix B, K, M, G, T (powers of 1024; KB, MB... of 1000; KiB,
+ * MiB... of 1024); 0: no limit, else at least 512 bytes/s. Bytes/s into
+ * *out; -1 (said) if it is not one. */
+static int rate_arg(const char *arg, uint64_t *out)
+{
+	static const char units[] = "bkmgt";
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	const char *u = *end ? strchr(units, *end | 0x20) : units + 1;   /* KiB/s */
+	double base = 1024;
+	if (*end && u && *u)
+		end++;
+	if (!strcmp(end, "B") || !strcmp(end, "b"))
+		base = 1000;
+	else if (*end && strcmp(end, "iB") && strcmp(end, "ib"))
+		u = NULL;   /* junk after the number or its unit */
+	double bytes = v;
+	for (const char *p = units; u && *u && p < u; p++)
+		bytes *= base;
+	if (errno || end == arg || !u || !*u || !isdigit((unsigned char)*arg) ||
+	    bytes > 1e18 || (bytes > 0 && bytes < 512)) {
+		log_err("--bwlimit: expected a rate in KiB/s such as 500, 1.5M or 4M (0: no limit; "
+		        "at least 512 bytes/s), got '%s'", arg);
+		return -1;
+	}
+	*out = (uint64_t)bytes;
+	return 0;
 }
 
 int sync_opts_forward_rule(struct sync_opts *o, const char *text)
@@ -220,7 +251,8 @@ static unsigned flag_of(int c)
 	case 'u': return SYNC_F_UPDATE;
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
 	case 'n': return SYNC_F_DRYRUN | SYNC_F_ITEMIZE;
-	case OPT_DELETE: case OPT_DELETE_DURING: return SYNC_F_DELETE;
+	case OPT_DELETE: return SYNC_F_DELETE;
+	case OPT_DELETE_DURING: return SYNC_F_DELETE | SYNC_F_DELETE_DURING;
 	case OPT_DELETE_BEFORE: return SYNC_F_DELETE | SYNC_F_DELETE_BEFORE;
 	case OPT_DELETE_AFTER: return SYNC_F_DELETE | SYNC_F_DELETE_AFTER;
 	case OPT_DELETE_EXCLUDED: return SYNC_F_DELETE | SYNC_F_DELETE_EXCLUDED;
@@ -298,7 +330,9 @@ static int take_value(int c, struct sync_args *a)
 		n = size_arg(c == OPT_MIN_SIZE ? "min-size" : "max-size", optarg);
 		*(c == OPT_MIN_SIZE ? &o->min_size : &o->max_size) = n;
 		return n < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_BWLIMIT: o->bwlimit_arg = optarg; return -1;
+	case OPT_BWLIMIT:
+		o->bwlimit_arg = optarg;
+		return rate_arg(optarg, &o->bwlimit) < 0 ? RD_EXIT_USAGE : -1;
 	case OPT_BACKUP_DIR: o->backup_dir = optarg; o->flags |= SYNC_F_BACKUP; return -1;
 	case OPT_SUFFIX: o->backup_suffix = optarg; return -1;
 	case OPT_LINK_DEST:
@@ -407,6 +441,10 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		if (!far && d->where == FAR && forward(&a->o, c, d->o.has_arg ? optarg : NULL) < 0)
 			return RD_EXIT_USAGE;
 	}
+	a->o.tp.encrypt = (a->o.flags & SYNC_F_ENCRYPT) != 0;
+	/* the receiver makes the itemized lines: -v and -i ask it for them */
+	if (!far && a->o.verbose && !a->o.itemize && forward(&a->o, 'i', NULL) < 0)
+		return RD_EXIT_USAGE;
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
 	/* rsync: --files-from lists what to send; -a does not recurse then */
@@ -422,27 +460,38 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_ACLS, "-A/--acls" },
 		{ SYNC_F_XATTRS, "-X/--xattrs" },
 		{ SYNC_F_NUMERIC_IDS, "--numeric-ids" },
-		{ SYNC_F_DELETE_BEFORE, "--delete-before" },
-		{ SYNC_F_DELETE_AFTER, "--delete-after" },
-		{ SYNC_F_BACKUP, "-b/--backup" },
-		{ SYNC_F_REMOVE_SOURCE, "--remove-source-files" },
-		{ SYNC_F_MKPATH, "--mkpath" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
 	};
 	const struct { const void *set; const char *name; } later_v[] = {
 		{ o->chown, "--chown" }, { o->chmod, "--chmod" },
-		{ o->bwlimit_arg, "--bwlimit" },
-		{ o->nlink_dest ? o : NULL, "--link-dest" },
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
 		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
 		{ o->json ? o : NULL, "--json" },
-		{ o->nsrc > 1 ? o : NULL, "more than one SRC" },
 	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
 		        "are looked at");
+		return RD_EXIT_USAGE;
+	}
+	if (o->files_from && o->nsrc > 1) {
+		log_err("--files-from takes one SRC: the directory the list is relative to");
+		return RD_EXIT_USAGE;
+	}
+	unsigned when = o->flags & (SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
+	                            SYNC_F_DELETE_DURING);
+	if (when & (when - 1)) {   /* rsync's rule and words */
+		log_err("you may not combine multiple --delete-WHEN options");
+		return RD_EXIT_USAGE;
+	}
+	if (o->backup_suffix && strchr(o->backup_suffix, '/')) {
+		log_err("--suffix cannot contain slashes: %s", o->backup_suffix);
+		return RD_EXIT_USAGE;
+	}
+	if ((o->flags & SYNC_F_BACKUP) && !o->backup_dir && o->backup_suffix &&
+	    !*o->backup_suffix) {
+		log_err("--suffix cannot be empty without --backup-dir");
 		return RD_EXIT_USAGE;
 	}
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
