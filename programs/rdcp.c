@@ -52,7 +52,7 @@ static const char usage[] =
 "      --min-size S, --max-size S  skip smaller/larger files (1.5M, 10KB...)\n"
 "  -u, --update      skip files newer in DST;  --ignore-existing  skip all\n"
 "                    that DST has\n"
-"  -x                do not cross filesystems in SRC (-xx: leave mount points out)\n"
+"  -x                do not cross filesystems in SRC (-xx: no mount points)\n"
 "  -v, --verbose     print each change and a summary with the bandwidth\n"
 "      --progress    one live line on a terminal: bytes, rate, files, ETA\n"
 "  -P                --partial --progress, as rsync\n"
