@@ -42,7 +42,9 @@ enum ctl_type {
 	                       ctl_recv() skips it */
 	CTL_LANDED,         /* receiver -> sender, --remove-source-files: u32
 	                       count, u32 manifest indices of what DST holds */
-	CTL_LAST = CTL_LANDED,
+	CTL_FILES,          /* client -> server, after HELLO: a part of the
+	                       --files-from list; an empty part ends it */
+	CTL_LAST = CTL_FILES,
 };
 
 struct ctl {
