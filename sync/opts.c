@@ -96,13 +96,14 @@ static const struct opt_def defs[] = {
 	{ { "rsh", required_argument, NULL, 'e' }, CLIENT },
 	{ { "rdcp-path", required_argument, NULL, OPT_RDCP_PATH }, CLIENT },
 	/* what to print */
-	{ { "verbose", no_argument, NULL, 'v' }, CLIENT },
-	{ { "quiet", no_argument, NULL, 'q' }, CLIENT },
-	{ { "itemize-changes", no_argument, NULL, 'i' }, CLIENT },
+	/* far too: the receiver builds the lines, the sender's transport notice */
+	{ { "verbose", no_argument, NULL, 'v' }, FAR },
+	{ { "quiet", no_argument, NULL, 'q' }, FAR },
+	{ { "itemize-changes", no_argument, NULL, 'i' }, FAR },
 	{ { "human-readable", no_argument, NULL, 'h' }, CLIENT },
 	{ { "progress", no_argument, NULL, OPT_PROGRESS }, CLIENT },
 	{ { "stats", no_argument, NULL, OPT_STATS }, CLIENT },
-	{ { "json", no_argument, NULL, OPT_JSON }, CLIENT },
+	{ { "json", no_argument, NULL, OPT_JSON }, FAR },
 	/* the index, and other modes */
 	{ { "scan", no_argument, NULL, OPT_SCAN }, CLIENT },
 	{ { "index", required_argument, NULL, OPT_INDEX }, CLIENT },
@@ -201,7 +202,7 @@ static unsigned flag_of(int c)
 	case 'u': return SYNC_F_UPDATE;
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
 	case 'x': return SYNC_F_ONE_FS;
-	case 'n': return SYNC_F_DRYRUN | SYNC_F_ITEMIZE;
+	case 'n': return SYNC_F_DRYRUN;   /* silent alone, as rsync: -nv, -ni */
 	case OPT_DELETE: case OPT_DELETE_DURING: return SYNC_F_DELETE;
 	case OPT_DELETE_BEFORE: return SYNC_F_DELETE | SYNC_F_DELETE_BEFORE;
 	case OPT_DELETE_AFTER: return SYNC_F_DELETE | SYNC_F_DELETE_AFTER;
@@ -280,7 +281,12 @@ static int take_mode(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
 	switch (c) {
-	case 'v': o->verbose++; a->so.verbose++; o->flags |= SYNC_F_ITEMIZE; return -1;
+	case 'v':
+		o->verbose++;
+		a->so.verbose++;
+		o->flags |= SYNC_F_ITEMIZE;
+		o->tp.verbose = 0;   /* the transport's notices ("using TCP") */
+		return -1;
 	case 'q': o->quiet++; return -1;
 	case 'i': o->itemize++; o->flags |= SYNC_F_ITEMIZE; return -1;
 	case 'h': o->human++; return -1;
@@ -398,8 +404,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ o->max_size_arg, "--max-size" }, { o->bwlimit_arg, "--bwlimit" },
 		{ o->nlink_dest ? o : NULL, "--link-dest" },
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
-		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
-		{ o->json ? o : NULL, "--json" },
 		{ o->nsrc > 1 ? o : NULL, "more than one SRC" },
 	};
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
@@ -431,4 +435,5 @@ void sync_args_init(struct sync_args *a)
 	memset(a, 0, sizeof *a);
 	a->o.tp.streams = 1;
 	a->o.max_delete = -1;
+	a->o.tp.verbose = -1;   /* quiet unless -v */
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/exitcode.h"
@@ -50,13 +51,15 @@ static int source_root(const struct role *r, char **root, char **only, int *is_d
 	return *only && *root ? 0 : -ENOMEM;
 }
 
-static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t errors)
+static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t errors,
+                         uint64_t *bytes)
 {
 	uint8_t *buf;
 	size_t len;
 	int rc = idx_manifest_encode(m, &buf, &len);
 	if (rc < 0)
 		return rc;
+	*bytes = len;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
@@ -135,6 +138,20 @@ struct chunk_rd {
 	int last;            /* the file's last chunk: its fd is closed with it */
 };
 
+/* The receiver's frames while we send: its lines (CTL_LOG) printed as they
+ * come, its landed count (CTL_LANDED) for --progress; any other frame (its
+ * DONE or ERROR) is kept in ctl->buf for await_done(). */
+struct watch {
+	struct role *r;
+	struct progress pg;
+	uint64_t landed;         /* files the receiver has landed */
+	int kept;                /* a frame waits in r->ctl->buf: type, n */
+	uint8_t type;
+	size_t n;
+	int stop;                /* kept a frame, or the channel failed */
+	double next;             /* when to look again */
+};
+
 /* What is being sent: small files into the archive, large ones chunk by
  * chunk, interleaved so both kinds are on the wire at the same time. The
  * chunks are read ahead by the I/O pool's threads (across file boundaries,
@@ -145,6 +162,7 @@ struct sendq {
 	int root;
 	const struct idx_manifest *m;
 	struct sync_result *res;
+	struct watch *w;
 	uint64_t changed, big_bytes;   /* changed: vanished or changed since the scan */
 	uint64_t failed;               /* could not be read (EACCES, EIO...) */
 	uint32_t files_done;
@@ -257,8 +275,9 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 
 /* Small files first in the archive until it is ahead of the large files'
  * bytes, then a large chunk, and so on. 0 or an error. */
-static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns,
-                      struct progress *pg)
+static void watch_peer(struct watch *w);
+
+static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns)
 {
 	uint8_t *buf = ns ? malloc(SYNC_SMALL) : NULL;
 	uint32_t si = 0;
@@ -270,7 +289,8 @@ static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small,
 		} else if ((rc = queue_reads(q)) == 0 && q->count) {
 			rc = send_next(q, 0);
 		}
-		progress_update(pg, q->res->bytes, q->files_done, 0);
+		watch_peer(q->w);
+		progress_update(&q->w->pg, q->res->bytes, q->w->landed, 0);
 	}
 	free(buf);
 	return rc;
@@ -283,7 +303,6 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 	uint32_t ns = 0;
 	uint64_t total = 0;
 	struct packer *pk = NULL;
-	struct progress pg;
 	int rc = small && big ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
 		const struct idx_entry *e = &q->m->e[plan[k]];
@@ -301,9 +320,9 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 		rc = io_pool_start(&q->io, READ_THREADS);
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
-	progress_start(&pg, r->progress, total, nplan);
+	progress_start(&q->w->pg, r, total, nplan);
 	if (rc == 0)
-		rc = send_mixed(q, pk, small, ns, &pg);
+		rc = send_mixed(q, pk, small, ns);
 	while (q->count)
 		send_next(q, 1);   /* after an error: let the reads in flight end */
 	if (q->fd >= 0)
@@ -314,7 +333,6 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 		if (rc == 0)
 			rc = prc;
 	}
-	progress_update(&pg, q->res->bytes, q->files_done, 1);
 	free(small);
 	free(big);
 	return rc;
@@ -333,6 +351,52 @@ static void print_log(const uint8_t *p, size_t n)
 	}
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A frame of the receiver's that needs no answer: its lines, its landed
+ * count. 1 if it was one (taken), else 0. */
+static int take_news(struct watch *w, uint8_t type, size_t n)
+{
+	if (type == CTL_LOG) {
+		print_log(w->r->ctl->buf, n);
+		fflush(stdout);
+		return 1;
+	}
+	if (type == CTL_LANDED && n == 16) {
+		w->landed = get_u64(w->r->ctl->buf);
+		return 1;
+	}
+	return 0;
+}
+
+/* While sending: what the receiver said meanwhile, without waiting (at most
+ * every 20 ms). A frame that is not news is kept for await_done(). */
+static void watch_peer(struct watch *w)
+{
+	double t = mono_s();
+	if (!w || w->stop || t < w->next)
+		return;
+	w->next = t + 0.02;
+	uint8_t type;
+	size_t n;
+	int rc;
+	while ((rc = ctl_poll(w->r->ctl, &type, &n)) == 1) {
+		if (take_news(w, type, n))
+			continue;
+		w->kept = 1;
+		w->type = type;
+		w->n = n;
+		break;
+	}
+	if (rc != 0)   /* kept a frame, or the channel failed (await_done sees it) */
+		w->stop = 1;
+}
+
 /* The receiver's DONE: its result. 0, or -EPROTO (said). */
 static int take_result(const uint8_t *p, struct sync_result *res)
 {
@@ -342,19 +406,28 @@ static int take_result(const uint8_t *p, struct sync_result *res)
 	return -EPROTO;
 }
 
-/* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE. */
-static int await_done(struct role *r, struct sync_result *res)
+/* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE; w
+ * (may be NULL): a frame watch_peer() kept comes first. */
+static int await_done(struct role *r, struct sync_result *res, struct watch *w)
 {
+	struct watch none = { .r = r };
+	if (!w)
+		w = &none;
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		int rc = sync_recv(r, "receiver", &type, &n);
+		int rc = 0;
+		if (w->kept) {
+			type = w->type;
+			n = w->n;
+			w->kept = 0;
+		} else {
+			rc = sync_recv(r, "receiver", &type, &n);
+		}
 		if (rc < 0)
 			return rc;
-		if (type == CTL_LOG) {
-			print_log(r->ctl->buf, n);
+		if (take_news(w, type, n))
 			continue;
-		}
 		if (type == CTL_ERROR) {
 			res->code = sync_peer_error(r->ctl, n, "");
 			return -ECANCELED;
@@ -380,6 +453,7 @@ struct sstate {
 	struct idx_manifest m;
 	char *root, *only;       /* where SRC is scanned; the one name sent */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
+	struct watch w;          /* the receiver, while we send */
 	struct tp_session *ts;
 	int lockfd;              /* SRC's root, locked shared for the run */
 };
@@ -428,7 +502,8 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
-	return send_manifest(r->ctl, &s->m, st.errors);
+	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
+	return send_manifest(r->ctl, &s->m, st.errors, &s->res->flist_bytes);
 }
 
 /* The receiver's plan: which entries to send. 0, 1 when the receiver gave
@@ -449,7 +524,7 @@ static int read_plan(struct sstate *s)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_LOG) {   /* its reasons, then its DONE */
 		print_log(c->buf, n);
-		rc = await_done(s->r, s->res);
+		rc = await_done(s->r, s->res, NULL);
 		return rc < 0 ? rc : 1;
 	}
 	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4) {
@@ -487,8 +562,8 @@ static int connect_data(struct sstate *s)
 	uint8_t type;
 	size_t n;
 	int rc;
-	while ((rc = sync_recv(r, "receiver", &type, &n)) == 0 && type == CTL_LOG)
-		print_log(r->ctl->buf, n);
+	while ((rc = sync_recv(r, "receiver", &type, &n)) == 0 && take_news(&s->w, type, n))
+		;
 	if (rc < 0)
 		return rc;
 	if (type == CTL_DONE && n == RESULT_LEN)
@@ -546,7 +621,7 @@ static int send_data(struct sstate *s)
 	if (rootfd < 0)
 		return -errno;
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1 }, .root = rootfd, .m = &s->m,
-	                   .res = s->res, .fd = -1, .bad = UINT32_MAX };
+	                   .res = s->res, .w = &s->w, .fd = -1, .bad = UINT32_MAX };
 	int rc = send_all(&q, s->plan, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)
@@ -578,16 +653,20 @@ static int sender_run(struct sstate *s)
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}
-	rc = await_done(s->r, s->res);
+	rc = await_done(s->r, s->res, &s->w);
+	progress_update(&s->w.pg, s->res->bytes, s->res->files, 1);
 	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;
 	return rc;
 }
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res, .lockfd = -1 };
+	struct sstate s = { .r = r, .res = res, .lockfd = -1, .w = { .r = r } };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
+	res->we_sent = 1;
+	res->ctl_tx = r->ctl->tx_bytes;
+	res->ctl_rx = r->ctl->rx_bytes;
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	tp_close(s.ts);

@@ -397,10 +397,10 @@ def play_receiver(scenario):
     elif scenario == "log-escapes":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
     elif scenario == "done-bad-code":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0) + bytes(80))
     else:
         send_frame(CTL_PLAN, struct.pack(">II", 1, files[0]))
         secret = b"0123456789abcdef0123456789abcdef"
