@@ -371,6 +371,8 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		if (!far && d->where == FAR && forward(&a->o, c, d->o.has_arg ? optarg : NULL) < 0)
 			return RD_EXIT_USAGE;
 	}
+	if (a->o.quiet)
+		a->o.tp.verbose = -1;   /* -q wins over -v, as rsync */
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
 	return -1;

@@ -145,6 +145,8 @@ void sync_count_entries(struct sync_result *res, const struct idx_manifest *m, i
 		res->entries[sync_kind(e->type)]++;
 		if (e->type == IDX_REG)
 			res->total_size += e->size;
+		else if (e->type == IDX_LNK && e->link)   /* as rsync: a link's target */
+			res->total_size += strlen(e->link);
 	}
 }
 

@@ -141,14 +141,18 @@ struct chunk_rd {
 /* The receiver's frames while we send: its lines (CTL_LOG) printed as they
  * come, its landed count (CTL_LANDED) for --progress; any other frame (its
  * DONE or ERROR) is kept in ctl->buf for await_done(). */
+#define WATCH_KEEP 4   /* DATA, then DONE or ERROR: never more than two */
 struct watch {
 	struct role *r;
 	struct progress pg;
 	uint64_t landed;         /* files the receiver has landed */
-	int kept;                /* a frame waits in r->ctl->buf: type, n */
-	uint8_t type;
-	size_t n;
-	int stop;                /* kept a frame, or the channel failed */
+	struct kept {            /* frames read early, in order, for next_frame() */
+		uint8_t type;
+		size_t n;
+		uint8_t *buf;    /* payload and its 8 zero bytes */
+	} kept[WATCH_KEEP];
+	int nkept;
+	int stop;                /* the channel failed, or no room to keep more */
 	double next;             /* when to look again */
 };
 
@@ -384,16 +388,22 @@ static void watch_peer(struct watch *w)
 	w->next = t + 0.02;
 	uint8_t type;
 	size_t n;
-	int rc;
-	while ((rc = ctl_poll(w->r->ctl, &type, &n)) == 1) {
+	int rc = 0;
+	while (w->nkept < WATCH_KEEP && (rc = ctl_poll(w->r->ctl, &type, &n)) == 1) {
 		if (take_news(w, type, n))
 			continue;
-		w->kept = 1;
-		w->type = type;
-		w->n = n;
-		break;
+		/* a copy: the lines after it may come before it is wanted */
+		struct kept *k = &w->kept[w->nkept];
+		if (!(k->buf = malloc(n + 8))) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(k->buf, w->r->ctl->buf, n + 8);
+		k->type = type;
+		k->n = n;
+		w->nkept++;
 	}
-	if (rc != 0)   /* kept a frame, or the channel failed (await_done sees it) */
+	if (rc < 0 || w->nkept == WATCH_KEEP)   /* the next read sees the failure */
 		w->stop = 1;
 }
 
@@ -406,6 +416,21 @@ static int take_result(const uint8_t *p, struct sync_result *res)
 	return -EPROTO;
 }
 
+/* The receiver's next frame: the one watch_peer() kept, if any, else the
+ * next to come (as sync_recv()). */
+static int next_frame(struct watch *w, uint8_t *type, size_t *n)
+{
+	if (!w->nkept)
+		return sync_recv(w->r, "receiver", type, n);
+	struct kept k = w->kept[0];
+	memmove(w->kept, w->kept + 1, (size_t)--w->nkept * sizeof k);
+	*type = k.type;
+	*n = k.n;
+	memcpy(w->r->ctl->buf, k.buf, k.n + 8);   /* came from it: it only grows */
+	free(k.buf);
+	return 0;
+}
+
 /* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE; w
  * (may be NULL): a frame watch_peer() kept comes first. */
 static int await_done(struct role *r, struct sync_result *res, struct watch *w)
@@ -416,14 +441,7 @@ static int await_done(struct role *r, struct sync_result *res, struct watch *w)
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		int rc = 0;
-		if (w->kept) {
-			type = w->type;
-			n = w->n;
-			w->kept = 0;
-		} else {
-			rc = sync_recv(r, "receiver", &type, &n);
-		}
+		int rc = next_frame(w, &type, &n);
 		if (rc < 0)
 			return rc;
 		if (take_news(w, type, n))
@@ -562,7 +580,7 @@ static int connect_data(struct sstate *s)
 	uint8_t type;
 	size_t n;
 	int rc;
-	while ((rc = sync_recv(r, "receiver", &type, &n)) == 0 && take_news(&s->w, type, n))
+	while ((rc = next_frame(&s->w, &type, &n)) == 0 && take_news(&s->w, type, n))
 		;
 	if (rc < 0)
 		return rc;
@@ -603,15 +621,17 @@ static int connect_data(struct sstate *s)
 /* For tests: with $RDCP_TEST_PAUSE naming a path, create it and wait until
  * it is removed (60 s at most), so a test can change SRC between the scan
  * and the reads, as a busy tree does. Nothing else reads the variable. */
-static void test_pause(void)
+static void test_pause(struct watch *w)
 {
 	const char *p = getenv("RDCP_TEST_PAUSE");
 	int fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
 	if (fd < 0)
 		return;
 	close(fd);
-	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++)
+	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++) {
 		usleep(10000);
+		watch_peer(w);   /* the receiver's lines meanwhile */
+	}
 }
 
 /* The planned files over the data session, then the receiver's verdict. */
@@ -649,7 +669,7 @@ static int sender_run(struct sstate *s)
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
 	if (s->nplan) {
-		test_pause();
+		test_pause(&s->w);
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}
@@ -670,6 +690,8 @@ int sync_sender(struct role *r, struct sync_result *res)
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	tp_close(s.ts);
+	for (int k = 0; k < s.w.nkept; k++)
+		free(s.w.kept[k].buf);
 	if (s.lockfd >= 0)
 		close(s.lockfd);
 	free(s.plan);
