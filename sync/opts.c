@@ -96,7 +96,8 @@ static const struct opt_def defs[] = {
 	{ { "rsh", required_argument, NULL, 'e' }, CLIENT },
 	{ { "rdcp-path", required_argument, NULL, OPT_RDCP_PATH }, CLIENT },
 	/* what to print */
-	/* far too: the receiver builds the lines, the sender's transport notice */
+	/* far too: the receiver makes the lines (names with -v, codes with -i,
+	 * none with -q), the sender says "using TCP" with -v */
 	{ { "verbose", no_argument, NULL, 'v' }, FAR },
 	{ { "quiet", no_argument, NULL, 'q' }, FAR },
 	{ { "itemize-changes", no_argument, NULL, 'i' }, FAR },
@@ -371,6 +372,7 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		if (!far && d->where == FAR && forward(&a->o, c, d->o.has_arg ? optarg : NULL) < 0)
 			return RD_EXIT_USAGE;
 	}
+	a->o.tp.encrypt = (a->o.flags & SYNC_F_ENCRYPT) != 0;
 	if (a->o.quiet)
 		a->o.tp.verbose = -1;   /* -q wins over -v, as rsync */
 	a->operands = argv + optind;

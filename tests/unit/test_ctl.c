@@ -140,11 +140,12 @@ static void test_far_options(void **state)
 	                "a", "b", NULL };
 	sync_args_init(&a);
 	assert_int_equal(sync_args_parse(11, cli, &a), -1);
-	assert_int_equal(a.o.nfwd, 4);
+	assert_int_equal(a.o.nfwd, 5);
 	assert_string_equal(a.o.fwd[0], "--recursive");
 	assert_string_equal(a.o.fwd[1], "--dry-run");
-	assert_string_equal(a.o.fwd[2], "--exclude=*.o");
-	assert_string_equal(a.o.fwd[3], "--timeout=5");
+	assert_string_equal(a.o.fwd[2], "--verbose");   /* the receiver's lines: names */
+	assert_string_equal(a.o.fwd[3], "--exclude=*.o");
+	assert_string_equal(a.o.fwd[4], "--timeout=5");
 	assert_int_equal(a.noperands, 2);
 	sync_opts_free(&a.o);
 }
