@@ -213,8 +213,9 @@ static void summary(const struct sync_opts *o, const struct sync_result *res, do
 	totals(o, res, &tx, &rx);
 	printf("\nsent %s bytes  received %s bytes  %s bytes/sec\n", sync_num(b1, tx, h),
 	       sync_num(b2, rx, h), dnum(b3, secs > 0 ? (double)(tx + rx) / secs : 0, h));
-	printf("total size is %s  speedup is %.2f%s\n", sync_num(b4, res->total_size, h),
-	       tx + rx ? (double)res->total_size / (double)(tx + rx) : 0.0,
+	char b5[SYNC_NUM_LEN];   /* rsync: the speedup always with commas */
+	printf("total size is %s  speedup is %s%s\n", sync_num(b4, res->total_size, h),
+	       dnum(b5, tx + rx ? (double)res->total_size / (double)(tx + rx) : 0.0, 0),
 	       (o->flags & SYNC_F_DRYRUN) ? " (DRY RUN)" : "");
 }
 
