@@ -40,10 +40,12 @@ enum ctl_type {
 	                       (the rest vanished or changed) */
 	CTL_NOOP,           /* either way: nothing (keep-alive under --timeout);
 	                       ctl_recv() skips it */
+	CTL_LANDED,         /* receiver -> sender, --remove-source-files: u32
+	                       count, u32 manifest indices of what DST holds */
 	/* sync, version 4 */
-	CTL_LANDED,         /* receiver -> sender, during the data: u64 files
+	CTL_PROGRESS,       /* receiver -> sender, during the data: u64 files
 	                       landed, u64 their bytes (the sender's --progress) */
-	CTL_LAST = CTL_LANDED,
+	CTL_LAST = CTL_PROGRESS,
 };
 
 struct ctl {

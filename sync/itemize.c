@@ -4,7 +4,7 @@
  * made when its change is done (a file once it is in place, never for one
  * that failed) and reaches the user at most ~100 ms later: the log thread
  * prints it (the receiver is the client) or sends it in CTL_LOG frames,
- * with a CTL_LANDED count for the sender's --progress.
+ * with a CTL_PROGRESS count for the sender's --progress.
  *
  * Threads: recv_item() and friends from any thread (the main thread, the
  * archive's writers); the buffer is under log_mu. While the log thread
@@ -200,7 +200,7 @@ static void flush_locked(struct rstate *s)
 		uint8_t b[16];
 		put_u64(b, files);
 		put_u64(b + 8, bytes);
-		if (recv_ctl_send(s, CTL_LANDED, b, sizeof b) == 0)
+		if (recv_ctl_send(s, CTL_PROGRESS, b, sizeof b) == 0)
 			s->landed_said = files;
 	}
 	free(buf);

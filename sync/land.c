@@ -119,8 +119,16 @@ int recv_remove(struct rstate *s, const char *path)
 		int d = recv_open_parent(s->root, p, &name);
 		if (d < 0)
 			return -errno;
-		int rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
-		int err = errno;
+		int rc, err;
+		if ((s->r->flags & SYNC_F_BACKUP) && s->dm.e[i].type != IDX_DIR) {
+			rc = recv_backup(s, d, name, p, 1);   /* said if it failed */
+			close(d);
+			if (rc < 0)
+				return -EIO;
+			continue;
+		}
+		rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
+		err = errno;
 		close(d);
 		if (rc < 0 && err != ENOENT) {
 			recv_fail(s, p, "cannot remove", err);
@@ -246,6 +254,9 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	} else if (cerr) {
 		recv_fail(s, e->path, "write failed", cerr);
 		unlinkat(f->dirfd, linked ? name : f->tmp, 0);   /* new: nothing was there */
+	} else if (!linked && f->existed && (s->r->flags & SYNC_F_BACKUP) &&
+	           recv_backup(s, f->dirfd, name, e->path, 0) < 0) {
+		unlinkat(f->dirfd, f->tmp, 0);   /* the old file stays, unreplaced */
 	} else if (!linked && renameat(f->dirfd, f->tmp, f->dirfd, name) < 0) {
 		recv_fail(s, e->path, "cannot rename into place", errno);
 		unlinkat(f->dirfd, f->tmp, 0);
@@ -370,7 +381,11 @@ void recv_make_links(struct rstate *s)
 			continue;
 		}
 		entry_meta(s, e, follower, pd, tmp);
-		if (renameat(pd, tmp, pd, name) < 0) {
+		const struct idx_entry *old = idx_manifest_find(&s->dm, e->path);
+		if ((f & SYNC_F_BACKUP) && old && !(old->flags & GONE) && old->type != IDX_DIR &&
+		    recv_backup(s, pd, name, e->path, 0) < 0) {
+			unlinkat(pd, tmp, 0);
+		} else if (renameat(pd, tmp, pd, name) < 0) {
 			recv_fail(s, e->path, "cannot rename into place", errno);
 			unlinkat(pd, tmp, 0);
 		} else {
@@ -441,6 +456,29 @@ void recv_fix_meta(struct rstate *s)
 	free(touched);
 }
 
+/* Is DST's path part of what the sender sent: is its nearest ancestor in
+ * the sender's manifest a directory of it? Several named SRCs (rdcp -r A B
+ * DST) send no root: the rest of DST is not theirs to delete, as rsync. */
+static int in_transfer(const struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	int in = 0;
+	while (p) {
+		char *slash = strrchr(p, '/');
+		if (slash)
+			*slash = '\0';
+		else
+			*p = '\0';
+		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
+		if (e || !*p) {
+			in = e && e->type == IDX_DIR;
+			break;
+		}
+	}
+	free(p);
+	return in;
+}
+
 void recv_delete_extra(struct rstate *s)
 {
 	unsigned f = s->r->flags;
@@ -460,7 +498,8 @@ void recv_delete_extra(struct rstate *s)
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
 		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
-		if (!*d->path || (d->flags & GONE))
+		if (!*d->path || (d->flags & GONE) || !in_transfer(s, d->path) ||
+		    recv_backup_protected(s, d->path))
 			continue;
 		if (f & SYNC_F_DRYRUN) {
 			recv_item_deleted(s, d);
@@ -472,10 +511,16 @@ void recv_delete_extra(struct rstate *s)
 		STAT_ADD(s->actions, 1);
 		const char *name;
 		int pd = recv_open_parent(s->root, d->path, &name);
-		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0) {
+		int gone = 0;
+		if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
+			gone = recv_backup(s, pd, name, d->path, 1) == 0;   /* kept, or said */
+		else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0) {
 			if (errno != ENOENT)
 				recv_fail(s, d->path, "cannot delete", errno);
 		} else {
+			gone = 1;
+		}
+		if (gone) {
 			recv_item_deleted(s, d);
 			s->res->deleted++;
 			s->res->removed[sync_kind(d->type)]++;

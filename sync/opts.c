@@ -6,6 +6,7 @@
  * its server an argv). So an option is defined once: its line in opt_defs,
  * its case in take_opt, and whether the far side sees it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -158,6 +159,37 @@ static long long number(const char *name, const char *arg, long long lo, long lo
 	return n;
 }
 
+/* --bwlimit=RATE, rsync's syntax: a number, maybe fractional, in KiB/s,
+ * or with a suffix B, K, M, G, T (powers of 1024; KB, MB... of 1000; KiB,
+ * MiB... of 1024); 0: no limit, else at least 512 bytes/s. Bytes/s into
+ * *out; -1 (said) if it is not one. */
+static int rate_arg(const char *arg, uint64_t *out)
+{
+	static const char units[] = "bkmgt";
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	const char *u = *end ? strchr(units, *end | 0x20) : units + 1;   /* KiB/s */
+	double base = 1024;
+	if (*end && u && *u)
+		end++;
+	if (!strcmp(end, "B") || !strcmp(end, "b"))
+		base = 1000;
+	else if (*end && strcmp(end, "iB") && strcmp(end, "ib"))
+		u = NULL;   /* junk after the number or its unit */
+	double bytes = v;
+	for (const char *p = units; u && *u && p < u; p++)
+		bytes *= base;
+	if (errno || end == arg || !u || !*u || !isdigit((unsigned char)*arg) ||
+	    bytes > 1e18 || (bytes > 0 && bytes < 512)) {
+		log_err("--bwlimit: expected a rate in KiB/s such as 500, 1.5M or 4M (0: no limit; "
+		        "at least 512 bytes/s), got '%s'", arg);
+		return -1;
+	}
+	*out = (uint64_t)bytes;
+	return 0;
+}
+
 static int add_rule(struct sync_opts *o, int include, const char *pattern)
 {
 	if (o->nrules == SYNC_MAX_RULES || !*pattern || strlen(pattern) > 4000) {
@@ -204,7 +236,8 @@ static unsigned flag_of(int c)
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
 	case 'x': return SYNC_F_ONE_FS;
 	case 'n': return SYNC_F_DRYRUN;   /* silent alone, as rsync: -nv, -ni */
-	case OPT_DELETE: case OPT_DELETE_DURING: return SYNC_F_DELETE;
+	case OPT_DELETE: return SYNC_F_DELETE;
+	case OPT_DELETE_DURING: return SYNC_F_DELETE | SYNC_F_DELETE_DURING;
 	case OPT_DELETE_BEFORE: return SYNC_F_DELETE | SYNC_F_DELETE_BEFORE;
 	case OPT_DELETE_AFTER: return SYNC_F_DELETE | SYNC_F_DELETE_AFTER;
 	case OPT_DELETE_EXCLUDED: return SYNC_F_DELETE | SYNC_F_DELETE_EXCLUDED;
@@ -260,7 +293,9 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_CHMOD: o->chmod = optarg; return -1;
 	case OPT_MIN_SIZE: o->min_size_arg = optarg; return -1;
 	case OPT_MAX_SIZE: o->max_size_arg = optarg; return -1;
-	case OPT_BWLIMIT: o->bwlimit_arg = optarg; return -1;
+	case OPT_BWLIMIT:
+		o->bwlimit_arg = optarg;
+		return rate_arg(optarg, &o->bwlimit) < 0 ? RD_EXIT_USAGE : -1;
 	case OPT_BACKUP_DIR: o->backup_dir = optarg; o->flags |= SYNC_F_BACKUP; return -1;
 	case OPT_SUFFIX: o->backup_suffix = optarg; return -1;
 	case OPT_LINK_DEST:
@@ -390,12 +425,7 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_UPDATE, "-u/--update" },
 		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
 		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
-		{ SYNC_F_DELETE_BEFORE, "--delete-before" },
-		{ SYNC_F_DELETE_AFTER, "--delete-after" },
 		{ SYNC_F_DELETE_EXCLUDED, "--delete-excluded" },
-		{ SYNC_F_BACKUP, "-b/--backup" },
-		{ SYNC_F_REMOVE_SOURCE, "--remove-source-files" },
-		{ SYNC_F_MKPATH, "--mkpath" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
@@ -405,11 +435,24 @@ int sync_opts_check(const struct sync_opts *o)
 		{ o->nfilters ? o : NULL, "--filter/-F" },
 		{ o->exclude_from, "--exclude-from" }, { o->include_from, "--include-from" },
 		{ o->files_from, "--files-from" }, { o->min_size_arg, "--min-size" },
-		{ o->max_size_arg, "--max-size" }, { o->bwlimit_arg, "--bwlimit" },
-		{ o->nlink_dest ? o : NULL, "--link-dest" },
+		{ o->max_size_arg, "--max-size" },
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
-		{ o->nsrc > 1 ? o : NULL, "more than one SRC" },
 	};
+	unsigned when = o->flags & (SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
+	                            SYNC_F_DELETE_DURING);
+	if (when & (when - 1)) {   /* rsync's rule and words */
+		log_err("you may not combine multiple --delete-WHEN options");
+		return RD_EXIT_USAGE;
+	}
+	if (o->backup_suffix && strchr(o->backup_suffix, '/')) {
+		log_err("--suffix cannot contain slashes: %s", o->backup_suffix);
+		return RD_EXIT_USAGE;
+	}
+	if ((o->flags & SYNC_F_BACKUP) && !o->backup_dir && o->backup_suffix &&
+	    !*o->backup_suffix) {
+		log_err("--suffix cannot be empty without --backup-dir");
+		return RD_EXIT_USAGE;
+	}
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (o->flags & later[i].flag) {
 			log_err("%s is not implemented yet", later[i].name);

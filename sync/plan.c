@@ -136,6 +136,8 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			}
 			continue;
 		}
+		if (s->nld && recv_link_dest(s, i, d != NULL))
+			continue;   /* the same file in a --link-dest DIR: linked */
 		rc = want_file(s, i, d, *want, nwant);
 	}
 	return rc;

@@ -74,6 +74,11 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	int bfd;                 /* --backup-dir, open (-1: none) */
+	char *bprotect;          /* --backup-dir as a path of DST, if it is one */
+	const char *bsuffix;     /* the backups' suffix */
+	int ldfd[SYNC_MAX_LINK_DEST];   /* --link-dest directories, open */
+	int nld;
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -146,6 +151,30 @@ void recv_fix_meta(struct rstate *s);
 void recv_clean_temps(struct rstate *s);
 /* The receiver's index: what it holds now, with the hashes it verified. */
 void recv_save_index(struct rstate *s);
+
+/* backup.c: -b, --backup-dir, --suffix. start: before the plan, open (and
+ * make) the backup directory; 0 or an error (said). */
+int  recv_backup_start(struct rstate *s);
+/* Keep DST's path (name in dirfd) as its backup before this run replaces
+ * it (move 0: linked, the caller renames over it) or deletes it (move 1:
+ * renamed). 0 (also when nothing is there), or -1 (said, counted): then it
+ * must be neither replaced nor deleted. Any thread. */
+int  recv_backup(struct rstate *s, int dirfd, const char *name, const char *path, int move);
+/* 1 when --delete must leave path alone: the backup directory, or with -b
+ * alone a name ending in the suffix (rsync's protect rules). */
+int  recv_backup_protected(const struct rstate *s, const char *path);
+
+/* linkdest.c: --link-dest. start: before the plan, open each DIR (one
+ * that cannot be opened is said and left out). recv_link_dest: sm entry i,
+ * which the plan would fetch (exists: DST has a file by its name), hard-
+ * linked from the first DIR holding the same file; 1 when it was (or, in a
+ * dry run, would be), 0 when it must be fetched. */
+void recv_link_dest_start(struct rstate *s);
+int  recv_link_dest(struct rstate *s, size_t i, int exists);
+
+/* remove.c: --remove-source-files: tell the sender (CTL_LANDED) which of
+ * its non-directories DST now holds, landed this run or already there. */
+void recv_send_landed(struct rstate *s);
 
 /* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
  * phase without a network, on an rstate the test planned with recv_plan().

@@ -49,6 +49,7 @@ enum {
 	SYNC_F_APPEND    = 1 << 25,
 	SYNC_F_APPEND_VERIFY = 1 << 26,
 	SYNC_F_SPARSE    = 1 << 27,  /* -S */
+	SYNC_F_DELETE_DURING = 1 << 28,   /* --delete-during: rdcp's --delete */
 };
 
 /* --exclude / --include, in command-line order (rules in sync/filter.c) */
@@ -81,6 +82,7 @@ struct sync_opts {
 	struct tp_opts tp;          /* kind, streams */
 	long long max_delete;       /* --max-delete, -1: no limit */
 	const char *min_size_arg, *max_size_arg, *bwlimit_arg;   /* as typed */
+	uint64_t bwlimit;           /* --bwlimit in bytes/s, 0: none */
 	const char *chown, *chmod;
 	const char *link_dest[SYNC_MAX_LINK_DEST];
 	int nlink_dest;

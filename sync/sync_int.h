@@ -22,6 +22,8 @@
 struct role {
 	struct ctl *ctl;
 	const char *path;          /* SRC for the sender, DST for the receiver */
+	const char *const *srcs;   /* sender: every SRC (srcs[0] is path) */
+	int nsrc;                  /* sender: how many; 1 unless rdcp A B... DST */
 	unsigned flags;            /* SYNC_F_* */
 	struct tp_opts tp;
 	const char *connect_addr;  /* sender: where the receiver listens */
@@ -87,6 +89,8 @@ void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int fin
 /* sync/fs.c: open path beneath root (an fd of a tree's root) without
  * following any symlink or leaving the tree; "" is root itself (a dup). */
 int sync_open_beneath(int root, const char *path, int flags);
+/* sync/fs.c: mkdir -p path (--mkpath); 0 or a negative errno (said). */
+int sync_mkpath(const char *path);
 /* sync/fs.c: lock the tree at rootfd for this run (writer: exclusive, the
  * receiver; else shared, the sender), never waiting. 0, or -EWOULDBLOCK when
  * another run holds it (said, naming path), or another error (said). */
@@ -97,6 +101,43 @@ int sync_filter_skip(const char *path, int is_dir, void *ctx);
 
 /* Entries by kind, as rsync's --stats counts them. */
 enum { SYNC_K_REG, SYNC_K_DIR, SYNC_K_LINK, SYNC_K_DEV, SYNC_K_SPECIAL, SYNC_KINDS };
+
+/* sync/sources.c: the sender's SRCs. src_split: SRC as the root to scan
+ * and, unless its contents are meant, the one name (*only) sent from it;
+ * 0 or a negative errno (said). */
+int src_split(const char *src, unsigned flags, char **root, char **only, int *is_dir);
+/* Several SRCs, merged into one manifest of a directory's contents (as
+ * rsync merges its file list): each SRC is locked (shared) and scanned; one
+ * that cannot be used is said and counted in *errors with the scans'
+ * unreadable entries, and the others go on. 0, or -ENOMEM, or
+ * -EWOULDBLOCK when a SRC is being written by another run (said). */
+struct srcset {
+	int n;
+	char **root;       /* per SRC: the directory its entries' paths are under */
+	int *fd, *lock;    /* per SRC: root open for reading; its lock (-1: none) */
+	uint32_t *of;      /* manifest index -> SRC */
+};
+int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_t *errors);
+/* The directory fd that manifest entry i's path is relative to (-1 when
+ * its SRC could not be opened: it has no entries then). */
+int  srcs_root(const struct srcset *ss, size_t i);
+void srcs_free(struct srcset *ss);
+
+/* sync/remove.c: --remove-source-files on the sender. landed_take: one
+ * CTL_LANDED frame (peer input, checked as docs/protocol.md says) and the
+ * removals it asks for; 0, or -EPROTO (said: nothing more is removed). */
+struct src_remover {
+	int on;                          /* --remove-source-files */
+	const struct idx_manifest *m;    /* the manifest we sent */
+	const uint32_t *plan;            /* the receiver's plan (increasing) */
+	uint32_t nplan;
+	const uint8_t *sent;             /* manifest index -> sent whole */
+	int root;                        /* one SRC: its root */
+	const struct srcset *ss;         /* several SRCs (ss->n > 1) */
+	int64_t last;                    /* the last index taken; -1 at first */
+	uint64_t removed, errors;
+};
+int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
 
 struct sync_result {
 	uint32_t code;             /* exit code */
@@ -157,9 +198,11 @@ int sync_receiver(struct role *r, struct sync_result *res);
 
 enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 
-/* Send the HELLO that gives the server its role, with o's options. */
-int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *path,
-                const char *addr);
+/* Send the HELLO that gives the server its role, with o's options; paths:
+ * its path, and for a sender the other SRCs (npath in all). 0 or an
+ * error (said when the arguments do not fit). */
+int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *const *paths,
+                int npath, const char *addr);
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
 	int role;
