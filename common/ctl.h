@@ -42,6 +42,8 @@ enum ctl_type {
 	                       ctl_recv() skips it */
 	CTL_LANDED,         /* receiver -> sender, --remove-source-files: u32
 	                       count, u32 manifest indices of what DST holds */
+	CTL_FILES,          /* client -> server, after HELLO: a part of the
+	                       --files-from list; an empty part ends it */
 	/* sync, version 4 */
 	CTL_PROGRESS,       /* receiver -> sender, during the data: u64 files
 	                       landed, u64 their bytes (the sender's --progress) */

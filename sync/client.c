@@ -141,7 +141,7 @@ int sync_client(const struct sync_opts *o)
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc,
-	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
+	                  .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
@@ -149,12 +149,16 @@ int sync_client(const struct sync_opts *o)
 	int rc;
 	if (src.host) {   /* remote -> local: we receive */
 		rc = hello_send(&c, ROLE_SENDER, o, paths, nsrc, o->data_addr ? o->data_addr : "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(&c, o);
 		r.path = dst.path;
 		r.announce_addr = o->data_addr ? o->data_addr : "";
 		if (rc == 0)
 			sync_receiver(&r, &res);
 	} else {          /* local -> remote or local: we send */
 		rc = hello_send(&c, ROLE_RECEIVER, o, (const char **)&dst.path, 1, "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(&c, o);
 		r.path = src.path;
 		r.connect_addr = o->data_addr ? o->data_addr
 		                 : remote ? bare_host(remote) : "127.0.0.1";

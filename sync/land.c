@@ -352,7 +352,8 @@ void recv_make_links(struct rstate *s)
 		const struct idx_entry *e = &s->sm.e[i];
 		int follower = e->type == IDX_REG && (f & SYNC_F_HARDLINKS) && e->hlink &&
 		               e->hlink != i + 1;
-		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK)
+		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK ||
+		    s->change[i] == SKIPPED)
 			continue;
 		if (link_current(s, i, follower))
 			continue;
@@ -428,7 +429,8 @@ void recv_fix_meta(struct rstate *s)
 			touch_parent(s, s->dm.e[k].path, touched);
 	for (size_t k = s->sm.n; k-- > 0;) {
 		const struct idx_entry *e = &s->sm.e[k];
-		if (e->type != IDX_DIR && (e->type != IDX_REG || s->written[k]))
+		if ((e->type != IDX_DIR && (e->type != IDX_REG || s->written[k])) ||
+		    (!*e->path && s->keep_root_meta))
 			continue;
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		/* a file whose content did not arrive keeps its old metadata too:
@@ -454,6 +456,19 @@ void recv_fix_meta(struct rstate *s)
 			recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 	}
 	free(touched);
+}
+
+/* The directories holding a protected entry are not deleted either. */
+static void keep_parents(struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	for (char *slash; p && (slash = strrchr(p, '/'));) {
+		*slash = '\0';
+		struct idx_entry *d = (struct idx_entry *)idx_manifest_find(&s->dm, p);
+		if (d)
+			d->flags |= KEPT;
+	}
+	free(p);
 }
 
 /* Is DST's path part of what the sender sent: is its nearest ancestor in
@@ -498,9 +513,20 @@ void recv_delete_extra(struct rstate *s)
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
 		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
-		if (!*d->path || (d->flags & GONE) || !in_transfer(s, d->path) ||
+		if (!*d->path || (d->flags & (GONE | KEPT)) || !in_transfer(s, d->path) ||
 		    recv_backup_protected(s, d->path))
 			continue;
+		if (s->filter && !s->filter_scanned &&
+		    sync_filter_protects(s->filter, d->path, d->type == IDX_DIR)) {
+			keep_parents(s, d->path);   /* excluded here: kept, and its directories */
+			continue;
+		}
+		if (sync_filter_error(s->filter)) {   /* a dir-merge file of DST (said) */
+			log_err("not deleting anything: a filter file of the destination could "
+			        "not be used");
+			STAT_ADD(s->res->errors, 1);
+			return;
+		}
 		if (f & SYNC_F_DRYRUN) {
 			recv_item_deleted(s, d);
 			s->res->deleted++;

@@ -15,7 +15,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync.h"
+#include "sync/sync_int.h"
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
@@ -27,8 +27,10 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYN
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL };
 
-/* Who sees an option: the client only, or the far side too (forwarded). */
-enum { CLIENT = 0, FAR = 1 };
+/* Who sees an option: the client only, or the far side too (forwarded);
+ * FAR_SELF: the far side takes it, but the client forwards what it makes
+ * of it (filter rules, with their files read) rather than what was typed. */
+enum { CLIENT = 0, FAR = 1, FAR_SELF = 2 };
 
 struct opt_def {
 	struct option o;
@@ -61,12 +63,12 @@ static const struct opt_def defs[] = {
 	{ { "one-file-system", no_argument, NULL, 'x' }, FAR },
 	{ { "dry-run", no_argument, NULL, 'n' }, FAR },
 	/* what to leave out */
-	{ { "exclude", required_argument, NULL, OPT_EXCLUDE }, FAR },
-	{ { "include", required_argument, NULL, OPT_INCLUDE }, FAR },
+	{ { "exclude", required_argument, NULL, OPT_EXCLUDE }, FAR_SELF },
+	{ { "include", required_argument, NULL, OPT_INCLUDE }, FAR_SELF },
 	{ { "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM }, CLIENT },
 	{ { "include-from", required_argument, NULL, OPT_INCLUDE_FROM }, CLIENT },
-	{ { "filter", required_argument, NULL, 'f' }, FAR },
-	{ { "files-from", required_argument, NULL, OPT_FILES_FROM }, CLIENT },
+	{ { "filter", required_argument, NULL, 'f' }, FAR_SELF },
+	{ { "files-from", required_argument, NULL, OPT_FILES_FROM }, FAR_SELF },
 	/* deleting, backups */
 	{ { "delete", no_argument, NULL, OPT_DELETE }, FAR },
 	{ { "delete-before", no_argument, NULL, OPT_DELETE_BEFORE }, FAR },
@@ -190,30 +192,46 @@ static int rate_arg(const char *arg, uint64_t *out)
 	return 0;
 }
 
-static int add_rule(struct sync_opts *o, int include, const char *pattern)
+int sync_opts_forward_rule(struct sync_opts *o, const char *text)
 {
-	if (o->nrules == SYNC_MAX_RULES || !*pattern || strlen(pattern) > 4000) {
-		log_err("--%s: at most %d rules of 1..4000 bytes",
-		        include ? "include" : "exclude", SYNC_MAX_RULES);
-		return -1;
-	}
-	struct sync_rule *v = realloc(o->rules, (size_t)(o->nrules + 1) * sizeof *v);
-	if (!v)
-		return -1;
-	v[o->nrules++] = (struct sync_rule){ include, pattern };
-	o->rules = v;
-	return 0;
+	return forward(o, 'f', text);
 }
 
-/* --filter RULE, kept in order (sync/filter.c reads them) */
-static int add_filter(struct sync_opts *o, const char *rule)
+/* A size as rsync reads --max-size: a number (fraction allowed), an
+ * optional unit K, M, G, T, P (1024s; "KiB" too, "KB" 1000s; any case, B
+ * for bytes), then an optional "+1" or "-1". -1 (said) if not one. */
+static long long size_arg(const char *name, const char *arg)
 {
-	if (o->nfilters == SYNC_MAX_RULES || !*rule || strlen(rule) > 4000) {
-		log_err("--filter: at most %d rules of 1..4000 bytes", SYNC_MAX_RULES);
-		return -1;
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	double mult = 1, base = 1024;
+	const char *units = "bkmgtp", *u = *end ? strchr(units, tolower((unsigned char)*end)) : NULL;
+	if (errno || end == arg || (!isdigit((unsigned char)*arg) && *arg != '.'))
+		goto bad;
+	if (u) {
+		end++;
+		if (tolower((unsigned char)end[0]) == 'b') {
+			base = 1000;
+			end++;
+		} else if (tolower((unsigned char)end[0]) == 'i' && tolower((unsigned char)end[1]) == 'b') {
+			end += 2;
+		}
+		for (const char *q = units; q < u; q++)
+			mult *= base;
 	}
-	o->filters[o->nfilters++] = rule;
-	return 0;
+	long long off = !strcmp(end, "+1") ? 1 : !strcmp(end, "-1") ? -1 : 0;
+	if (*end && !off)
+		goto bad;
+	if (v * mult > 9e18)
+		goto bad;
+	long long n = (long long)(v * mult) + off;
+	if (n >= 0)
+		return n;
+bad:
+	log_err("--%s=%s is invalid (a size: a number, then K, M, G, T or P for 1024s, KB, "
+	        "MB... for 1000s, then +1 or -1 if wanted)", name, arg);
+	return -1;
 }
 
 /* Options that set flags only; 0 when c is not one of them. */
@@ -234,7 +252,6 @@ static unsigned flag_of(int c)
 	case 'c': return SYNC_F_CHECKSUM;
 	case 'u': return SYNC_F_UPDATE;
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
-	case 'x': return SYNC_F_ONE_FS;
 	case 'n': return SYNC_F_DRYRUN;   /* silent alone, as rsync: -nv, -ni */
 	case OPT_DELETE: return SYNC_F_DELETE;
 	case OPT_DELETE_DURING: return SYNC_F_DELETE | SYNC_F_DELETE_DURING;
@@ -259,6 +276,7 @@ static unsigned flag_of(int c)
 static int take_value(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
+	int far = a->mode == SYNC_MODE_FAR;
 	long long n;
 	switch (c) {
 	case OPT_STREAMS:
@@ -277,22 +295,43 @@ static int take_value(int c, struct sync_args *a)
 		return -1;
 	case OPT_EXCLUDE:
 	case OPT_INCLUDE:
-		return add_rule(o, c == OPT_INCLUDE, optarg) < 0 ? RD_EXIT_USAGE : -1;
+		return sync_rules_add(o, optarg, c == OPT_INCLUDE ? '+' : '-', c == OPT_INCLUDE
+		                      ? "--include" : "--exclude", far) < 0 ? RD_EXIT_USAGE : -1;
 	case 'f':
-		return add_filter(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
+		return sync_rules_add(o, optarg, 0, "--filter", far) < 0 ? RD_EXIT_USAGE : -1;
 	case 'F':   /* rsync: -F is ': /.rsync-filter', a second -F hides those files */
 		if (++o->filter_F > 2)
 			return -1;
-		return add_filter(o, o->filter_F == 1 ? "dir-merge /.rsync-filter"
-		                                      : "exclude .rsync-filter") < 0 ||
-		       forward(o, 'f', o->filters[o->nfilters - 1]) < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_EXCLUDE_FROM: o->exclude_from = optarg; return -1;
-	case OPT_INCLUDE_FROM: o->include_from = optarg; return -1;
-	case OPT_FILES_FROM: o->files_from = optarg; return -1;
+		return sync_rules_add(o, o->filter_F == 1 ? "dir-merge /.rsync-filter"
+		                      : "exclude .rsync-filter", 0, "-F", far) < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_EXCLUDE_FROM:
+	case OPT_INCLUDE_FROM: {
+		int code;
+		*(c == OPT_EXCLUDE_FROM ? &o->exclude_from : &o->include_from) = optarg;
+		return sync_rules_file(o, optarg, c == OPT_EXCLUDE_FROM ? '-' : '+', 0, far, 0,
+		                       &code) < 0 ? code : -1;
+	}
+	case OPT_FILES_FROM:
+		o->files_from = optarg;
+		if (far && strcmp(optarg, "-")) {   /* the list comes in CTL_FILES */
+			snprintf(a->why, sizeof a->why, "--files-from names a file, not '-'");
+			return RD_EXIT_PROTO;
+		}
+		if (far)
+			return -1;
+		return sync_files_read(o, optarg) < 0 || forward(o, c, "-") < 0 ? RD_EXIT_USAGE : -1;
+	case 'x':
+		o->flags |= SYNC_F_ONE_FS;
+		o->one_fs += o->one_fs < 2;
+		return -1;
 	case OPT_CHOWN: o->chown = optarg; return -1;
 	case OPT_CHMOD: o->chmod = optarg; return -1;
-	case OPT_MIN_SIZE: o->min_size_arg = optarg; return -1;
-	case OPT_MAX_SIZE: o->max_size_arg = optarg; return -1;
+	case OPT_MIN_SIZE:
+	case OPT_MAX_SIZE:
+		*(c == OPT_MIN_SIZE ? &o->min_size_arg : &o->max_size_arg) = optarg;
+		n = size_arg(c == OPT_MIN_SIZE ? "min-size" : "max-size", optarg);
+		*(c == OPT_MIN_SIZE ? &o->min_size : &o->max_size) = n;
+		return n < 0 ? RD_EXIT_USAGE : -1;
 	case OPT_BWLIMIT:
 		o->bwlimit_arg = optarg;
 		return rate_arg(optarg, &o->bwlimit) < 0 ? RD_EXIT_USAGE : -1;
@@ -358,6 +397,8 @@ static int take_opt(int c, struct sync_args *a)
 {
 	unsigned f = flag_of(c);
 	int rc;
+	if (c == 'r')
+		a->o.recursive_given = 1;
 	if (f) {
 		a->o.flags |= f;
 		return -1;
@@ -388,7 +429,7 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 	opterr = !far;
 	while ((c = getopt_long(argc, argv, shortopts, lo, &idx)) != -1) {
 		const struct opt_def *d = c == '?' ? NULL : def_of(c);
-		if (far && (!d || d->where != FAR)) {
+		if (far && (!d || d->where == CLIENT)) {
 			snprintf(a->why, sizeof a->why, "it has an option that is not for "
 			         "the server: '%.200s'", argv[optind - 1]);
 			return RD_EXIT_PROTO;
@@ -412,6 +453,9 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		a->o.tp.verbose = -1;   /* -q wins over -v, as rsync */
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
+	/* rsync: --files-from lists what to send; -a does not recurse then */
+	if (a->o.files_from && !a->o.recursive_given)
+		a->o.flags &= ~(unsigned)SYNC_F_RECURSIVE;
 	return -1;
 }
 
@@ -422,22 +466,23 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_ACLS, "-A/--acls" },
 		{ SYNC_F_XATTRS, "-X/--xattrs" },
 		{ SYNC_F_NUMERIC_IDS, "--numeric-ids" },
-		{ SYNC_F_UPDATE, "-u/--update" },
-		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
-		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
-		{ SYNC_F_DELETE_EXCLUDED, "--delete-excluded" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
 	};
 	const struct { const void *set; const char *name; } later_v[] = {
 		{ o->chown, "--chown" }, { o->chmod, "--chmod" },
-		{ o->nfilters ? o : NULL, "--filter/-F" },
-		{ o->exclude_from, "--exclude-from" }, { o->include_from, "--include-from" },
-		{ o->files_from, "--files-from" }, { o->min_size_arg, "--min-size" },
-		{ o->max_size_arg, "--max-size" },
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
 	};
+	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
+		log_err("--delete with --files-from is not supported: only the listed paths "
+		        "are looked at");
+		return RD_EXIT_USAGE;
+	}
+	if (o->files_from && o->nsrc > 1) {
+		log_err("--files-from takes one SRC: the directory the list is relative to");
+		return RD_EXIT_USAGE;
+	}
 	unsigned when = o->flags & (SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
 	                            SYNC_F_DELETE_DURING);
 	if (when & (when - 1)) {   /* rsync's rule and words */
@@ -470,11 +515,18 @@ void sync_opts_free(struct sync_opts *o)
 {
 	for (int i = 0; i < o->nfwd; i++)
 		free(o->fwd[i]);
+	for (int i = 0; i < o->nrules; i++)
+		free(o->rules[i].pattern);
+	for (size_t i = 0; i < o->nfiles; i++)
+		free(o->files[i]);
 	free(o->fwd);
 	free(o->rules);
+	free(o->files);
 	o->fwd = NULL;
 	o->rules = NULL;
+	o->files = NULL;
 	o->nfwd = o->nrules = 0;
+	o->nfiles = 0;
 }
 
 void sync_args_init(struct sync_args *a)
@@ -483,4 +535,5 @@ void sync_args_init(struct sync_args *a)
 	a->o.tp.streams = 1;
 	a->o.max_delete = -1;
 	a->o.tp.verbose = -1;   /* quiet unless -v */
+	a->o.min_size = a->o.max_size = -1;
 }

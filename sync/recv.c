@@ -261,22 +261,54 @@ static int read_ready(struct rstate *s)
 	return rc;
 }
 
+/* The scan's options: the filter rules (when both sides exclude the same
+ * paths, excluded files of DST are neither compared nor deleted, nor even
+ * scanned; else --delete asks the rules, with DST's dir-merge files, path
+ * by path), --files-from's paths, -x. 0 or -ENOMEM. */
+static int scan_opts(struct rstate *s)
+{
+	const struct sync_opts *o = s->r->o;
+	int rc;
+	s->so.only = s->only;
+	s->so.one_fs = o->one_fs;
+	if (o->nrules) {
+		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
+		                           s->only ? "" : NULL)) < 0)
+			return rc;
+		if ((s->filter_scanned = sync_filter_simple(o))) {
+			s->so.skip = sync_filter_skip;
+			s->so.skip_ctx = s->filter;
+		}
+	}
+	if (o->files_from) {
+		if ((rc = sync_files_roots(o, &s->roots, &s->nroots)) < 0)
+			return rc;
+		s->so.roots = s->roots;
+		s->so.nroots = s->nroots;
+		s->so.roots_optional = 1;
+		/* rsync sets DST's own metadata only when the list names "." */
+		s->keep_root_meta = 1;
+		for (size_t i = 0; i < s->nroots; i++)
+			s->keep_root_meta &= *s->roots[i].path != '\0';
+	}
+	return 0;
+}
+
 /* 2. Our side, scanned while the sender scans its own. */
 static int scan_dst(struct rstate *s)
 {
 	struct role *r = s->r;
 	struct idx_stats st;
-	s->so.only = s->only;
-	if (r->nrules) {   /* excluded files of DST are neither compared nor deleted */
-		s->so.skip = sync_filter_skip;
-		s->so.skip_ctx = r;
-	}
 	s->root = open(s->root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->root < 0 && !(errno == ENOENT && (r->flags & SYNC_F_DRYRUN))) {
 		int err = errno;
 		log_err("%s: %s", s->root_path, strerror(err));
 		s->res->code = RD_EXIT_SELECT;
 		return -err;
+	}
+	if (scan_opts(s) < 0) {
+		s->res->code = RD_EXIT_FILEIO;
+		return -ENOMEM;
 	}
 	if (s->root < 0)
 		return 0;   /* a dry run into nothing */
@@ -430,8 +462,8 @@ static int receive(struct rstate *s)
 	if ((s->r->flags & SYNC_F_REMOVE_SOURCE) && !(s->r->flags & SYNC_F_DRYRUN))
 		recv_send_landed(s);
 	/* the scan stored what DST held; only a changed DST needs it again */
-	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions)
-		recv_save_index(s);
+	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && !s->roots)
+		recv_save_index(s);   /* (a scan of some paths keeps the index whole) */
 	return 0;
 }
 
@@ -454,6 +486,8 @@ static void rstate_free(struct rstate *s)
 	free(s->top);
 	free(s->root_path);
 	free(s->cdir);
+	sync_filter_free(s->filter);
+	sync_files_roots_free(s->roots, s->nroots);
 	free(s->bprotect);
 	if (s->bfd >= 0)
 		close(s->bfd);

@@ -74,6 +74,12 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	struct filter *filter;   /* the filter rules on our side, if any */
+	int filter_scanned;      /* 1: applied by the scan (excluded paths are
+	                            not in dm); 0: --delete asks it per path */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
+	int keep_root_meta;      /* DST's own metadata is left as it is */
 	int bfd;                 /* --backup-dir, open (-1: none) */
 	char *bprotect;          /* --backup-dir as a path of DST, if it is one */
 	const char *bsuffix;     /* the backups' suffix */
@@ -85,6 +91,9 @@ struct rstate {
 #define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
 
 #define GONE 0x80   /* dm entry flag: removed from DST by this run */
+#define KEPT 0x40   /* dm entry flag: holds an entry the filter protects */
+#define SKIPPED 0x40   /* change[] value: left alone (-u, --ignore-existing,
+                          --min-size, --max-size), as if the same */
 
 /* recv.c: the sender broke the protocol: the first time in the run, say
  * how in one line (fmt is the whole message, naming the sender, peer

@@ -463,7 +463,37 @@ struct sstate {
 	int lockfd;              /* SRC's root, locked shared for the run */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 	struct src_remover rm;
+	struct filter *filter;   /* the filter rules, on our side */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
 };
+
+/* The scan's options: filter rules, --files-from, -x. 0 or -ENOMEM. */
+static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
+{
+	const struct sync_opts *o = s->r->o;
+	int rc;
+	so->only = s->only;
+	so->one_fs = o->one_fs;
+	if (o->nrules) {
+		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : sync_filter_open(&s->filter, o, SYNC_RM_SENDER, fd,
+		                                        s->only ? "" : NULL);
+		if (fd >= 0)
+			close(fd);
+		if (rc < 0)
+			return rc;
+		so->skip = sync_filter_skip;
+		so->skip_ctx = s->filter;
+	}
+	if (o->files_from) {
+		if ((rc = sync_files_roots(o, &s->roots, &s->nroots)) < 0)
+			return rc;
+		so->roots = s->roots;
+		so->nroots = s->nroots;
+	}
+	return 0;
+}
 
 /* Several SRCs: READY for a directory's contents, then their entries,
  * merged (sources.c), as one manifest. */
@@ -493,7 +523,9 @@ static int scan_and_send(struct sstate *s)
 	int is_dir = 0, rc;
 	if (r->nsrc > 1)
 		return scan_many(s);
-	if ((rc = src_split(r->path, r->flags, &s->root, &s->only, &is_dir)) < 0) {
+	rc = r->o->files_from ? sync_files_root(r->path, &s->root, &is_dir)
+	                      : src_split(r->path, r->flags, &s->root, &s->only, &is_dir);
+	if (rc < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
@@ -506,11 +538,6 @@ static int scan_and_send(struct sstate *s)
 	memcpy(ready + 4, s->only ? s->only : "", tl > 255 ? 255 : tl);
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
-	so.only = s->only;
-	if (r->nrules) {
-		so.skip = sync_filter_skip;
-		so.skip_ctx = r;
-	}
 	/* not while another run writes into SRC: what we read would be a mix */
 	s->lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->lockfd >= 0 && s->only) {   /* one named entry: its own tree, if any */
@@ -525,10 +552,16 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
-	if ((rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
+	if ((rc = scan_opts(s, &so)) < 0 || (rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
+	}
+	if ((rc = sync_filter_error(s->filter)) != 0) {   /* a dir-merge file (said) */
+		ctl_error(r->ctl, rc, "the sender could not use a dir-merge filter file "
+		          "(see above)");
+		s->res->code = (uint32_t)rc;
+		return -ECANCELED;
 	}
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
 	return send_manifest(r->ctl, &s->m, st.errors, &s->res->flist_bytes);
@@ -724,6 +757,8 @@ int sync_sender(struct role *r, struct sync_result *res)
 		close(s.rm.root);
 	free(s.root);
 	free(s.only);
+	sync_filter_free(s.filter);
+	sync_files_roots_free(s.roots, s.nroots);
 	srcs_free(&s.ss);
 	idx_manifest_free(&s.m);
 	return res->code;

@@ -91,8 +91,17 @@ int sync_serve(int local)
 		srcs[k + 1] = a.operands[k];
 	struct role r = { .ctl = &c, .path = h.path, .flags = o->flags, .o = o,
 	                  .srcs = srcs, .nsrc = a.noperands + 1,
-	                  .rules = o->rules, .nrules = o->nrules, .timeout = o->timeout };
+	                  .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);
+	if (o->files_from && sync_files_recv(&r, &a.o) < 0) {   /* --files-from's list */
+		ctl_error(&c, RD_EXIT_PROTO, "the server could not read the --files-from list "
+		          "(see above)");
+		free(srcs);
+		hello_free(&h);
+		sync_opts_free(&a.o);
+		ctl_free(&c);
+		return RD_EXIT_PROTO;
+	}
 	int role = h.role;
 	char *addr = h.addr;
 	r.tp.streams = o->tp.streams;

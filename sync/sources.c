@@ -84,19 +84,27 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	if (rc < 0)
 		return rc;
 	so.only = only;
-	if (r->nrules) {
-		so.skip = sync_filter_skip;
-		so.skip_ctx = r;
-	}
+	so.one_fs = r->o->one_fs;
 	int fd = open(ss->root[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct filter *flt = NULL;   /* the rules, with this SRC's dir-merge files */
+	if (fd >= 0 && r->o->nrules && sync_filter_open(&flt, r->o, SYNC_RM_SENDER, fd,
+	                                                only ? "" : NULL) == 0) {
+		so.skip = sync_filter_skip;
+		so.skip_ctx = flt;
+	}
 	int lock = fd >= 0 && only && is_dir ? sync_open_beneath(fd, only, O_RDONLY | O_DIRECTORY)
 	         : fd >= 0 && !only ? dup(fd) : -1;
 	if (fd < 0)
 		rc = -errno;
 	else if (lock >= 0)
 		rc = sync_lock(lock, r->srcs[k], 0);
+	if (rc == 0 && r->o->nrules && !flt)
+		rc = -ENOMEM;
 	if (rc == 0)
 		rc = idx_scan(ss->root[k], &so, &m, &st);
+	if (rc == 0 && sync_filter_error(flt))
+		rc = -EINVAL;   /* a dir-merge file it cannot use (said) */
+	sync_filter_free(flt);
 	free(only);
 	if (rc < 0) {
 		if (fd >= 0)
