@@ -24,15 +24,6 @@
 #include "common/log.h"
 #include "sync/recv_int.h"
 
-void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e)
-{
-	char shown[4096];
-	if (!s->log)
-		return;
-	fprintf(s->log, "%s %s%s\n", code, log_path(shown, sizeof shown, e->path),
-	        e->type == IDX_DIR ? "/" : "");
-}
-
 /* "... and N entries below it": the tail of a failed directory. */
 static void say_below(struct rstate *s)
 {
@@ -272,8 +263,11 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	} else {
 		f->done = 1;
 		s->written[i] = 1;
-		STAT_ADD(s->res->files, 1);
-		recv_itemize(s, f->existed ? ">f.st......" : ">f+++++++++", e);
+		if (!f->existed)
+			STAT_ADD(s->res->created[SYNC_K_REG], 1);
+		recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
+		          e->path) : NULL, 1));
+		STAT_ADD(s->res->files, 1);   /* after its line: --progress counts landed files */
 	}
 	close(f->dirfd);
 	f->dirfd = -1;
@@ -363,10 +357,15 @@ void recv_make_links(struct rstate *s)
 			continue;
 		if (link_current(s, i, follower))
 			continue;
-		recv_itemize(s, e->type == IDX_LNK ? "cL+++++++++" : follower ? "hf+++++++++"
-		                                                   : "cD+++++++++", e);
-		if (f & SYNC_F_DRYRUN)
+		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+		unsigned bits = recv_item_bits(s, e, d, 0);
+		char how = follower ? 'h' : 'c';
+		if (f & SYNC_F_DRYRUN) {
+			recv_item(s, how, e, bits);
+			if (bits & SYNC_ITEM_NEW)
+				s->res->created[sync_kind(e->type)]++;
 			continue;
+		}
 		const char *name;
 		char tmp[IDX_TEMP_NAME_LEN + 1];
 		int pd = recv_open_parent(s->root, e->path, &name);
@@ -393,6 +392,9 @@ void recv_make_links(struct rstate *s)
 		} else {
 			s->written[i] = 1;
 			STAT_ADD(s->actions, 1);
+			if (bits & SYNC_ITEM_NEW)
+				STAT_ADD(s->res->created[sync_kind(e->type)], 1);
+			recv_item(s, how, e, bits);
 		}
 		close(pd);
 	}
@@ -447,8 +449,11 @@ void recv_fix_meta(struct rstate *s)
 			recv_fail(s, *e->path ? e->path : ".", "cannot open to set metadata", errno);
 			continue;
 		}
+		uint64_t errors = s->res->errors;
 		apply_meta_fd(s, fd, e);
 		close(fd);
+		if (e->type == IDX_REG && s->res->errors == errors)   /* dirs: said in the plan */
+			recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 	}
 	free(touched);
 }
@@ -489,45 +494,40 @@ static int in_transfer(const struct rstate *s, const char *path)
 	return in;
 }
 
-/* Delete DST's entry d (its children went first), or, in a dry run, say so. */
+/* Delete DST's entry d (its children went first), or, in a dry run, say
+ * it would be. */
 static void delete_one(struct rstate *s, struct idx_entry *d)
 {
-	char shown[4096];
-	log_path(shown, sizeof shown, d->path);
-	if (s->log)
-		fprintf(s->log, "*deleting   %s%s\n", shown, d->type == IDX_DIR ? "/" : "");
-	if (s->r->flags & SYNC_F_DRYRUN) {
+	unsigned f = s->r->flags;
+	if (f & SYNC_F_DRYRUN) {
+		recv_item_deleted(s, d);
 		s->res->deleted++;
+		s->res->removed[sync_kind(d->type)]++;
 		return;
 	}
 	const char *name;
 	int pd = recv_open_parent(s->root, d->path, &name);
-	if (pd >= 0 && (s->r->flags & SYNC_F_BACKUP) && d->type != IDX_DIR) {
-		d->flags |= GONE;
-		STAT_ADD(s->actions, 1);
-		recv_backup(s, pd, name, d->path, 1);   /* kept, or said */
-		close(pd);
-		s->res->deleted++;
-		return;
-	}
-	int rc = pd < 0 ? -1 : unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0);
-	int err = errno;
+	int gone = 0, err = 0;
+	if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
+		gone = recv_backup(s, pd, name, d->path, 1) == 0;   /* kept, or said */
+	else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
+		err = errno;
+	else
+		gone = 1;
 	if (pd >= 0)
 		close(pd);
-	if (rc < 0 && err == ENOTEMPTY && d->type == IDX_DIR) {
-		/* it holds what the scan left out (excluded files, a run's own
-		 * temp files): kept, as rsync keeps it, and not an error */
-		if (s->log)
-			fprintf(s->log, "cannot delete non-empty directory: %s\n", shown);
-		return;
-	}
+	if (err == ENOTEMPTY && d->type == IDX_DIR)
+		return;   /* it holds what the scan left out (excluded files, a run's
+		             own temp files): kept, as rsync keeps it, not an error */
 	d->flags |= GONE;
 	STAT_ADD(s->actions, 1);
-	if (rc < 0 && err != ENOENT) {
+	if (err && err != ENOENT)
 		recv_fail(s, d->path, "cannot delete", err);
-		return;
+	if (gone) {
+		recv_item_deleted(s, d);
+		s->res->deleted++;
+		s->res->removed[sync_kind(d->type)]++;
 	}
-	s->res->deleted++;
 }
 
 void recv_delete_extra(struct rstate *s)
@@ -542,8 +542,6 @@ void recv_delete_extra(struct rstate *s)
 	if (bad) {
 		log_err("not deleting anything: %llu entries could not be read, sent or "
 		        "written (see the messages above)", (unsigned long long)bad);
-		if (s->sender_errors)
-			STAT_ADD(s->res->errors, 1);
 		return;
 	}
 	/* deepest first: what the diff found only in DST, in reverse order */
