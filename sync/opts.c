@@ -472,7 +472,6 @@ int sync_opts_check(const struct sync_opts *o)
 	};
 	const struct { const void *set; const char *name; } later_v[] = {
 		{ o->chown, "--chown" }, { o->chmod, "--chmod" },
-		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
 	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
