@@ -112,7 +112,7 @@ int sync_client(const struct sync_opts *o)
 		log_err("cannot start the other side: %s", strerror(errno));
 		return RD_EXIT_START;
 	}
-	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
+	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
 	                  .progress = o->progress, .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);

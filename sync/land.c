@@ -146,9 +146,8 @@ static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
 	STAT_ADD(s->actions, 1);
 	if ((f & SYNC_F_OWNER) && geteuid() == 0 && fchown(fd, e->uid, e->gid) < 0)
 		recv_fail(s, e->path, "cannot set owner", errno);
+	/* without -p, as rsync: the source's mode less the umask */
 	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
-	if (e->type == IDX_DIR && !(f & SYNC_F_PERMS))
-		mode = 0777 & ~s->umask;
 	if (fchmod(fd, mode) < 0)
 		recv_fail(s, e->path, "cannot set mode", errno);
 	if (f & SYNC_F_TIMES) {

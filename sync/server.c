@@ -20,39 +20,70 @@ int sync_server(void)
 	return sync_serve(0);
 }
 
+/* The HELLO's options into a; 0, or the exit code after telling the
+ * client why (in an ERROR: the client prints it). */
+static int take_hello(struct ctl *c, struct hello *h, struct sync_args *a)
+{
+	char why[300];
+	sync_args_init(a);
+	a->mode = SYNC_MODE_FAR;
+	int code = sync_args_parse(h->argc, h->argv, a);
+	if (code < 0 && a->noperands)
+		code = RD_EXIT_PROTO;
+	if (code < 0 && (code = sync_opts_check(&a->o)) == 0)
+		return 0;
+	snprintf(why, sizeof why, "the server refused the hello: %s",
+	         a->why[0] ? a->why : "its options are not valid (see above)");
+	ctl_error(c, code, why);
+	return code;
+}
+
+/* The client's HELLO; 0, or the exit code after saying why. */
+static int read_hello(struct ctl *c, struct hello *h)
+{
+	uint8_t type;
+	size_t n;
+	int rc = ctl_recv(c, &type, &n);
+	if (rc < 0 || type != CTL_HELLO) {
+		log_err("--server: the client did not say hello (%s)",
+		        rc < 0 ? strerror(-rc) : "wrong first message");
+		return RD_EXIT_PROTO;
+	}
+	rc = hello_decode(c->buf, n, h);
+	if (rc < 0) {
+		char why[200];
+		int code = rc == -EPROTONOSUPPORT ? RD_EXIT_INCOMPAT : RD_EXIT_PROTO;
+		snprintf(why, sizeof why, "the server refused the hello: %s", h->why ? h->why : "?");
+		ctl_error(c, code, rc == -EPROTONOSUPPORT
+		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : why);
+		return code;
+	}
+	return 0;
+}
+
 int sync_serve(int local)
 {
 	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
 	struct sync_result res = { 0 };
+	static struct sync_args a;
 	struct hello h;
-	uint8_t type;
-	size_t n;
 	signal(SIGPIPE, SIG_IGN);
-	int rc = ctl_recv(&c, &type, &n);
-	if (rc < 0 || type != CTL_HELLO) {
-		log_err("--server: the client did not say hello (%s)",
-		        rc < 0 ? strerror(-rc) : "wrong first message");
-		ctl_free(&c);
-		return RD_EXIT_PROTO;
-	}
-	rc = hello_decode(c.buf, n, &h);
-	if (rc < 0) {
-		char why[200];
-		int code = rc == -EPROTONOSUPPORT ? RD_EXIT_INCOMPAT : RD_EXIT_PROTO;
-		snprintf(why, sizeof why, "the server refused the hello: %s", h.why ? h.why : "?");
-		ctl_error(&c, code, rc == -EPROTONOSUPPORT
-		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : why);
+	int code = read_hello(&c, &h);
+	if (!code && (code = take_hello(&c, &h, &a)) != 0)
+		hello_free(&h);
+	if (code) {
 		ctl_free(&c);
 		return code;
 	}
-	struct role r = { .ctl = &c, .path = h.path, .flags = h.flags,
-	                  .rules = h.rules, .nrules = h.nrules, .timeout = h.timeout };
-	ctl_set_timeout(&c, h.timeout * 1000);
+	const struct sync_opts *o = &a.o;
+	struct role r = { .ctl = &c, .path = h.path, .flags = o->flags, .o = o,
+	                  .rules = o->rules, .nrules = o->nrules, .timeout = o->timeout };
+	ctl_set_timeout(&c, o->timeout * 1000);
 	int role = h.role;
 	char *addr = h.addr;
-	r.tp.streams = h.streams;
-	r.tp.kind = h.kind;
-	r.tp.encrypt = (h.flags & SYNC_F_ENCRYPT) != 0;
+	r.tp.streams = o->tp.streams;
+	r.tp.kind = o->tp.kind;
+	r.tp.encrypt = (o->flags & SYNC_F_ENCRYPT) != 0;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
 		r.announce_addr = "";
@@ -78,6 +109,7 @@ int sync_serve(int local)
 		sync_sender(&r, &res);
 	}
 	hello_free(&h);
+	sync_opts_free(&a.o);
 	ctl_free(&c);
 	return (int)res.code;
 }

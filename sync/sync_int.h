@@ -35,6 +35,7 @@ struct role {
 	int nrules;
 	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
 	uint64_t frames;           /* control frames received (sync_recv) */
+	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
 };
 
 /* sync/pack.c: small files as one tar stream over the transport */
@@ -105,14 +106,13 @@ int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *
                 const char *addr);
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
-	int role, streams, nrules;
-	int timeout;               /* --timeout, seconds (0: none) */
-	unsigned flags;
-	enum tp_kind kind;
+	int role;
 	char *path, *addr;
-	struct sync_rule *rules;
+	int argc;          /* argv[0] "rdcp", then the options (not parsed yet) */
+	char **argv;
 	const char *why;   /* -EPROTO: what is wrong, "it has ..." */
 };
+#define HELLO_MAX_ARGS 10000
 /* 0, -EPROTO if malformed (h->why says why), -EPROTONOSUPPORT for another
  * version. */
 int  hello_decode(const uint8_t *buf, size_t len, struct hello *h);

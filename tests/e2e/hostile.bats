@@ -197,11 +197,12 @@ attack() {
 	[ "$(cat "$T/out")" = '\033[2J>f+++++++++ f' ]
 }
 
-# hello FLAGS VERSION: a client's HELLO frame (receiver role, path "dst")
+# hello VERSION [OPTION...]: a client's HELLO frame (receiver role, path "dst")
 hello() {
 	python3 -c 'import struct,sys
-p = struct.pack(">IBBIBBH", 0x52444353, int(sys.argv[2]), 2, int(sys.argv[1]), 1, 1, 3) + b"dst"
-p += struct.pack(">HHI", 0, 0, 0)   # address, rules, timeout
+s = lambda x: struct.pack(">H", len(x.encode())) + x.encode()
+p = struct.pack(">IBB", 0x52444353, int(sys.argv[1]), 2) + s("dst") + s("")
+p += struct.pack(">H", len(sys.argv) - 2) + b"".join(s(a) for a in sys.argv[2:])
 sys.stdout.buffer.write(struct.pack(">IB", len(p), 1) + p)' "$@"
 }
 # the ERROR frame the server answered: "CODE TEXT"
@@ -213,16 +214,18 @@ assert t == 3, t
 print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 }
 
-@test "attack: a client's hello with unknown option flags: the server says why, exit 12" {
+@test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello $((1 << 31)) 2 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 3 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
-	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has unknown option flags" ]
+	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
+	hello 3 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
-	hello 0 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 2" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 3" ]]
 }

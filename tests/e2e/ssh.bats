@@ -40,7 +40,7 @@ mk() {
 
 @test "remote -> local through ssh (the data connects back to us)" {
 	mk "$T/src"
-	"$RDCP" --sync -P 2 -e "$RSH" --rdcp-path "$RDCP" "127.0.0.1:$T/src" "$T/dst"
+	"$RDCP" --sync --streams 2 -e "$RSH" --rdcp-path "$RDCP" "127.0.0.1:$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 }
 

@@ -184,7 +184,7 @@ for i in range(3000):
     with open(os.path.join(d, "f%d" % i), "wb") as f:
         f.write(r.randbytes(r.randint(0, 20000)))
 PY
-	"$RDCP" --sync -P 4 "$T/src" "$T/dst"
+	"$RDCP" --sync --streams 4 "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 }
 
@@ -295,7 +295,7 @@ for i in range(50000):
     with open(f"{root}/pkg{i % 200:03d}/lib/f{i:06d}.js", "wb") as f:
         f.write(r.randbytes(r.randint(100, 16384)))
 PY
-	"$RDCP" --sync -P 2 "$T/src" "$T/dst"
+	"$RDCP" --sync --streams 2 "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 	run "$RDCP" --sync -v "$T/src" "$T/dst"
 	[[ "$output" == *"0 files (0 B) transferred"* ]]
@@ -305,7 +305,7 @@ PY
 	mkdir "$T/src"
 	head -c $((1 << 30)) /dev/urandom >"$T/src/one"
 	head -c $((1 << 30)) /dev/urandom >"$T/src/two"
-	"$RDCP" --sync -P 4 "$T/src" "$T/dst"
+	"$RDCP" --sync --streams 4 "$T/src" "$T/dst"
 	cmp "$T/src/one" "$T/dst/one"
 	cmp "$T/src/two" "$T/dst/two"
 	printf 'X' | dd of="$T/src/two" bs=1 seek=$((512 << 20)) conv=notrunc 2>/dev/null

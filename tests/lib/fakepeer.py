@@ -70,10 +70,9 @@ def send_frame(t, payload=b""):
 
 
 def decode_hello(p):
-    magic, version, role, flags, streams, kind, pl = struct.unpack(">IBBIBBH", p[:14])
-    path = p[14:14 + pl]
-    return {"magic": magic, "version": version, "role": role, "flags": flags,
-            "path": path}
+    magic, version, role, pl = struct.unpack(">IBBH", p[:8])
+    path = p[8:8 + pl]
+    return {"magic": magic, "version": version, "role": role, "path": path}
 
 
 # --- manifests (docs/protocol.md, "Manifest") ---
