@@ -35,8 +35,6 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 int  idx_read_extra(int dfd, const char *name, struct idx_entry *e, unsigned want);
 /* The IDX_GOT_* bits a scan for want (IDX_SCAN_*) sets, for this process. */
 unsigned idx_got_for(unsigned want);
-/* 1 when xattr name is read: user.*, or with all every name but system.*. */
-int  idx_xattr_in_scope(const char *name, int all);
 /* Sort n ACL entries by (tag, id). */
 void idx_acl_sort(struct idx_ace *a, uint16_t n);
 

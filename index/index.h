@@ -223,6 +223,9 @@ struct idx_extra *idx_extra_dup(const struct idx_extra *x, int *err);
  * ACLs. */
 int  idx_extra_same_xattrs(const struct idx_extra *a, const struct idx_extra *b);
 int  idx_extra_same_acls(const struct idx_extra *a, const struct idx_extra *b);
+/* 1 when an xattr of this name is one -X carries: of user.*, or with all
+ * (read as root) of every namespace but system.* (ACLs are -A's). */
+int  idx_xattr_in_scope(const char *name, int all);
 /* Walk x's xattrs: *off starts at 0; each call gives the next name (nlen
  * bytes, not NUL-terminated) and value; 0 at the end. */
 int  idx_xattr_next(const struct idx_extra *x, uint32_t *off, const char **name,

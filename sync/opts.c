@@ -14,7 +14,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "sync/sync.h"
+#include "sync/sync_int.h"
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
@@ -219,6 +219,20 @@ static unsigned flag_of(int c)
 	return 0;
 }
 
+/* --chown USER:GROUP, USER, USER: or :GROUP (names or numbers, looked up
+ * on the receiving side). 0, or -1 (said). */
+static int chown_syntax(const char *arg)
+{
+	const char *colon = strchr(arg, ':');
+	size_t ul = colon ? (size_t)(colon - arg) : strlen(arg);
+	size_t gl = colon ? strlen(colon + 1) : 0;
+	if ((!ul && !gl) || ul > 255 || gl > 255 || (colon && strchr(colon + 1, ':'))) {
+		log_err("--chown: expected USER:GROUP, USER or :GROUP, got '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
 /* Options with a value, or with an effect beyond flags. -1 to go on, else
  * the exit code to leave with now. */
 static int take_value(int c, struct sync_args *a)
@@ -254,8 +268,23 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_EXCLUDE_FROM: o->exclude_from = optarg; return -1;
 	case OPT_INCLUDE_FROM: o->include_from = optarg; return -1;
 	case OPT_FILES_FROM: o->files_from = optarg; return -1;
-	case OPT_CHOWN: o->chown = optarg; return -1;
-	case OPT_CHMOD: o->chmod = optarg; return -1;
+	case OPT_CHOWN:
+		if (chown_syntax(optarg) < 0)
+			return RD_EXIT_USAGE;
+		o->chown = optarg;   /* implies -o for USER, -g for GROUP (sync/ids.c) */
+		return -1;
+	case OPT_CHMOD: {
+		struct sync_chmod *ch;
+		int rc = sync_chmod_parse(optarg, 022, &ch);
+		sync_chmod_free(ch);
+		if (rc < 0) {
+			log_err("--chmod: '%s' is not a mode: comma-separated [DF][ugoa][+-=][rwxXst] "
+			        "or [DF]octal", optarg);
+			return RD_EXIT_USAGE;
+		}
+		o->chmod = optarg;
+		return -1;
+	}
 	case OPT_MIN_SIZE: o->min_size_arg = optarg; return -1;
 	case OPT_MAX_SIZE: o->max_size_arg = optarg; return -1;
 	case OPT_BWLIMIT: o->bwlimit_arg = optarg; return -1;
@@ -378,9 +407,6 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 int sync_opts_check(const struct sync_opts *o)
 {
 	static const struct { unsigned flag; const char *name; } later[] = {
-		{ SYNC_F_ACLS, "-A/--acls" },
-		{ SYNC_F_XATTRS, "-X/--xattrs" },
-		{ SYNC_F_NUMERIC_IDS, "--numeric-ids" },
 		{ SYNC_F_UPDATE, "-u/--update" },
 		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
 		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
@@ -395,7 +421,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_SPARSE, "-S/--sparse" },
 	};
 	const struct { const void *set; const char *name; } later_v[] = {
-		{ o->chown, "--chown" }, { o->chmod, "--chmod" },
 		{ o->nfilters ? o : NULL, "--filter/-F" },
 		{ o->exclude_from, "--exclude-from" }, { o->include_from, "--include-from" },
 		{ o->files_from, "--files-from" }, { o->min_size_arg, "--min-size" },

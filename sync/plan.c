@@ -14,24 +14,10 @@
 #include "common/log.h"
 #include "sync/recv_int.h"
 
-/* idx_diff() flags for this run's options. */
-static unsigned diff_flags(unsigned f)
-{
-	unsigned df = 0;
-	if (!(f & SYNC_F_CHECKSUM))
-		df |= IDX_DIFF_QUICK;
-	if (!(f & SYNC_F_PERMS))
-		df |= IDX_DIFF_NO_PERMS;
-	df |= (f & SYNC_F_TIMES) ? IDX_DIFF_MTIME_DIRS : IDX_DIFF_NO_TIMES;
-	if ((f & SYNC_F_OWNER) && geteuid() == 0)
-		df |= IDX_DIFF_OWNER;
-	return df;
-}
-
 /* s->diff and s->change[]: how each sender entry differs from DST's. */
 static int classify(struct rstate *s)
 {
-	int rc = idx_diff(&s->sm, &s->dm, diff_flags(s->r->flags), &s->diff);
+	int rc = idx_diff(&s->sm, &s->dm, recv_diff_flags(s), &s->diff);
 	if (rc < 0)
 		return rc;
 	s->change = calloc(s->sm.n ? s->sm.n : 1, 1);
@@ -63,15 +49,15 @@ static void make_dir(struct rstate *s, size_t i)
 
 /* Regular file i needs its content: a slot in files[], or made at once
  * when it is empty. 0, or -ENOMEM. */
-static int want_file(struct rstate *s, size_t i, int exists, uint32_t *want,
+static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint32_t *want,
                      uint32_t *nwant)
 {
 	const struct idx_entry *e = &s->sm.e[i];
 	struct rfile *rf = &s->files[s->nfiles];
 	rf->fd = rf->dirfd = -1;
-	rf->existed = exists;
+	rf->existed = d != NULL;
 	if (s->r->flags & SYNC_F_DRYRUN)   /* else said when it lands (land.c) */
-		recv_itemize(s, exists ? ">f.st......" : ">f+++++++++", e);
+		recv_item(s, '>', e, d);
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
@@ -119,12 +105,12 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			continue;   /* a follower: linked to its leader later */
 		if (d && s->change[i] != IDX_CONTENT) {
 			if (s->change[i] == IDX_META) {
-				recv_itemize(s, ".f..t.p....", e);
+				recv_item(s, '.', e, d);
 				s->res->meta++;
 			}
 			continue;
 		}
-		rc = want_file(s, i, d != NULL, *want, nwant);
+		rc = want_file(s, i, d, *want, nwant);
 	}
 	return rc;
 }

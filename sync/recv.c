@@ -143,6 +143,7 @@ static void drop_root(struct idx_manifest *m)
 	free(m->e[0].path);
 	free(m->e[0].link);
 	free(m->e[0].chunks);
+	free(m->e[0].x);
 	memmove(m->e, m->e + 1, (m->n - 1) * sizeof *m->e);
 	m->n--;
 	for (size_t i = 0; i < m->n; i++)
@@ -270,6 +271,8 @@ static int scan_dst(struct rstate *s)
 	struct role *r = s->r;
 	struct idx_stats st;
 	s->so.only = s->only;
+	s->so.meta = ((r->flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	             ((r->flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
 	if (r->nrules) {   /* excluded files of DST are neither compared nor deleted */
 		s->so.skip = sync_filter_skip;
 		s->so.skip_ctx = r;
@@ -400,8 +403,13 @@ static int receive(struct rstate *s)
 {
 	uint32_t send_n;
 	int rc;
-	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0 ||
-	    (rc = plan_and_ask(s, &send_n)) < 0)
+	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0)
+		return rc;
+	if ((rc = recv_prepare_meta(s)) < 0) {
+		s->res->code = rc == -EINVAL ? RD_EXIT_USAGE : 0;
+		return rc;
+	}
+	if ((rc = plan_and_ask(s, &send_n)) < 0)
 		return rc;
 	/* 5. the data, and what the sender could not send */
 	if (send_n && (rc = recv_take(s, s->want, s->nwant)) < 0) {
@@ -442,6 +450,7 @@ static void rstate_free(struct rstate *s)
 	free(s->top);
 	free(s->root_path);
 	free(s->cdir);
+	sync_chmod_free(s->chmod);
 	if (s->cfd >= 0)
 		close(s->cfd);
 	if (s->root >= 0)

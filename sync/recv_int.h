@@ -64,6 +64,11 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	/* metadata (meta.c, ids.c) */
+	struct sync_chmod *chmod;   /* --chmod, parsed */
+	int set_uid, set_gid;    /* owners are ours to set (root, -o/-g, --chown) */
+	int xattr_all;           /* both sides read xattrs of every namespace
+	                            but system.* (as root), else user.* only */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -83,6 +88,35 @@ int  recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant);
 
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
+
+/* ids.c: the sender's uids and gids (owners, ACL entries) made ours: by
+ * name unless --numeric-ids (sm->names), --chown's, and as non-root
+ * IDX_ID_NONE for a group we are not in; sets set_uid and set_gid.
+ * 0, -EINVAL (--chown names no one here; said), -ENOMEM. */
+int  recv_map_ids(struct rstate *s);
+
+/* meta.c: the sender's entries made what DST should hold (recv_map_ids(),
+ * --chmod, ACL base entries from the mode, the xattrs both sides read);
+ * before the plan. 0 or an error (said). */
+int  recv_prepare_meta(struct rstate *s);
+/* idx_diff() flags for this run's options. */
+unsigned recv_diff_flags(const struct rstate *s);
+/* Sort ACL entries; a second entry of one (tag, id) is dropped. */
+void recv_acl_canon(struct idx_ace *a, uint16_t *n);
+/* Owner, mode, ACLs, xattrs and mtime of e on what DST has: an open file
+ * or directory (fd), a symlink (name in pd), a fifo or device (an O_PATH
+ * fd). what: which of IDX_M_ACL, IDX_M_XATTR to set (a new inode: both);
+ * the rest is always set. Failures are recv_fail()ed. */
+#define RECV_NEW_INODE (IDX_M_ACL | IDX_M_XATTR)
+void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what);
+void recv_apply_link(struct rstate *s, int pd, const char *name, const struct idx_entry *e,
+                     unsigned what);
+void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
+                        unsigned what);
+/* The itemized line of e (-v, -i, -n), y its first letter ('>' data came,
+ * 'c' made, '.' metadata): against d, DST's entry (NULL: new), the letters
+ * of what differs (rsync's YXcstpoguax). */
+void recv_item(struct rstate *s, char y, const struct idx_entry *e, const struct idx_entry *d);
 
 /* land.c: put things into DST. */
 void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e);

@@ -405,6 +405,8 @@ static int scan_and_send(struct sstate *s)
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
 	so.only = s->only;
+	so.meta = ((r->flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	          ((r->flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
 	if (r->nrules) {
 		so.skip = sync_filter_skip;
 		so.skip_ctx = r;
@@ -428,6 +430,10 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
+	/* owners by name unless --numeric-ids, as rsync */
+	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)) &&
+	    (rc = sync_names_collect(&s->m)) < 0)
+		return rc;
 	return send_manifest(r->ctl, &s->m, st.errors);
 }
 

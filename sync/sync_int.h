@@ -38,6 +38,19 @@ struct role {
 	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
 };
 
+/* sync/ids.c: the sender's names for the uids and gids of m (owners and
+ * named ACL entries; never 0), each looked up once, into m->names (rsync's
+ * user and group lists). 0 or -ENOMEM. */
+int  sync_names_collect(struct idx_manifest *m);
+
+/* sync/chmod.c: --chmod (rsync's syntax). parse: 0, -EINVAL for a string
+ * rsync would refuse, -ENOMEM; umask_bits: for items without u/g/o/a.
+ * apply: the mode (07777 bits) of an entry, a directory or not. */
+struct sync_chmod;
+int  sync_chmod_parse(const char *arg, uint32_t umask_bits, struct sync_chmod **out);
+uint32_t sync_chmod_apply(const struct sync_chmod *ch, uint32_t mode, int is_dir);
+void sync_chmod_free(struct sync_chmod *ch);
+
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
 int  packer_open(struct packer **p, struct tp_session *ts);
