@@ -14,7 +14,7 @@
 
 static const char usage[] =
 "Usage: rdcp [OPTIONS] SRC DST\n"
-"       rdcp --scan [-v] [--index PATH | --no-index] DIR\n"
+"       rdcp --scan [-v] [-X] [-A] [--index PATH | --no-index] DIR\n"
 "\n"
 "Copy or mirror files and directory trees between machines, over RDMA\n"
 "(InfiniBand, RoCE) where the network has it, else TCP. SRC and DST are\n"
@@ -28,6 +28,11 @@ static const char usage[] =
 "                    idempotent: a second run transfers nothing\n"
 "  -a, --archive     keep permissions, mtimes (ns), symlinks; owner/group as root\n"
 "  -H, --hard-links  keep hard links\n"
+"  -X, --xattrs      keep extended attributes (user.*; as root all but system.*)\n"
+"  -A, --acls        keep POSIX ACLs (implies -p)\n"
+"      --numeric-ids owners by number (default: by user and group name)\n"
+"      --chown U:G   make DST's entries owned by U:G (names or numbers)\n"
+"      --chmod CHMOD change DST's modes as rsync: 'D2775,F664', 'g+rX,o-w'\n"
 "      --delete      delete what SRC no longer has (refused if SRC had read errors)\n"
 "  -n, --dry-run     print what would change, change nothing\n"
 "  -c, --checksum    compare content hashes instead of size and mtime\n"
@@ -109,6 +114,9 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 	printf("hashed %" PRIu64 " files (%s), reused %" PRIu64 " from the index; "
 	       "%.3f s, %.0f files/s\n", st.hashed, log_bytes(b2, st.hashed_bytes),
 	       st.reused, st.seconds, st.seconds > 0 ? (double)st.entries / st.seconds : 0.0);
+	if (o->meta)
+		printf("read the xattrs/ACLs of %" PRIu64 " entries, the others' came from the "
+		       "index\n", st.extra_read);
 	if (st.errors)
 		printf("%" PRIu64 " entries could not be read (see above)\n", st.errors);
 	idx_manifest_free(&m);

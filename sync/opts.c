@@ -395,6 +395,9 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 			return RD_EXIT_USAGE;
 	}
 	a->o.tp.encrypt = (a->o.flags & SYNC_F_ENCRYPT) != 0;
+	/* --scan -X / -A: what the scan reads too */
+	a->so.meta = ((a->o.flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	             ((a->o.flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
 	/* the receiver makes the itemized lines: -v and -i ask it for them */
 	if (!far && a->o.verbose && !a->o.itemize && forward(&a->o, 'i', NULL) < 0)
 		return RD_EXIT_USAGE;
