@@ -134,9 +134,8 @@ static const struct idx_entry *unchanged(const struct walker *w, const struct id
  * not change and they were read as this scan reads them. What an earlier
  * scan read is kept even when this one reads nothing (so a scan without -X
  * does not rewrite every row that has xattrs). 1 when taken. */
-static int reuse_extra(struct walker *w, struct idx_entry *e)
+static int reuse_extra(const struct walker *w, struct idx_entry *e, const struct idx_entry *o)
 {
-	const struct idx_entry *o = unchanged(w, e);
 	if (!o || (w->want_got && o->got != w->want_got))
 		return 0;
 	int err = 0;
@@ -147,10 +146,10 @@ static int reuse_extra(struct walker *w, struct idx_entry *e)
 	return 1;
 }
 
-/* Take the hash from the previous index if the file provably did not change. */
-static int reuse_hash(struct walker *w, struct idx_entry *e)
+/* Take the hash from the previous index if the file provably did not
+ * change (o: unchanged()'s answer). */
+static int reuse_hash(struct idx_entry *e, const struct idx_entry *o)
 {
-	const struct idx_entry *o = unchanged(w, e);
 	if (!o || o->type != IDX_REG)
 		return 0;
 	if (o->nchunks) {
@@ -362,7 +361,8 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	}
 	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
 	fill_meta(e, &st);
-	if (!reuse_extra(wk->w, e) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
+	const struct idx_entry *old = unchanged(wk->w, e);
+	if (!reuse_extra(wk->w, e, old) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
 		wk->out.n--;   /* vanished */
 		free(e->path);
 		free(path);
@@ -397,7 +397,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		break;
 	}
 	case IDX_REG:
-		if (reuse_hash(wk->w, e)) {
+		if (reuse_hash(e, old)) {
 			wk->st.reused++;
 			break;
 		}

@@ -205,10 +205,14 @@ static int has_xattr(const struct idx_extra *x, const char *name)
  * namespaces both sides read), the others set. */
 static void set_xattrs(struct rstate *s, const struct target *t, const struct idx_entry *e)
 {
-	char *list = malloc(65536 + 1), name[IDX_XATTR_NAME_MAX + 1];
-	ssize_t len = list ? t_list(t, list, 65536) : -1;
-	if (len < 0 && errno != ENOTSUP && errno != EOPNOTSUPP && list) {
-		recv_fail(s, *e->path ? e->path : ".", "cannot list xattrs", errno);
+	/* most have none (a new file): a small buffer first, Linux's most
+	 * (64 KiB of names) only when they do not fit */
+	char small[1024], *list = small, name[IDX_XATTR_NAME_MAX + 1];
+	ssize_t len = t_list(t, small, sizeof small - 1);
+	if (len < 0 && errno == ERANGE && (list = malloc(65536 + 1)))
+		len = t_list(t, list, 65536);
+	if (len < 0 && errno != ENOTSUP && errno != EOPNOTSUPP) {
+		recv_fail(s, *e->path ? e->path : ".", "cannot list xattrs", list ? errno : ENOMEM);
 		len = 0;
 	}
 	if (len > 0)
@@ -219,7 +223,8 @@ static void set_xattrs(struct rstate *s, const struct target *t, const struct id
 		    t_remove(t, nm) < 0 && errno != ENODATA)
 			recv_fail(s, *e->path ? e->path : ".", "cannot remove an xattr", errno);
 	}
-	free(list);
+	if (list != small)
+		free(list);
 	uint32_t off = 0, vlen;
 	const char *n;
 	size_t nlen;
