@@ -40,7 +40,11 @@ enum ctl_type {
 	                       (the rest vanished or changed) */
 	CTL_NOOP,           /* either way: nothing (keep-alive under --timeout);
 	                       ctl_recv() skips it */
-	CTL_LAST = CTL_NOOP,
+	CTL_LANDED,         /* receiver -> sender, --remove-source-files: u32
+	                       count, u32 manifest indices of what DST holds */
+	CTL_FILES,          /* client -> server, after HELLO: a part of the
+	                       --files-from list; an empty part ends it */
+	CTL_LAST = CTL_FILES,
 };
 
 struct ctl {

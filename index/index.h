@@ -159,7 +159,25 @@ struct idx_scan_opts {
 	 * below it) out of the scan. Called from several threads at once. */
 	int       (*skip)(const char *path, int is_dir, void *ctx);
 	void       *skip_ctx;
+	/* Optional: scan only these entries (and the directories above them,
+	 * which are recorded but not descended into nor given to skip). The
+	 * index is then read but not written: it keeps the whole tree's rows. */
+	const struct idx_root *roots;
+	size_t      nroots;
+	int         roots_optional;   /* a root (or a directory above one) that
+	                                 is not there is no error: a destination */
+	int         one_fs;       /* 1: directories on another filesystem than
+	                             the root are recorded but not descended
+	                             into; 2: left out */
 	unsigned    meta;         /* IDX_SCAN_*: what else to read of each entry */
+};
+
+/* An entry to scan (idx_scan_opts.roots): path relative to the root, ""
+ * the root itself; depth: 0 the entry only, 1 and a directory's entries,
+ * -1 everything below it. */
+struct idx_root {
+	const char *path;
+	int depth;
 };
 
 /* Read extended attributes (of user.* only, or as root of every namespace

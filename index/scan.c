@@ -218,6 +218,27 @@ static int add_root(struct idx_manifest *out, int fd, const struct stat *rst,
 	return rc == -ENOMEM ? rc : 0;
 }
 
+/* Drop entries recorded twice (sorted: they are neighbours), then link
+ * the hard-link groups again by the new indices. */
+static void dedupe(struct idx_manifest *m)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		if (k && !strcmp(m->e[k - 1].path, m->e[i].path)) {
+			free(m->e[i].path);
+			free(m->e[i].link);
+			free(m->e[i].chunks);
+			free(m->e[i].x);
+			continue;
+		}
+		m->e[k++] = m->e[i];
+	}
+	if (k != m->n) {
+		m->n = k;
+		idx_manifest_sort(m);
+	}
+}
+
 int idx_scan(const char *root, const struct idx_scan_opts *opts,
              struct idx_manifest *out, struct idx_stats *st)
 {
@@ -258,11 +279,14 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		goto out;
 	}
 	idx_manifest_sort(out);
+	if (opts->roots)
+		dedupe(out);   /* a directory above several roots, a root twice */
 	out->flags = idx_got_for(opts->meta);   /* IDX_MF_* are IDX_GOT_* */
 	count(st, out);
 	/* the index is written only after a complete walk: a failed scan leaves
-	 * the previous index as it was */
-	if (db && idx_db_store(db, &old, out, scan_start) < 0)
+	 * the previous index as it was; a scan of some roots writes nothing,
+	 * as it has not seen the rest */
+	if (db && !opts->roots && idx_db_store(db, &old, out, scan_start) < 0)
 		log_warn("index %s was not updated; the next scan will hash more", dbpath);
 out:
 	st->seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;

@@ -34,6 +34,7 @@ struct bigfile {
 struct dirjob {
 	int fd;
 	char *path;
+	int depth;      /* levels of entries to list: -1 all, 1 this one only */
 };
 
 struct walker;
@@ -64,6 +65,8 @@ struct walker {
 	void *skip_ctx;
 	unsigned meta;                      /* IDX_SCAN_*: xattrs, ACLs */
 	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
+	int one_fs, roots_optional;
+	dev_t root_dev;
 	int64_t trust_before;
 	struct worker *workers;
 };
@@ -291,20 +294,20 @@ static int hash_file(struct worker *wk, int dfd, const char *name, struct idx_en
 	return 0;
 }
 
-static void walk_dir(struct worker *wk, int fd, const char *path);
+static void walk_dir(struct worker *wk, int fd, const char *path, int depth);
 
-static void push_dir(struct worker *wk, int fd, char *path)
+static void push_dir(struct worker *wk, int fd, char *path, int depth)
 {
 	struct walker *w = wk->w;
 	pthread_mutex_lock(&w->mu);
 	if (w->nstack < STACK_MAX) {
-		w->stack[w->nstack++] = (struct dirjob){ fd, path };
+		w->stack[w->nstack++] = (struct dirjob){ fd, path, depth };
 		pthread_cond_signal(&w->cv);
 		pthread_mutex_unlock(&w->mu);
 		return;
 	}
 	pthread_mutex_unlock(&w->mu);
-	walk_dir(wk, fd, path);   /* enough queued: go depth-first ourselves */
+	walk_dir(wk, fd, path, depth);   /* enough queued: go depth-first ourselves */
 	free(path);
 }
 
@@ -332,7 +335,14 @@ static int read_extra(struct worker *wk, int dfd, const char *name, struct idx_e
 	return 0;
 }
 
-static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name)
+/* How one_entry() takes an entry: found in a directory being listed, a
+ * root of opts->roots, or a directory above one (recorded only). */
+enum { ENT_FOUND, ENT_ROOT, ENT_ABOVE };
+
+/* Record entry name of directory dfd (path dpath); a directory is listed
+ * `depth` levels down (0: not at all). */
+static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name,
+                      int depth, int how)
 {
 	char shown[512];
 	struct stat st;
@@ -342,7 +352,14 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		return;
 	}
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
+		if (how != ENT_FOUND && errno == ENOENT && wk->w->roots_optional) {
+			free(path);
+			return;
+		}
+		if (how != ENT_FOUND)
+			log_err("%s: %s (a path asked for)", log_path(shown, sizeof shown, path),
+			        strerror(errno));
+		else if (errno == ENOENT)
 			log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
 		else
 			log_err("%s: cannot stat: %s", log_path(shown, sizeof shown, path), strerror(errno));
@@ -350,10 +367,20 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		free(path);
 		return;
 	}
-	if (wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode), wk->w->skip_ctx)) {
+	if (how != ENT_ABOVE && wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode),
+	                                                    wk->w->skip_ctx)) {
 		free(path);   /* filtered out: not recorded, not descended */
 		return;
 	}
+	if (S_ISDIR(st.st_mode) && wk->w->one_fs && st.st_dev != wk->w->root_dev) {
+		if (wk->w->one_fs > 1) {   /* -xx: mount points left out */
+			free(path);
+			return;
+		}
+		depth = 0;   /* -x: the mount point, empty (its own metadata), as rsync */
+	}
+	if (how == ENT_ABOVE)
+		depth = 0;
 	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
 		wk->w->nomem = 1;
 		free(path);
@@ -371,12 +398,14 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	int rc = 0;
 	switch (e->type) {
 	case IDX_DIR: {
+		if (depth == 0)
+			break;
 		int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd < 0) {
 			rc = -errno;
 			break;   /* the directory itself stays listed; its contents are an error */
 		}
-		push_dir(wk, cfd, path);
+		push_dir(wk, cfd, path, depth);
 		path = NULL;
 		break;
 	}
@@ -420,7 +449,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	free(path);
 }
 
-static void walk_dir(struct worker *wk, int fd, const char *path)
+static void walk_dir(struct worker *wk, int fd, const char *path, int depth)
 {
 	char shown[512];
 	DIR *d = fdopendir(fd);
@@ -443,7 +472,7 @@ static void walk_dir(struct worker *wk, int fd, const char *path)
 			wk->st.temps++;   /* debris of an interrupted sync */
 			continue;
 		}
-		one_entry(wk, fd, path, n);
+		one_entry(wk, fd, path, n, depth < 0 ? -1 : depth - 1, ENT_FOUND);
 		errno = 0;
 	}
 	if (errno) {
@@ -452,6 +481,64 @@ static void walk_dir(struct worker *wk, int fd, const char *path)
 		wk->st.errors++;
 	}
 	closedir(d);
+}
+
+/* opts->roots: each root, and the directories above it (recorded, not
+ * listed, not filtered). A root's directories are queued for the threads.
+ * Runs before the threads start. */
+static void seed_roots(struct worker *wk, int root_fd, const struct idx_scan_opts *opts)
+{
+	char shown[512];
+	for (size_t i = 0; i < opts->nroots; i++) {
+		const struct idx_root *r = &opts->roots[i];
+		char *p = strdup(r->path), *comp = p;
+		int dfd = dup(root_fd);
+		if (!p || dfd < 0) {
+			wk->w->nomem = 1;
+			free(p);
+			if (dfd >= 0)
+				close(dfd);
+			return;
+		}
+		if (!*p) {   /* the root itself: recorded by the caller */
+			char *top = strdup("");
+			if (r->depth && top)
+				push_dir(wk, dfd, top, r->depth);
+			else {
+				free(top);
+				close(dfd);
+			}
+			free(p);
+			continue;
+		}
+		for (char *slash; dfd >= 0 && (slash = strchr(comp, '/'));) {
+			*slash = '\0';
+			if (comp > p)
+				comp[-1] = '\0';
+			one_entry(wk, dfd, comp > p ? p : "", comp, 0, ENT_ABOVE);
+			if (comp > p)
+				comp[-1] = '/';
+			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd < 0 && errno == ENOENT && opts->roots_optional) {
+				/* not there: nothing below it either */
+			} else if (nfd < 0) {
+				log_err("%s: %s (a directory above a path asked for)",
+				        log_path(shown, sizeof shown, p), strerror(errno));
+				wk->st.errors++;
+			}
+			close(dfd);
+			dfd = nfd;
+			*slash = '/';
+			comp = slash + 1;
+		}
+		if (dfd >= 0) {
+			if (comp > p)
+				comp[-1] = '\0';
+			one_entry(wk, dfd, comp > p ? p : "", comp, r->depth, ENT_ROOT);
+			close(dfd);
+		}
+		free(p);
+	}
 }
 
 static void *worker_main(void *arg)
@@ -484,7 +571,7 @@ static void *worker_main(void *arg)
 			struct dirjob j = w->stack[--w->nstack];
 			w->active++;
 			pthread_mutex_unlock(&w->mu);
-			walk_dir(wk, j.fd, j.path);
+			walk_dir(wk, j.fd, j.path, j.depth);
 			free(j.path);
 			pthread_mutex_lock(&w->mu);
 			w->active--;
@@ -557,19 +644,34 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 		rc = -ENOMEM;
 		goto out;
 	}
-	int dfd = dup(root_fd);
-	if (dfd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	w.stack[w.nstack++] = (struct dirjob){ dfd, strdup("") };
-	int started = 0;
+	struct stat rst;
+	if (fstat(root_fd, &rst) == 0)
+		w.root_dev = rst.st_dev;
+	w.one_fs = opts->one_fs;
+	w.roots_optional = opts->roots_optional;
 	for (int t = 0; t < threads; t++) {
-		struct worker *wk = &w.workers[t];
-		wk->w = &w;
-		wk->id = t;
-		wk->buf = malloc(HASH_BUF);
-		if (!wk->buf || pthread_create(&wk->tid, NULL, worker_main, wk) != 0) {
+		w.workers[t].w = &w;
+		w.workers[t].id = t;
+		if (!(w.workers[t].buf = malloc(HASH_BUF)))
+			rc = -ENOMEM;
+	}
+	if (rc == 0 && opts->roots) {
+		seed_roots(&w.workers[0], root_fd, opts);   /* before any thread runs */
+	} else if (rc == 0) {
+		int dfd = dup(root_fd);
+		char *top = strdup("");
+		if (dfd < 0 || !top) {
+			rc = dfd < 0 ? -errno : -ENOMEM;
+			if (dfd >= 0)
+				close(dfd);
+			free(top);
+		} else {
+			w.stack[w.nstack++] = (struct dirjob){ dfd, top, -1 };
+		}
+	}
+	int started = 0;
+	for (int t = 0; t < threads && rc == 0; t++) {
+		if (pthread_create(&w.workers[t].tid, NULL, worker_main, &w.workers[t]) != 0) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -577,10 +679,11 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 	}
 	for (int t = 0; t < started; t++)
 		pthread_join(w.workers[t].tid, NULL);
-	if (started == 0) {
-		close(w.stack[0].fd);
-		free(w.stack[0].path);
-	}
+	if (started == 0)
+		for (size_t i = 0; i < w.nstack; i++) {
+			close(w.stack[i].fd);
+			free(w.stack[i].path);
+		}
 	if (rc == 0 && w.nomem)
 		rc = -ENOMEM;
 	if (rc == 0)

@@ -93,14 +93,48 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Every SRC's path into paths[] (o->nsrc of them, at least 1); all must
+ * be on one side: local, or on the same host as rsync requires. */
+static int parse_sources(const struct sync_opts *o, struct endpoint *src, const char **paths)
+{
+	paths[0] = src->path;
+	for (int k = 1; k < o->nsrc; k++) {
+		struct endpoint ep;
+		if (parse_endpoint(o->srcs[k], &ep) < 0)
+			return -ENOMEM;
+		int same = !ep.host == !src->host && (!ep.host || !strcmp(ep.host, src->host));
+		free(ep.host);
+		if (!same) {
+			log_err("every SRC must be on the same side (all local, or all on one "
+			        "host): '%s' and '%s' are not", o->srcs[0], o->srcs[k]);
+			free(ep.path);
+			return -EINVAL;
+		}
+		paths[k] = ep.path;
+	}
+	return 0;
+}
+
+static void free_sources(const struct sync_opts *o, const char **paths)
+{
+	for (int k = 1; paths && k < o->nsrc; k++)
+		free((char *)paths[k]);
+	free(paths);
+}
+
 int sync_client(const struct sync_opts *o)
 {
 	struct endpoint src, dst;
 	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };
 	double t0 = now_s();
-	if (parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0)
+	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
+	const char **paths = calloc((size_t)nsrc, sizeof *paths);
+	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
+	    parse_sources(o, &src, paths) < 0) {
+		free_sources(o, paths);
 		return RD_EXIT_USAGE;
+	}
 	if (src.host && dst.host) {
 		log_err("SRC and DST are both remote: one side must be local");
 		return RD_EXIT_USAGE;
@@ -113,20 +147,25 @@ int sync_client(const struct sync_opts *o)
 		return RD_EXIT_START;
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
-	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
+	                  .srcs = paths, .nsrc = nsrc,
+	                  .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	int rc;
 	if (src.host) {   /* remote -> local: we receive */
-		rc = hello_send(&c, ROLE_SENDER, o, src.path, o->data_addr ? o->data_addr : "");
+		rc = hello_send(&c, ROLE_SENDER, o, paths, nsrc, o->data_addr ? o->data_addr : "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(&c, o);
 		r.path = dst.path;
 		r.announce_addr = o->data_addr ? o->data_addr : "";
 		if (rc == 0)
 			sync_receiver(&r, &res);
 	} else {          /* local -> remote or local: we send */
-		rc = hello_send(&c, ROLE_RECEIVER, o, dst.path, "");
+		rc = hello_send(&c, ROLE_RECEIVER, o, (const char **)&dst.path, 1, "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(&c, o);
 		r.path = src.path;
 		r.connect_addr = o->data_addr ? o->data_addr
 		                 : remote ? bare_host(remote) : "127.0.0.1";
@@ -162,6 +201,7 @@ int sync_client(const struct sync_opts *o)
 		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
 		        res.transport ? " over " : "", res.transport ? res.transport : "");
 	}
+	free_sources(o, paths);
 	free(src.host);
 	free(src.path);
 	free(dst.host);

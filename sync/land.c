@@ -128,8 +128,16 @@ int recv_remove(struct rstate *s, const char *path)
 		int d = recv_open_parent(s->root, p, &name);
 		if (d < 0)
 			return -errno;
-		int rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
-		int err = errno;
+		int rc, err;
+		if ((s->r->flags & SYNC_F_BACKUP) && s->dm.e[i].type != IDX_DIR) {
+			rc = recv_backup(s, d, name, p, 1);   /* said if it failed */
+			close(d);
+			if (rc < 0)
+				return -EIO;
+			continue;
+		}
+		rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
+		err = errno;
 		close(d);
 		if (rc < 0 && err != ENOENT) {
 			recv_fail(s, p, "cannot remove", err);
@@ -236,6 +244,9 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	} else if (cerr) {
 		recv_fail(s, e->path, "write failed", cerr);
 		unlinkat(f->dirfd, linked ? name : f->tmp, 0);   /* new: nothing was there */
+	} else if (!linked && f->existed && (s->r->flags & SYNC_F_BACKUP) &&
+	           recv_backup(s, f->dirfd, name, e->path, 0) < 0) {
+		unlinkat(f->dirfd, f->tmp, 0);   /* the old file stays, unreplaced */
 	} else if (!linked && renameat(f->dirfd, f->tmp, f->dirfd, name) < 0) {
 		recv_fail(s, e->path, "cannot rename into place", errno);
 		unlinkat(f->dirfd, f->tmp, 0);
@@ -322,7 +333,8 @@ void recv_make_links(struct rstate *s)
 		const struct idx_entry *e = &s->sm.e[i];
 		int follower = e->type == IDX_REG && (f & SYNC_F_HARDLINKS) && e->hlink &&
 		               e->hlink != i + 1;
-		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK)
+		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK ||
+		    s->change[i] == SKIPPED)
 			continue;
 		if (link_current(s, i, follower))
 			continue;
@@ -346,7 +358,11 @@ void recv_make_links(struct rstate *s)
 			continue;
 		}
 		entry_meta(s, e, follower, pd, tmp);
-		if (renameat(pd, tmp, pd, name) < 0) {
+		const struct idx_entry *old = idx_manifest_find(&s->dm, e->path);
+		if ((f & SYNC_F_BACKUP) && old && !(old->flags & GONE) && old->type != IDX_DIR &&
+		    recv_backup(s, pd, name, e->path, 0) < 0) {
+			unlinkat(pd, tmp, 0);
+		} else if (renameat(pd, tmp, pd, name) < 0) {
 			recv_fail(s, e->path, "cannot rename into place", errno);
 			unlinkat(pd, tmp, 0);
 		} else {
@@ -416,7 +432,8 @@ void recv_fix_meta(struct rstate *s)
 	unsigned df = recv_diff_flags(s);
 	for (size_t k = s->sm.n; k-- > 0;) {
 		const struct idx_entry *e = &s->sm.e[k];
-		if (e->type == IDX_SOCK || (e->type != IDX_DIR && s->written[k]))
+		if (e->type == IDX_SOCK || (e->type != IDX_DIR && s->written[k]) ||
+		    (!*e->path && s->keep_root_meta))
 			continue;
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		/* a file whose content did not arrive keeps its old metadata too:
@@ -436,6 +453,42 @@ void recv_fix_meta(struct rstate *s)
 		fix_one(s, e, what);
 	}
 	free(touched);
+}
+
+/* The directories holding a protected entry are not deleted either. */
+static void keep_parents(struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	for (char *slash; p && (slash = strrchr(p, '/'));) {
+		*slash = '\0';
+		struct idx_entry *d = (struct idx_entry *)idx_manifest_find(&s->dm, p);
+		if (d)
+			d->flags |= KEPT;
+	}
+	free(p);
+}
+
+/* Is DST's path part of what the sender sent: is its nearest ancestor in
+ * the sender's manifest a directory of it? Several named SRCs (rdcp -r A B
+ * DST) send no root: the rest of DST is not theirs to delete, as rsync. */
+static int in_transfer(const struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	int in = 0;
+	while (p) {
+		char *slash = strrchr(p, '/');
+		if (slash)
+			*slash = '\0';
+		else
+			*p = '\0';
+		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
+		if (e || !*p) {
+			in = e && e->type == IDX_DIR;
+			break;
+		}
+	}
+	free(p);
+	return in;
 }
 
 void recv_delete_extra(struct rstate *s)
@@ -459,8 +512,20 @@ void recv_delete_extra(struct rstate *s)
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
 		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
-		if (!*d->path || (d->flags & GONE))
+		if (!*d->path || (d->flags & (GONE | KEPT)) || !in_transfer(s, d->path) ||
+		    recv_backup_protected(s, d->path))
 			continue;
+		if (s->filter && !s->filter_scanned &&
+		    sync_filter_protects(s->filter, d->path, d->type == IDX_DIR)) {
+			keep_parents(s, d->path);   /* excluded here: kept, and its directories */
+			continue;
+		}
+		if (sync_filter_error(s->filter)) {   /* a dir-merge file of DST (said) */
+			log_err("not deleting anything: a filter file of the destination could "
+			        "not be used");
+			STAT_ADD(s->res->errors, 1);
+			return;
+		}
 		if (s->log) {
 			char shown[4096];
 			fprintf(s->log, "*deleting   %s%s\n", log_path(shown, sizeof shown, d->path),
@@ -473,7 +538,9 @@ void recv_delete_extra(struct rstate *s)
 		STAT_ADD(s->actions, 1);
 		const char *name;
 		int pd = recv_open_parent(s->root, d->path, &name);
-		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
+		if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
+			recv_backup(s, pd, name, d->path, 1);   /* kept, or said */
+		else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
 			if (errno != ENOENT)
 				recv_fail(s, d->path, "cannot delete", errno);
 		if (pd >= 0)

@@ -6,6 +6,7 @@
  * its server an argv). So an option is defined once: its line in opt_defs,
  * its case in take_opt, and whether the far side sees it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -26,8 +27,10 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYN
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL };
 
-/* Who sees an option: the client only, or the far side too (forwarded). */
-enum { CLIENT = 0, FAR = 1 };
+/* Who sees an option: the client only, or the far side too (forwarded);
+ * FAR_SELF: the far side takes it, but the client forwards what it makes
+ * of it (filter rules, with their files read) rather than what was typed. */
+enum { CLIENT = 0, FAR = 1, FAR_SELF = 2 };
 
 struct opt_def {
 	struct option o;
@@ -60,12 +63,12 @@ static const struct opt_def defs[] = {
 	{ { "one-file-system", no_argument, NULL, 'x' }, FAR },
 	{ { "dry-run", no_argument, NULL, 'n' }, FAR },
 	/* what to leave out */
-	{ { "exclude", required_argument, NULL, OPT_EXCLUDE }, FAR },
-	{ { "include", required_argument, NULL, OPT_INCLUDE }, FAR },
+	{ { "exclude", required_argument, NULL, OPT_EXCLUDE }, FAR_SELF },
+	{ { "include", required_argument, NULL, OPT_INCLUDE }, FAR_SELF },
 	{ { "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM }, CLIENT },
 	{ { "include-from", required_argument, NULL, OPT_INCLUDE_FROM }, CLIENT },
-	{ { "filter", required_argument, NULL, 'f' }, FAR },
-	{ { "files-from", required_argument, NULL, OPT_FILES_FROM }, CLIENT },
+	{ { "filter", required_argument, NULL, 'f' }, FAR_SELF },
+	{ { "files-from", required_argument, NULL, OPT_FILES_FROM }, FAR_SELF },
 	/* deleting, backups */
 	{ { "delete", no_argument, NULL, OPT_DELETE }, FAR },
 	{ { "delete-before", no_argument, NULL, OPT_DELETE_BEFORE }, FAR },
@@ -156,30 +159,77 @@ static long long number(const char *name, const char *arg, long long lo, long lo
 	return n;
 }
 
-static int add_rule(struct sync_opts *o, int include, const char *pattern)
+/* --bwlimit=RATE, rsync's syntax: a number, maybe fractional, in KiB/s,
+ * or with a suffix B, K, M, G, T (powers of 1024; KB, MB... of 1000; KiB,
+ * MiB... of 1024); 0: no limit, else at least 512 bytes/s. Bytes/s into
+ * *out; -1 (said) if it is not one. */
+static int rate_arg(const char *arg, uint64_t *out)
 {
-	if (o->nrules == SYNC_MAX_RULES || !*pattern || strlen(pattern) > 4000) {
-		log_err("--%s: at most %d rules of 1..4000 bytes",
-		        include ? "include" : "exclude", SYNC_MAX_RULES);
+	static const char units[] = "bkmgt";
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	const char *u = *end ? strchr(units, *end | 0x20) : units + 1;   /* KiB/s */
+	double base = 1024;
+	if (*end && u && *u)
+		end++;
+	if (!strcmp(end, "B") || !strcmp(end, "b"))
+		base = 1000;
+	else if (*end && strcmp(end, "iB") && strcmp(end, "ib"))
+		u = NULL;   /* junk after the number or its unit */
+	double bytes = v;
+	for (const char *p = units; u && *u && p < u; p++)
+		bytes *= base;
+	if (errno || end == arg || !u || !*u || !isdigit((unsigned char)*arg) ||
+	    bytes > 1e18 || (bytes > 0 && bytes < 512)) {
+		log_err("--bwlimit: expected a rate in KiB/s such as 500, 1.5M or 4M (0: no limit; "
+		        "at least 512 bytes/s), got '%s'", arg);
 		return -1;
 	}
-	struct sync_rule *v = realloc(o->rules, (size_t)(o->nrules + 1) * sizeof *v);
-	if (!v)
-		return -1;
-	v[o->nrules++] = (struct sync_rule){ include, pattern };
-	o->rules = v;
+	*out = (uint64_t)bytes;
 	return 0;
 }
 
-/* --filter RULE, kept in order (sync/filter.c reads them) */
-static int add_filter(struct sync_opts *o, const char *rule)
+int sync_opts_forward_rule(struct sync_opts *o, const char *text)
 {
-	if (o->nfilters == SYNC_MAX_RULES || !*rule || strlen(rule) > 4000) {
-		log_err("--filter: at most %d rules of 1..4000 bytes", SYNC_MAX_RULES);
-		return -1;
+	return forward(o, 'f', text);
+}
+
+/* A size as rsync reads --max-size: a number (fraction allowed), an
+ * optional unit K, M, G, T, P (1024s; "KiB" too, "KB" 1000s; any case, B
+ * for bytes), then an optional "+1" or "-1". -1 (said) if not one. */
+static long long size_arg(const char *name, const char *arg)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	double mult = 1, base = 1024;
+	const char *units = "bkmgtp", *u = *end ? strchr(units, tolower((unsigned char)*end)) : NULL;
+	if (errno || end == arg || (!isdigit((unsigned char)*arg) && *arg != '.'))
+		goto bad;
+	if (u) {
+		end++;
+		if (tolower((unsigned char)end[0]) == 'b') {
+			base = 1000;
+			end++;
+		} else if (tolower((unsigned char)end[0]) == 'i' && tolower((unsigned char)end[1]) == 'b') {
+			end += 2;
+		}
+		for (const char *q = units; q < u; q++)
+			mult *= base;
 	}
-	o->filters[o->nfilters++] = rule;
-	return 0;
+	long long off = !strcmp(end, "+1") ? 1 : !strcmp(end, "-1") ? -1 : 0;
+	if (*end && !off)
+		goto bad;
+	if (v * mult > 9e18)
+		goto bad;
+	long long n = (long long)(v * mult) + off;
+	if (n >= 0)
+		return n;
+bad:
+	log_err("--%s=%s is invalid (a size: a number, then K, M, G, T or P for 1024s, KB, "
+	        "MB... for 1000s, then +1 or -1 if wanted)", name, arg);
+	return -1;
 }
 
 /* Options that set flags only; 0 when c is not one of them. */
@@ -200,9 +250,9 @@ static unsigned flag_of(int c)
 	case 'c': return SYNC_F_CHECKSUM;
 	case 'u': return SYNC_F_UPDATE;
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
-	case 'x': return SYNC_F_ONE_FS;
 	case 'n': return SYNC_F_DRYRUN | SYNC_F_ITEMIZE;
-	case OPT_DELETE: case OPT_DELETE_DURING: return SYNC_F_DELETE;
+	case OPT_DELETE: return SYNC_F_DELETE;
+	case OPT_DELETE_DURING: return SYNC_F_DELETE | SYNC_F_DELETE_DURING;
 	case OPT_DELETE_BEFORE: return SYNC_F_DELETE | SYNC_F_DELETE_BEFORE;
 	case OPT_DELETE_AFTER: return SYNC_F_DELETE | SYNC_F_DELETE_AFTER;
 	case OPT_DELETE_EXCLUDED: return SYNC_F_DELETE | SYNC_F_DELETE_EXCLUDED;
@@ -238,6 +288,7 @@ static int chown_syntax(const char *arg)
 static int take_value(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
+	int far = a->mode == SYNC_MODE_FAR;
 	long long n;
 	switch (c) {
 	case OPT_STREAMS:
@@ -256,18 +307,35 @@ static int take_value(int c, struct sync_args *a)
 		return -1;
 	case OPT_EXCLUDE:
 	case OPT_INCLUDE:
-		return add_rule(o, c == OPT_INCLUDE, optarg) < 0 ? RD_EXIT_USAGE : -1;
+		return sync_rules_add(o, optarg, c == OPT_INCLUDE ? '+' : '-', c == OPT_INCLUDE
+		                      ? "--include" : "--exclude", far) < 0 ? RD_EXIT_USAGE : -1;
 	case 'f':
-		return add_filter(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
+		return sync_rules_add(o, optarg, 0, "--filter", far) < 0 ? RD_EXIT_USAGE : -1;
 	case 'F':   /* rsync: -F is ': /.rsync-filter', a second -F hides those files */
 		if (++o->filter_F > 2)
 			return -1;
-		return add_filter(o, o->filter_F == 1 ? "dir-merge /.rsync-filter"
-		                                      : "exclude .rsync-filter") < 0 ||
-		       forward(o, 'f', o->filters[o->nfilters - 1]) < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_EXCLUDE_FROM: o->exclude_from = optarg; return -1;
-	case OPT_INCLUDE_FROM: o->include_from = optarg; return -1;
-	case OPT_FILES_FROM: o->files_from = optarg; return -1;
+		return sync_rules_add(o, o->filter_F == 1 ? "dir-merge /.rsync-filter"
+		                      : "exclude .rsync-filter", 0, "-F", far) < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_EXCLUDE_FROM:
+	case OPT_INCLUDE_FROM: {
+		int code;
+		*(c == OPT_EXCLUDE_FROM ? &o->exclude_from : &o->include_from) = optarg;
+		return sync_rules_file(o, optarg, c == OPT_EXCLUDE_FROM ? '-' : '+', 0, far, 0,
+		                       &code) < 0 ? code : -1;
+	}
+	case OPT_FILES_FROM:
+		o->files_from = optarg;
+		if (far && strcmp(optarg, "-")) {   /* the list comes in CTL_FILES */
+			snprintf(a->why, sizeof a->why, "--files-from names a file, not '-'");
+			return RD_EXIT_PROTO;
+		}
+		if (far)
+			return -1;
+		return sync_files_read(o, optarg) < 0 || forward(o, c, "-") < 0 ? RD_EXIT_USAGE : -1;
+	case 'x':
+		o->flags |= SYNC_F_ONE_FS;
+		o->one_fs += o->one_fs < 2;
+		return -1;
 	case OPT_CHOWN:
 		if (chown_syntax(optarg) < 0)
 			return RD_EXIT_USAGE;
@@ -285,9 +353,15 @@ static int take_value(int c, struct sync_args *a)
 		o->chmod = optarg;
 		return -1;
 	}
-	case OPT_MIN_SIZE: o->min_size_arg = optarg; return -1;
-	case OPT_MAX_SIZE: o->max_size_arg = optarg; return -1;
-	case OPT_BWLIMIT: o->bwlimit_arg = optarg; return -1;
+	case OPT_MIN_SIZE:
+	case OPT_MAX_SIZE:
+		*(c == OPT_MIN_SIZE ? &o->min_size_arg : &o->max_size_arg) = optarg;
+		n = size_arg(c == OPT_MIN_SIZE ? "min-size" : "max-size", optarg);
+		*(c == OPT_MIN_SIZE ? &o->min_size : &o->max_size) = n;
+		return n < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_BWLIMIT:
+		o->bwlimit_arg = optarg;
+		return rate_arg(optarg, &o->bwlimit) < 0 ? RD_EXIT_USAGE : -1;
 	case OPT_BACKUP_DIR: o->backup_dir = optarg; o->flags |= SYNC_F_BACKUP; return -1;
 	case OPT_SUFFIX: o->backup_suffix = optarg; return -1;
 	case OPT_LINK_DEST:
@@ -345,6 +419,8 @@ static int take_opt(int c, struct sync_args *a)
 {
 	unsigned f = flag_of(c);
 	int rc;
+	if (c == 'r')
+		a->o.recursive_given = 1;
 	if (f) {
 		a->o.flags |= f;
 		return -1;
@@ -375,7 +451,7 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 	opterr = !far;
 	while ((c = getopt_long(argc, argv, shortopts, lo, &idx)) != -1) {
 		const struct opt_def *d = c == '?' ? NULL : def_of(c);
-		if (far && (!d || d->where != FAR)) {
+		if (far && (!d || d->where == CLIENT)) {
 			snprintf(a->why, sizeof a->why, "it has an option that is not for "
 			         "the server: '%.200s'", argv[optind - 1]);
 			return RD_EXIT_PROTO;
@@ -403,6 +479,9 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		return RD_EXIT_USAGE;
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
+	/* rsync: --files-from lists what to send; -a does not recurse then */
+	if (a->o.files_from && !a->o.recursive_given)
+		a->o.flags &= ~(unsigned)SYNC_F_RECURSIVE;
 	return -1;
 }
 
@@ -410,30 +489,39 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 int sync_opts_check(const struct sync_opts *o)
 {
 	static const struct { unsigned flag; const char *name; } later[] = {
-		{ SYNC_F_UPDATE, "-u/--update" },
-		{ SYNC_F_IGNORE_EXISTING, "--ignore-existing" },
-		{ SYNC_F_ONE_FS, "-x/--one-file-system" },
-		{ SYNC_F_DELETE_BEFORE, "--delete-before" },
-		{ SYNC_F_DELETE_AFTER, "--delete-after" },
-		{ SYNC_F_DELETE_EXCLUDED, "--delete-excluded" },
-		{ SYNC_F_BACKUP, "-b/--backup" },
-		{ SYNC_F_REMOVE_SOURCE, "--remove-source-files" },
-		{ SYNC_F_MKPATH, "--mkpath" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
 	};
 	const struct { const void *set; const char *name; } later_v[] = {
-		{ o->nfilters ? o : NULL, "--filter/-F" },
-		{ o->exclude_from, "--exclude-from" }, { o->include_from, "--include-from" },
-		{ o->files_from, "--files-from" }, { o->min_size_arg, "--min-size" },
-		{ o->max_size_arg, "--max-size" }, { o->bwlimit_arg, "--bwlimit" },
-		{ o->nlink_dest ? o : NULL, "--link-dest" },
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
 		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
 		{ o->json ? o : NULL, "--json" },
-		{ o->nsrc > 1 ? o : NULL, "more than one SRC" },
 	};
+	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
+		log_err("--delete with --files-from is not supported: only the listed paths "
+		        "are looked at");
+		return RD_EXIT_USAGE;
+	}
+	if (o->files_from && o->nsrc > 1) {
+		log_err("--files-from takes one SRC: the directory the list is relative to");
+		return RD_EXIT_USAGE;
+	}
+	unsigned when = o->flags & (SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
+	                            SYNC_F_DELETE_DURING);
+	if (when & (when - 1)) {   /* rsync's rule and words */
+		log_err("you may not combine multiple --delete-WHEN options");
+		return RD_EXIT_USAGE;
+	}
+	if (o->backup_suffix && strchr(o->backup_suffix, '/')) {
+		log_err("--suffix cannot contain slashes: %s", o->backup_suffix);
+		return RD_EXIT_USAGE;
+	}
+	if ((o->flags & SYNC_F_BACKUP) && !o->backup_dir && o->backup_suffix &&
+	    !*o->backup_suffix) {
+		log_err("--suffix cannot be empty without --backup-dir");
+		return RD_EXIT_USAGE;
+	}
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (o->flags & later[i].flag) {
 			log_err("%s is not implemented yet", later[i].name);
@@ -451,11 +539,18 @@ void sync_opts_free(struct sync_opts *o)
 {
 	for (int i = 0; i < o->nfwd; i++)
 		free(o->fwd[i]);
+	for (int i = 0; i < o->nrules; i++)
+		free(o->rules[i].pattern);
+	for (size_t i = 0; i < o->nfiles; i++)
+		free(o->files[i]);
 	free(o->fwd);
 	free(o->rules);
+	free(o->files);
 	o->fwd = NULL;
 	o->rules = NULL;
+	o->files = NULL;
 	o->nfwd = o->nrules = 0;
+	o->nfiles = 0;
 }
 
 void sync_args_init(struct sync_args *a)
@@ -463,4 +558,5 @@ void sync_args_init(struct sync_args *a)
 	memset(a, 0, sizeof *a);
 	a->o.tp.streams = 1;
 	a->o.max_delete = -1;
+	a->o.min_size = a->o.max_size = -1;
 }

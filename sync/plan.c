@@ -72,6 +72,30 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	return 0;
 }
 
+static int64_t sec_of(int64_t ns)
+{
+	return ns / 1000000000 - (ns % 1000000000 < 0);
+}
+
+/* Is sender entry e (DST's d, or NULL) one the options leave alone? rsync's
+ * -u (DST's file is newer), --ignore-existing (DST has it, unless both are
+ * directories), --min-size and --max-size (regular files out of range:
+ * not sent, but not deleted either). */
+static int left_alone(const struct sync_opts *o, const struct idx_entry *e,
+                      const struct idx_entry *d)
+{
+	if ((o->flags & SYNC_F_IGNORE_EXISTING) && d && !(e->type == IDX_DIR && d->type == IDX_DIR))
+		return 1;
+	if (e->type != IDX_REG)
+		return 0;
+	if ((o->min_size >= 0 && e->size < (uint64_t)o->min_size) ||
+	    (o->max_size >= 0 && e->size > (uint64_t)o->max_size))
+		return 1;
+	/* rsync compares whole seconds here */
+	return (o->flags & SYNC_F_UPDATE) && d && d->type == IDX_REG &&
+	       sec_of(d->mtime_ns) > sec_of(e->mtime_ns);
+}
+
 int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 {
 	unsigned f = s->r->flags;
@@ -88,6 +112,10 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		const struct idx_entry *e = &s->sm.e[i];
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		s->fetch[i] = -1;
+		if (*e->path && left_alone(s->r->o, e, d)) {
+			s->change[i] = SKIPPED;
+			continue;
+		}
 		if (s->change[i] == IDX_TYPE) {
 			recv_itemize(s, e->type == IDX_DIR ? "cd+++++++++" : "*replacing ", d);
 			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0)
@@ -110,6 +138,8 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			}
 			continue;
 		}
+		if (s->nld && recv_link_dest(s, i, d != NULL))
+			continue;   /* the same file in a --link-dest DIR: linked */
 		rc = want_file(s, i, d, *want, nwant);
 	}
 	return rc;

@@ -12,13 +12,30 @@
 #include "sync/sync_int.h"
 
 /* HELLO: magic, version, the server's role, path, address, then the
- * server's options as strings (sync/opts.c parses them). */
-int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *path,
-               const char *addr)
+ * server's options as strings (sync/opts.c parses them), and after "--"
+ * the sender's other SRC paths, if any (paths[1..npath-1]). */
+int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *const *paths,
+               int npath, const char *addr)
 {
-	size_t pl = strlen(path), al = strlen(addr), len = 12 + pl + al;
-	for (int i = 0; i < o->nfwd; i++)
-		len += 2 + strlen(o->fwd[i]);
+	int nargs = o->nfwd + (npath > 1 ? npath : 0);
+	size_t pl = strlen(paths[0]), al = strlen(addr), len = 12 + pl + al;
+	if (nargs > HELLO_MAX_ARGS) {
+		log_err("too many options and SRC arguments for one run (at most %d)",
+		        HELLO_MAX_ARGS);
+		return -E2BIG;
+	}
+	for (int i = 0; i < nargs; i++) {
+		const char *a = i < o->nfwd ? o->fwd[i] : i == o->nfwd ? "--" : paths[i - o->nfwd];
+		if (strlen(a) > UINT16_MAX || !*a) {
+			log_err("an argument for the far side is empty or over 65535 bytes");
+			return -EINVAL;
+		}
+		len += 2 + strlen(a);
+	}
+	if (pl > UINT16_MAX || al > UINT16_MAX) {
+		log_err("a path for the far side is over 65535 bytes");
+		return -ENAMETOOLONG;
+	}
 	uint8_t *b = malloc(len), *p = b;
 	if (!b)
 		return -ENOMEM;
@@ -26,17 +43,18 @@ int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *p
 	p[4] = CTL_VERSION;
 	p[5] = (uint8_t)role;
 	put_u16(p + 6, (uint16_t)pl);
-	memcpy(p + 8, path, pl);
+	memcpy(p + 8, paths[0], pl);
 	p += 8 + pl;
 	put_u16(p, (uint16_t)al);
 	memcpy(p + 2, addr, al);
 	p += 2 + al;
-	put_u16(p, (uint16_t)o->nfwd);
+	put_u16(p, (uint16_t)nargs);
 	p += 2;
-	for (int i = 0; i < o->nfwd; i++) {
-		size_t n = strlen(o->fwd[i]);
+	for (int i = 0; i < nargs; i++) {
+		const char *a = i < o->nfwd ? o->fwd[i] : i == o->nfwd ? "--" : paths[i - o->nfwd];
+		size_t n = strlen(a);
 		put_u16(p, (uint16_t)n);
-		memcpy(p + 2, o->fwd[i], n);
+		memcpy(p + 2, a, n);
 		p += 2 + n;
 	}
 	int rc = ctl_send(c, CTL_HELLO, b, len);

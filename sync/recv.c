@@ -162,10 +162,16 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	size_t len = strlen(dst);
 	int slash = len > 1 && dst[len - 1] == '/';
 	*only = *mapto = NULL;
+	int mkpath = (s->r->flags & SYNC_F_MKPATH) && !dry;
 	if (!named || isdir || slash) {
-		if (!exists && !dry && mkdir(dst, 0777) < 0 && errno != EEXIST) {
-			log_err("%s: cannot create: %s", dst, strerror(errno));
-			return -errno;
+		if (!exists && mkpath && sync_mkpath(dst) < 0)
+			return -EIO;
+		if (!exists && !dry && !mkpath && mkdir(dst, 0777) < 0 && errno != EEXIST) {
+			/* as rsync: exit 11 (its parent is missing: --mkpath makes it) */
+			int err = errno;
+			log_err("%s: cannot create: %s%s", dst, strerror(err),
+			        err == ENOENT ? " (--mkpath creates missing parents)" : "");
+			return -EIO;
 		}
 		if (exists && !isdir) {
 			log_err("%s: not a directory", dst);
@@ -189,6 +195,9 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	*only = strdup(base);
 	*mapto = strdup(base);
 	free(copy);
+	if (mkpath && s->root_path && access(s->root_path, F_OK) < 0 &&
+	    sync_mkpath(s->root_path) < 0)
+		return -EIO;
 	if (exists && is_dir && !isdir) {
 		/* replacing a file by a directory: the plan handles the type change */
 	}
@@ -261,8 +270,42 @@ static int read_ready(struct rstate *s)
 	if (!s->top)
 		return -ENOMEM;
 	if ((rc = choose_root(s, s->named, c->buf[1], s->top, &s->only, &s->mapto)) < 0)
-		s->res->code = RD_EXIT_SELECT;
+		s->res->code = rc == -EIO ? RD_EXIT_FILEIO : RD_EXIT_SELECT;
 	return rc;
+}
+
+/* The scan's options: the filter rules (when both sides exclude the same
+ * paths, excluded files of DST are neither compared nor deleted, nor even
+ * scanned; else --delete asks the rules, with DST's dir-merge files, path
+ * by path), --files-from's paths, -x. 0 or -ENOMEM. */
+static int scan_opts(struct rstate *s)
+{
+	const struct sync_opts *o = s->r->o;
+	int rc;
+	s->so.only = s->only;
+	s->so.one_fs = o->one_fs;
+	s->so.meta = sync_scan_meta(s->r->flags);
+	if (o->nrules) {
+		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
+		                           s->only ? "" : NULL)) < 0)
+			return rc;
+		if ((s->filter_scanned = sync_filter_simple(o))) {
+			s->so.skip = sync_filter_skip;
+			s->so.skip_ctx = s->filter;
+		}
+	}
+	if (o->files_from) {
+		if ((rc = sync_files_roots(o, &s->roots, &s->nroots)) < 0)
+			return rc;
+		s->so.roots = s->roots;
+		s->so.nroots = s->nroots;
+		s->so.roots_optional = 1;
+		/* rsync sets DST's own metadata only when the list names "." */
+		s->keep_root_meta = 1;
+		for (size_t i = 0; i < s->nroots; i++)
+			s->keep_root_meta &= *s->roots[i].path != '\0';
+	}
+	return 0;
 }
 
 /* 2. Our side, scanned while the sender scans its own. */
@@ -270,19 +313,16 @@ static int scan_dst(struct rstate *s)
 {
 	struct role *r = s->r;
 	struct idx_stats st;
-	s->so.only = s->only;
-	s->so.meta = ((r->flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
-	             ((r->flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
-	if (r->nrules) {   /* excluded files of DST are neither compared nor deleted */
-		s->so.skip = sync_filter_skip;
-		s->so.skip_ctx = r;
-	}
 	s->root = open(s->root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->root < 0 && !(errno == ENOENT && (r->flags & SYNC_F_DRYRUN))) {
 		int err = errno;
 		log_err("%s: %s", s->root_path, strerror(err));
 		s->res->code = RD_EXIT_SELECT;
 		return -err;
+	}
+	if (scan_opts(s) < 0) {
+		s->res->code = RD_EXIT_FILEIO;
+		return -ENOMEM;
 	}
 	if (s->root < 0)
 		return 0;   /* a dry run into nothing */
@@ -323,9 +363,19 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 {
 	if (s->root < 0)
 		s->root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);   /* dry run into nothing */
-	int rc = recv_plan(s, &s->want, &s->nwant);
-	if (rc < 0)
+	int rc = recv_backup_start(s);
+	if (rc < 0) {
+		s->res->code = RD_EXIT_FILEIO;
 		return rc;
+	}
+	recv_link_dest_start(s);
+	if ((rc = recv_plan(s, &s->want, &s->nwant)) < 0)
+		return rc;
+	/* --delete-before: room made before any data comes (the sender waits
+	 * for the plan); what the sender could not read is known, what will
+	 * fail later cannot be */
+	if (s->r->flags & SYNC_F_DELETE_BEFORE)
+		recv_delete_extra(s);
 	uint8_t *pl = malloc(4 + (size_t)s->nwant * 4);
 	if (!pl)
 		return -ENOMEM;
@@ -421,11 +471,14 @@ static int receive(struct rstate *s)
 		return rc;
 	/* 6. links, deletions, metadata, and the index for next time */
 	recv_make_links(s);
-	recv_delete_extra(s);
+	if (!(s->r->flags & SYNC_F_DELETE_BEFORE))
+		recv_delete_extra(s);   /* after the data, --delete-after and -during too */
 	recv_fix_meta(s);
+	if ((s->r->flags & SYNC_F_REMOVE_SOURCE) && !(s->r->flags & SYNC_F_DRYRUN))
+		recv_send_landed(s);
 	/* the scan stored what DST held; only a changed DST needs it again */
-	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions)
-		recv_save_index(s);
+	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && !s->roots)
+		recv_save_index(s);   /* (a scan of some paths keeps the index whole) */
 	return 0;
 }
 
@@ -451,6 +504,13 @@ static void rstate_free(struct rstate *s)
 	free(s->root_path);
 	free(s->cdir);
 	sync_chmod_free(s->chmod);
+	sync_filter_free(s->filter);
+	sync_files_roots_free(s->roots, s->nroots);
+	free(s->bprotect);
+	if (s->bfd >= 0)
+		close(s->bfd);
+	for (int k = 0; k < s->nld; k++)
+		close(s->ldfd[k]);
 	if (s->cfd >= 0)
 		close(s->cfd);
 	if (s->root >= 0)
@@ -461,7 +521,7 @@ static void rstate_free(struct rstate *s)
 
 int sync_receiver(struct role *r, struct sync_result *res)
 {
-	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1,
+	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1, .bfd = -1,
 	                    .mu = PTHREAD_MUTEX_INITIALIZER,
 	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);

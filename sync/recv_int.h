@@ -64,6 +64,17 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	struct filter *filter;   /* the filter rules on our side, if any */
+	int filter_scanned;      /* 1: applied by the scan (excluded paths are
+	                            not in dm); 0: --delete asks it per path */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
+	int keep_root_meta;      /* DST's own metadata is left as it is */
+	int bfd;                 /* --backup-dir, open (-1: none) */
+	char *bprotect;          /* --backup-dir as a path of DST, if it is one */
+	const char *bsuffix;     /* the backups' suffix */
+	int ldfd[SYNC_MAX_LINK_DEST];   /* --link-dest directories, open */
+	int nld;
 	/* metadata (meta.c, ids.c) */
 	struct sync_chmod *chmod;   /* --chmod, parsed */
 	int set_uid, set_gid;    /* owners are ours to set (root, -o/-g, --chown) */
@@ -75,6 +86,9 @@ struct rstate {
 #define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
 
 #define GONE 0x80   /* dm entry flag: removed from DST by this run */
+#define KEPT 0x40   /* dm entry flag: holds an entry the filter protects */
+#define SKIPPED 0x40   /* change[] value: left alone (-u, --ignore-existing,
+                          --min-size, --max-size), as if the same */
 
 /* recv.c: the sender broke the protocol: the first time in the run, say
  * how in one line (fmt is the whole message, naming the sender, peer
@@ -150,6 +164,30 @@ void recv_fix_meta(struct rstate *s);
 void recv_clean_temps(struct rstate *s);
 /* The receiver's index: what it holds now, with the hashes it verified. */
 void recv_save_index(struct rstate *s);
+
+/* backup.c: -b, --backup-dir, --suffix. start: before the plan, open (and
+ * make) the backup directory; 0 or an error (said). */
+int  recv_backup_start(struct rstate *s);
+/* Keep DST's path (name in dirfd) as its backup before this run replaces
+ * it (move 0: linked, the caller renames over it) or deletes it (move 1:
+ * renamed). 0 (also when nothing is there), or -1 (said, counted): then it
+ * must be neither replaced nor deleted. Any thread. */
+int  recv_backup(struct rstate *s, int dirfd, const char *name, const char *path, int move);
+/* 1 when --delete must leave path alone: the backup directory, or with -b
+ * alone a name ending in the suffix (rsync's protect rules). */
+int  recv_backup_protected(const struct rstate *s, const char *path);
+
+/* linkdest.c: --link-dest. start: before the plan, open each DIR (one
+ * that cannot be opened is said and left out). recv_link_dest: sm entry i,
+ * which the plan would fetch (exists: DST has a file by its name), hard-
+ * linked from the first DIR holding the same file; 1 when it was (or, in a
+ * dry run, would be), 0 when it must be fetched. */
+void recv_link_dest_start(struct rstate *s);
+int  recv_link_dest(struct rstate *s, size_t i, int exists);
+
+/* remove.c: --remove-source-files: tell the sender (CTL_LANDED) which of
+ * its non-directories DST now holds, landed this run or already there. */
+void recv_send_landed(struct rstate *s);
 
 /* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
  * phase without a network, on an rstate the test planned with recv_plan().

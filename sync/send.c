@@ -15,47 +15,17 @@
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
-/* Split SRC into the root to scan and, unless its contents are meant, the
- * one name to send. */
-static int source_root(const struct role *r, char **root, char **only, int *is_dir)
+/* The manifest, with the names of its owners unless --numeric-ids (as
+ * rsync), and the sender's count of unreadable entries. */
+static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors)
 {
-	const char *src = r->path;
-	size_t len = strlen(src);
-	struct stat st;
-	if (stat(src, &st) < 0) {
-		log_err("%s: %s", src, strerror(errno));
-		return -errno;
-	}
-	*is_dir = S_ISDIR(st.st_mode);
-	if (*is_dir && !(r->flags & (SYNC_F_RECURSIVE | SYNC_F_MIRROR))) {
-		log_err("%s: is a directory (use -r)", src);
-		return -EISDIR;
-	}
-	int contents = *is_dir && ((r->flags & SYNC_F_MIRROR) || src[len - 1] == '/' ||
-	               (len >= 2 && !strcmp(src + len - 2, "/.")) || !strcmp(src, "."));
-	*only = NULL;
-	if (contents) {
-		*root = strdup(src);
-		return *root ? 0 : -ENOMEM;
-	}
-	char *copy = strdup(src);
-	if (!copy)
-		return -ENOMEM;
-	while (len > 1 && copy[len - 1] == '/')
-		copy[--len] = '\0';
-	char *cut = strrchr(copy, '/');
-	*only = strdup(cut ? cut + 1 : copy);
-	*root = cut == copy ? strdup("/") : cut ? (*cut = '\0', strdup(copy)) : strdup(".");
-	free(copy);
-	return *only && *root ? 0 : -ENOMEM;
-}
-
-static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t errors)
-{
+	struct ctl *c = r->ctl;
 	uint8_t *buf;
 	size_t len;
-	int rc = idx_manifest_encode(m, &buf, &len);
-	if (rc < 0)
+	int rc = 0;
+	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)))
+		rc = sync_names_collect(m);
+	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
@@ -72,6 +42,7 @@ static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t e
 struct dircache {
 	char *dir;
 	int fd;
+	int root;   /* what dir is under (several SRCs: several roots) */
 };
 
 static int open_file(struct dircache *c, int root, const char *path)
@@ -80,7 +51,8 @@ static int open_file(struct dircache *c, int root, const char *path)
 	if (!slash)
 		return sync_open_beneath(root, path, O_RDONLY);
 	size_t n = (size_t)(slash - path);
-	if (!c->dir || strlen(c->dir) != n || strncmp(c->dir, path, n)) {
+	if (!c->dir || c->root != root || strlen(c->dir) != n || strncmp(c->dir, path, n)) {
+		c->root = root;
 		free(c->dir);
 		if (c->fd >= 0)
 			close(c->fd);
@@ -143,6 +115,7 @@ struct sendq {
 	struct tp_session *ts;
 	struct dircache dc;
 	int root;
+	const struct srcset *ss;       /* several SRCs: each entry's own root */
 	const struct idx_manifest *m;
 	struct sync_result *res;
 	uint64_t changed, big_bytes;   /* changed: vanished or changed since the scan */
@@ -157,7 +130,14 @@ struct sendq {
 	uint64_t off;            /* its next chunk */
 	uint32_t bad;            /* a file whose read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
+	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 };
+
+/* The directory entry i's path is relative to. */
+static int root_of(const struct sendq *q, uint32_t i)
+{
+	return q->ss->n ? srcs_root(q->ss, i) : q->root;
+}
 
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
 static int queue_reads(struct sendq *q)
@@ -165,7 +145,7 @@ static int queue_reads(struct sendq *q)
 	while (q->count < q->depth && (q->fd >= 0 || q->bi < q->nb)) {
 		const struct idx_entry *e = &q->m->e[q->big[q->bi]];
 		if (q->fd < 0) {
-			q->fd = open_planned(&q->dc, q->root, e);
+			q->fd = open_planned(&q->dc, root_of(q, q->big[q->bi]), e);
 			q->off = 0;
 			if (q->fd < 0) {
 				*(q->fd == -2 ? &q->failed : &q->changed) += 1;
@@ -227,6 +207,8 @@ static int send_next(struct sendq *q, int drop)
 	if (c->last) {
 		close(c->j.fd);
 		q->files_done++;
+		if (q->sent && !drop && c->file != q->bad && rc == 0)
+			q->sent[c->file] = 1;
 	}
 	return rc;
 }
@@ -237,7 +219,7 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	const struct idx_entry *e = &q->m->e[i];
 	char shown[4096];
 	q->files_done++;
-	int fd = open_planned(&q->dc, q->root, e);
+	int fd = open_planned(&q->dc, root_of(q, i), e);
 	if (fd < 0) {
 		*(fd == -2 ? &q->failed : &q->changed) += 1;
 		return 0;
@@ -252,6 +234,8 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	int rc = packer_add(pk, i, buf, e->size);
 	if (rc == 0)
 		q->res->bytes += e->size;
+	if (rc == 0 && q->sent)
+		q->sent[i] = 1;
 	return rc;
 }
 
@@ -342,8 +326,9 @@ static int take_result(const uint8_t *p, struct sync_result *res)
 	return -EPROTO;
 }
 
-/* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE. */
-static int await_done(struct role *r, struct sync_result *res)
+/* Read CTL_LOG lines (printing them) and CTL_LANDED (removing what it
+ * names, rm) until the receiver's CTL_DONE. */
+static int await_done(struct role *r, struct sync_result *res, struct src_remover *rm)
 {
 	for (;;) {
 		uint8_t type;
@@ -353,6 +338,11 @@ static int await_done(struct role *r, struct sync_result *res)
 			return rc;
 		if (type == CTL_LOG) {
 			print_log(r->ctl->buf, n);
+			continue;
+		}
+		if (type == CTL_LANDED) {
+			if ((rc = landed_take(rm, r->ctl->buf, n)) < 0)
+				return rc;
 			continue;
 		}
 		if (type == CTL_ERROR) {
@@ -379,10 +369,61 @@ struct sstate {
 	struct sync_result *res;
 	struct idx_manifest m;
 	char *root, *only;       /* where SRC is scanned; the one name sent */
+	struct srcset ss;        /* several SRCs (ss.n > 1), else ss.n is 0 */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
 	struct tp_session *ts;
 	int lockfd;              /* SRC's root, locked shared for the run */
+	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
+	struct src_remover rm;
+	struct filter *filter;   /* the filter rules, on our side */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
 };
+
+/* The scan's options: filter rules, --files-from, -x. 0 or -ENOMEM. */
+static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
+{
+	const struct sync_opts *o = s->r->o;
+	int rc;
+	so->only = s->only;
+	so->one_fs = o->one_fs;
+	so->meta = sync_scan_meta(s->r->flags);
+	if (o->nrules) {
+		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : sync_filter_open(&s->filter, o, SYNC_RM_SENDER, fd,
+		                                        s->only ? "" : NULL);
+		if (fd >= 0)
+			close(fd);
+		if (rc < 0)
+			return rc;
+		so->skip = sync_filter_skip;
+		so->skip_ctx = s->filter;
+	}
+	if (o->files_from) {
+		if ((rc = sync_files_roots(o, &s->roots, &s->nroots)) < 0)
+			return rc;
+		so->roots = s->roots;
+		so->nroots = s->nroots;
+	}
+	return 0;
+}
+
+/* Several SRCs: READY for a directory's contents, then their entries,
+ * merged (sources.c), as one manifest. */
+static int scan_many(struct sstate *s)
+{
+	uint64_t errors = 0;
+	uint8_t ready[4] = { 0, 1, 0, 0 };
+	int rc = ctl_send(s->r->ctl, CTL_READY, ready, sizeof ready);
+	if (rc == 0 && (rc = srcs_scan(s->r, &s->ss, &s->m, &errors)) < 0) {
+		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
+		ctl_error(s->r->ctl, code, rc == -EWOULDBLOCK ? "a source is being written by "
+		          "another rdcp" : "the sources cannot be scanned");
+		s->res->code = code;
+		return rc;
+	}
+	return rc ? rc : send_manifest(s->r, &s->m, errors);
+}
 
 /* READY, the scan of SRC and the manifest. */
 static int scan_and_send(struct sstate *s)
@@ -391,7 +432,11 @@ static int scan_and_send(struct sstate *s)
 	struct idx_scan_opts so = { 0 };
 	struct idx_stats st;
 	int is_dir = 0, rc;
-	if ((rc = source_root(r, &s->root, &s->only, &is_dir)) < 0) {
+	if (r->nsrc > 1)
+		return scan_many(s);
+	rc = r->o->files_from ? sync_files_root(r->path, &s->root, &is_dir)
+	                      : src_split(r->path, r->flags, &s->root, &s->only, &is_dir);
+	if (rc < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
@@ -404,13 +449,6 @@ static int scan_and_send(struct sstate *s)
 	memcpy(ready + 4, s->only ? s->only : "", tl > 255 ? 255 : tl);
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
-	so.only = s->only;
-	so.meta = ((r->flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
-	          ((r->flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
-	if (r->nrules) {
-		so.skip = sync_filter_skip;
-		so.skip_ctx = r;
-	}
 	/* not while another run writes into SRC: what we read would be a mix */
 	s->lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->lockfd >= 0 && s->only) {   /* one named entry: its own tree, if any */
@@ -425,16 +463,18 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
-	if ((rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
+	if ((rc = scan_opts(s, &so)) < 0 || (rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
-	/* owners by name unless --numeric-ids, as rsync */
-	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)) &&
-	    (rc = sync_names_collect(&s->m)) < 0)
-		return rc;
-	return send_manifest(r->ctl, &s->m, st.errors);
+	if ((rc = sync_filter_error(s->filter)) != 0) {   /* a dir-merge file (said) */
+		ctl_error(r->ctl, rc, "the sender could not use a dir-merge filter file "
+		          "(see above)");
+		s->res->code = (uint32_t)rc;
+		return -ECANCELED;
+	}
+	return send_manifest(r, &s->m, st.errors);
 }
 
 /* The receiver's plan: which entries to send. 0, 1 when the receiver gave
@@ -455,7 +495,7 @@ static int read_plan(struct sstate *s)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_LOG) {   /* its reasons, then its DONE */
 		print_log(c->buf, n);
-		rc = await_done(s->r, s->res);
+		rc = await_done(s->r, s->res, &s->rm);
 		return rc < 0 ? rc : 1;
 	}
 	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4) {
@@ -519,6 +559,7 @@ static int connect_data(struct sstate *s)
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
 	o.io_timeout_ms = r->timeout * 1000;
+	o.rate = r->o ? r->o->bwlimit : 0;   /* --bwlimit: paced over all streams */
 	rc = tp_connect(addr, cd.port, &o, &s->ts);
 	if (rc == -ETIMEDOUT && r->timeout > 0)
 		rc = -ETIME;   /* it listened, then went silent: --timeout's case */
@@ -548,16 +589,18 @@ static void test_pause(void)
 /* The planned files over the data session, then the receiver's verdict. */
 static int send_data(struct sstate *s)
 {
-	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0)
+	int rootfd = s->ss.n ? -1 : open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0 && !s->ss.n)
 		return -errno;
-	struct sendq q = { .ts = s->ts, .dc = { NULL, -1 }, .root = rootfd, .m = &s->m,
-	                   .res = s->res, .fd = -1, .bad = UINT32_MAX };
+	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
+	                   .m = &s->m, .res = s->res, .fd = -1, .bad = UINT32_MAX,
+	                   .sent = s->sent };
 	int rc = send_all(&q, s->plan, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)
 		close(q.dc.fd);
-	close(rootfd);
+	if (rootfd >= 0)
+		close(rootfd);
 	if (rc == 0)
 		rc = tp_finish(s->ts);
 	if (rc < 0) {
@@ -579,19 +622,29 @@ static int sender_run(struct sstate *s)
 		return 1;   /* the receiver stopped early: its reason came first */
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
+	/* --remove-source-files: what the receiver may say landed (remove.c) */
+	s->rm = (struct src_remover){ .on = (s->r->flags & SYNC_F_REMOVE_SOURCE) != 0,
+	                              .m = &s->m, .plan = s->plan, .nplan = s->nplan,
+	                              .root = -1, .ss = &s->ss, .last = -1 };
+	if (s->rm.on && !s->ss.n)
+		s->rm.root = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->rm.on && !(s->rm.sent = s->sent = calloc(s->m.n ? s->m.n : 1, 1)))
+		return -ENOMEM;
 	if (s->nplan) {
 		test_pause();
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}
-	rc = await_done(s->r, s->res);
+	rc = await_done(s->r, s->res, &s->rm);
 	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;
+	if (s->rm.errors && !s->res->code)
+		s->res->code = RD_EXIT_PARTIAL;   /* a source file could not be removed */
 	return rc;
 }
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res, .lockfd = -1 };
+	struct sstate s = { .r = r, .res = res, .lockfd = -1, .rm = { .root = -1 } };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
 	if (rc < 0 && !res->code)
@@ -600,8 +653,14 @@ int sync_sender(struct role *r, struct sync_result *res)
 	if (s.lockfd >= 0)
 		close(s.lockfd);
 	free(s.plan);
+	free(s.sent);
+	if (s.rm.root >= 0)
+		close(s.rm.root);
 	free(s.root);
 	free(s.only);
+	sync_filter_free(s.filter);
+	sync_files_roots_free(s.roots, s.nroots);
+	srcs_free(&s.ss);
 	idx_manifest_free(&s.m);
 	return res->code;
 }

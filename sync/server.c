@@ -28,8 +28,11 @@ static int take_hello(struct ctl *c, struct hello *h, struct sync_args *a)
 	sync_args_init(a);
 	a->mode = SYNC_MODE_FAR;
 	int code = sync_args_parse(h->argc, h->argv, a);
-	if (code < 0 && a->noperands)
+	/* operands: a sender's other SRCs (after "--"), nothing else */
+	if (code < 0 && a->noperands && h->role != ROLE_SENDER) {
+		snprintf(a->why, sizeof a->why, "it gives a receiver an operand");
 		code = RD_EXIT_PROTO;
+	}
 	if (code < 0 && (code = sync_opts_check(&a->o)) == 0)
 		return 0;
 	snprintf(why, sizeof why, "the server refused the hello: %s",
@@ -76,9 +79,29 @@ int sync_serve(int local)
 		return code;
 	}
 	const struct sync_opts *o = &a.o;
+	/* the sender's SRCs: HELLO's path, then its operands */
+	const char **srcs = calloc((size_t)a.noperands + 1, sizeof *srcs);
+	if (!srcs) {
+		hello_free(&h);
+		ctl_free(&c);
+		return RD_EXIT_FILEIO;
+	}
+	srcs[0] = h.path;
+	for (int k = 0; k < a.noperands; k++)
+		srcs[k + 1] = a.operands[k];
 	struct role r = { .ctl = &c, .path = h.path, .flags = o->flags, .o = o,
-	                  .rules = o->rules, .nrules = o->nrules, .timeout = o->timeout };
+	                  .srcs = srcs, .nsrc = a.noperands + 1,
+	                  .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);
+	if (o->files_from && sync_files_recv(&r, &a.o) < 0) {   /* --files-from's list */
+		ctl_error(&c, RD_EXIT_PROTO, "the server could not read the --files-from list "
+		          "(see above)");
+		free(srcs);
+		hello_free(&h);
+		sync_opts_free(&a.o);
+		ctl_free(&c);
+		return RD_EXIT_PROTO;
+	}
 	int role = h.role;
 	char *addr = h.addr;
 	r.tp.streams = o->tp.streams;
@@ -108,6 +131,7 @@ int sync_serve(int local)
 		r.verbose = 0;
 		sync_sender(&r, &res);
 	}
+	free(srcs);
 	hello_free(&h);
 	sync_opts_free(&a.o);
 	ctl_free(&c);

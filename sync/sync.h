@@ -49,12 +49,27 @@ enum {
 	SYNC_F_APPEND    = 1 << 25,
 	SYNC_F_APPEND_VERIFY = 1 << 26,
 	SYNC_F_SPARSE    = 1 << 27,  /* -S */
+	SYNC_F_DELETE_DURING = 1 << 28,   /* --delete-during: rdcp's --delete */
 };
 
-/* --exclude / --include, in command-line order (rules in sync/filter.c) */
+/* Filter rules (--exclude, --include, --filter, -F, --exclude-from,
+ * --include-from and the merge files they name), in command-line order:
+ * rsync's syntax (sync/rules.c), applied by sync/filter.c. */
+enum { SYNC_R_EXCLUDE = 1, SYNC_R_INCLUDE, SYNC_R_CLEAR, SYNC_R_DIRMERGE,
+       SYNC_R_MERGE /* read by the client, never in the list */ };
+enum {
+	SYNC_RM_NEGATE     = 1 << 0,   /* '!': the rule applies when the pattern does not match */
+	SYNC_RM_SENDER     = 1 << 1,   /* 's', hide/show: on the sending side only */
+	SYNC_RM_RECEIVER   = 1 << 2,   /* 'r', protect/risk: on the receiving side only */
+	SYNC_RM_NO_INHERIT = 1 << 3,   /* dir-merge 'n': not inherited by subdirectories */
+	SYNC_RM_EXCLUDES   = 1 << 4,   /* (dir-)merge '-': every line an exclude pattern */
+	SYNC_RM_INCLUDES   = 1 << 5,   /* (dir-)merge '+': every line an include pattern */
+	SYNC_RM_EXCL_SELF  = 1 << 6,   /* (dir-)merge 'e': while parsing only */
+};
 struct sync_rule {
-	int include;
-	const char *pattern;
+	int kind;                   /* SYNC_R_* */
+	unsigned mods;              /* SYNC_RM_* */
+	char *pattern;              /* owned; dir-merge: the file name */
 };
 
 #define SYNC_MAX_RULES     4096
@@ -65,11 +80,18 @@ struct sync_opts {
 	const char *const *srcs;    /* SRC operands: local paths or [user@]host:path */
 	int nsrc;
 	const char *src, *dst;      /* src: srcs[0] */
-	struct sync_rule *rules;    /* --exclude/--include */
-	int nrules;
-	const char *filters[SYNC_MAX_RULES];   /* --filter rules (and -F's) */
-	int nfilters, filter_F;
+	struct sync_rule *rules;    /* filter rules, in order (see above) */
+	int nrules, filter_F;
+	int stdin_taken;            /* a --*-from file was '-' (stdin reads once) */
 	const char *exclude_from, *include_from, *files_from;
+	char **files;               /* --files-from: the list, normalized (the
+	                               client reads it; a server sender gets it
+	                               in CTL_FILES) */
+	size_t nfiles;
+	int recursive_given;        /* -r itself: with --files-from, -a and --sync
+	                               do not recurse (rsync) */
+	int one_fs;                 /* -x: 1; -xx: 2 (mount points left out) */
+	long long min_size, max_size;   /* --min-size/--max-size, bytes; -1: none */
 	unsigned flags;             /* SYNC_F_* */
 	int verbose, quiet, itemize, human, stats, json;
 	int progress;               /* --progress: a live line on a terminal */
@@ -81,6 +103,7 @@ struct sync_opts {
 	struct tp_opts tp;          /* kind, streams */
 	long long max_delete;       /* --max-delete, -1: no limit */
 	const char *min_size_arg, *max_size_arg, *bwlimit_arg;   /* as typed */
+	uint64_t bwlimit;           /* --bwlimit in bytes/s, 0: none */
 	const char *chown, *chmod;
 	const char *link_dest[SYNC_MAX_LINK_DEST];
 	int nlink_dest;

@@ -22,6 +22,8 @@
 struct role {
 	struct ctl *ctl;
 	const char *path;          /* SRC for the sender, DST for the receiver */
+	const char *const *srcs;   /* sender: every SRC (srcs[0] is path) */
+	int nsrc;                  /* sender: how many; 1 unless rdcp A B... DST */
 	unsigned flags;            /* SYNC_F_* */
 	struct tp_opts tp;
 	const char *connect_addr;  /* sender: where the receiver listens */
@@ -31,12 +33,17 @@ struct role {
 	int is_client;             /* prints its own log lines */
 	int verbose;
 	int progress;              /* client: --progress */
-	const struct sync_rule *rules;
-	int nrules;
 	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
 	uint64_t frames;           /* control frames received (sync_recv) */
 	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
 };
+
+/* What a scan reads besides (idx_scan_opts.meta) for the run's flags. */
+static inline unsigned sync_scan_meta(unsigned flags)
+{
+	return ((flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	       ((flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
+}
 
 /* sync/ids.c: the sender's names for the uids and gids of m (owners and
  * named ACL entries; never 0), each looked up once, into m->names (rsync's
@@ -93,13 +100,123 @@ void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int fin
 /* sync/fs.c: open path beneath root (an fd of a tree's root) without
  * following any symlink or leaving the tree; "" is root itself (a dup). */
 int sync_open_beneath(int root, const char *path, int flags);
+/* sync/fs.c: mkdir -p path (--mkpath); 0 or a negative errno (said). */
+int sync_mkpath(const char *path);
 /* sync/fs.c: lock the tree at rootfd for this run (writer: exclusive, the
  * receiver; else shared, the sender), never waiting. 0, or -EWOULDBLOCK when
  * another run holds it (said, naming path), or another error (said). */
 int sync_lock(int rootfd, const char *path, int writer);
 
-/* idx_scan_opts.skip for the role's --exclude/--include rules (ctx: role) */
-int sync_filter_skip(const char *path, int is_dir, void *ctx);
+/* sync/rules.c: rsync's filter rule syntax. */
+/* Parse one rule. dflt '-' or '+': text is a pattern of --exclude or
+ * --include (or "- PAT", "+ PAT", "!"); 'E' or 'I': an exclude or include
+ * pattern as it is (a merge file's line under '-' or '+'); 0: the full
+ * --filter syntax.
+ * inherit: SYNC_RM_* given to the rule (a merge file's sides). 0, or -1
+ * with why; r->pattern is then NULL. A merge rule is SYNC_R_MERGE. */
+int  sync_rule_parse(const char *text, int dflt, unsigned inherit, struct sync_rule *r,
+                     char *why, size_t cap);
+/* The rule as --filter text that parses back to it (into buf). */
+const char *sync_rule_text(const struct sync_rule *r, char *buf, size_t cap);
+/* Add rule text to o's list (a clear empties it). The client (far 0) reads
+ * merge files here and forwards each resulting rule (sync/opts.c); the far
+ * side refuses merge rules. from names the source in messages. 0 or -1
+ * (said, with the rule). */
+int  sync_rules_add(struct sync_opts *o, const char *text, int dflt, const char *from,
+                    int far);
+/* Every line of the file at path ('-': stdin, once) as a rule; *code: the
+ * exit code after a failure (11 when it cannot be read, as rsync). */
+int  sync_rules_file(struct sync_opts *o, const char *path, int dflt, unsigned inherit,
+                     int far, int depth, int *code);
+/* The whole file ('-': stdin, once per run: else errno EBUSY) in a malloc'd
+ * NUL-terminated buffer. 0, or -1 with errno. */
+int  sync_read_list(const char *path, struct sync_opts *o, char **buf, size_t *len);
+/* The next line of [*p, end) that is not empty or a '#'/';' comment, NUL
+ * terminated in place (NL, CR or CR LF end a line); NULL at the end.
+ * *lineno counts the lines passed. */
+char *sync_next_line(char **p, char *end, int *lineno);
+/* sync/opts.c: forward "--filter=text" to the far side. 0 or -1. */
+int  sync_opts_forward_rule(struct sync_opts *o, const char *text);
+
+/* sync/files.c: --files-from. */
+#define SYNC_FILES_MAX ((size_t)1 << 24)   /* entries in a list */
+/* The client: read the list at path ('-': stdin), normalized as rsync
+ * does, into o->files. 0 or -1 (said, naming the file). */
+int  sync_files_read(struct sync_opts *o, const char *path);
+/* The client: o->files as CTL_FILES frames, the last one empty. */
+int  sync_files_send(struct ctl *c, const struct sync_opts *o);
+/* One CTL_FILES payload (peer input) appended to o->files: 1 when it had
+ * entries, 0 for the empty one that ends the list, -EPROTO with *why when
+ * malformed (or -ENOMEM). */
+int  sync_files_decode(const uint8_t *buf, size_t len, struct sync_opts *o, const char **why);
+/* The server: the client's whole list into o->files. 0 or an error (said). */
+int  sync_files_recv(struct role *r, struct sync_opts *o);
+/* The sender's SRC with --files-from: a directory, scanned as a whole
+ * (its contents are sent). 0 or an error (said). */
+int  sync_files_root(const char *src, char **root, int *is_dir);
+/* The scan's roots for o->files (depth from -r and each trailing "/");
+ * free with sync_files_roots_free(). 0 or -ENOMEM. */
+int  sync_files_roots(const struct sync_opts *o, struct idx_root **roots, size_t *n);
+void sync_files_roots_free(struct idx_root *roots, size_t n);
+
+/* sync/filter.c: the rules applied to a tree's paths during a scan. */
+struct filter;
+/* side: SYNC_RM_SENDER or SYNC_RM_RECEIVER; root: the tree whose dir-merge
+ * files are read (an fd, dup'ed; -1: none); skip_file_dir: a directory
+ * whose dir-merge files are not read (NULL: none). 0 or -ENOMEM. */
+int  sync_filter_open(struct filter **f, const struct sync_opts *o, int side, int root,
+                      const char *skip_file_dir);
+/* idx_scan_opts.skip (ctx: a struct filter): 1 when path is excluded.
+ * Thread-safe. */
+int  sync_filter_skip(const char *path, int is_dir, void *ctx);
+/* 1 when path, or a directory above it, is excluded on f's side (for
+ * --delete: kept). */
+int  sync_filter_protects(struct filter *f, const char *path, int is_dir);
+/* The exit code of the first dir-merge file that could not be used
+ * (said), 0 when none. */
+int  sync_filter_error(const struct filter *f);
+void sync_filter_free(struct filter *f);
+/* 1 when both sides exclude exactly the same paths (no dir-merge file, no
+ * side modifiers, no --delete-excluded): the receiver may then leave
+ * excluded paths out of its scan of DST. */
+int  sync_filter_simple(const struct sync_opts *o);
+
+/* sync/sources.c: the sender's SRCs. src_split: SRC as the root to scan
+ * and, unless its contents are meant, the one name (*only) sent from it;
+ * 0 or a negative errno (said). */
+int src_split(const char *src, unsigned flags, char **root, char **only, int *is_dir);
+/* Several SRCs, merged into one manifest of a directory's contents (as
+ * rsync merges its file list): each SRC is locked (shared) and scanned; one
+ * that cannot be used is said and counted in *errors with the scans'
+ * unreadable entries, and the others go on. 0, or -ENOMEM, or
+ * -EWOULDBLOCK when a SRC is being written by another run (said). */
+struct srcset {
+	int n;
+	char **root;       /* per SRC: the directory its entries' paths are under */
+	int *fd, *lock;    /* per SRC: root open for reading; its lock (-1: none) */
+	uint32_t *of;      /* manifest index -> SRC */
+};
+int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_t *errors);
+/* The directory fd that manifest entry i's path is relative to (-1 when
+ * its SRC could not be opened: it has no entries then). */
+int  srcs_root(const struct srcset *ss, size_t i);
+void srcs_free(struct srcset *ss);
+
+/* sync/remove.c: --remove-source-files on the sender. landed_take: one
+ * CTL_LANDED frame (peer input, checked as docs/protocol.md says) and the
+ * removals it asks for; 0, or -EPROTO (said: nothing more is removed). */
+struct src_remover {
+	int on;                          /* --remove-source-files */
+	const struct idx_manifest *m;    /* the manifest we sent */
+	const uint32_t *plan;            /* the receiver's plan (increasing) */
+	uint32_t nplan;
+	const uint8_t *sent;             /* manifest index -> sent whole */
+	int root;                        /* one SRC: its root */
+	const struct srcset *ss;         /* several SRCs (ss->n > 1) */
+	int64_t last;                    /* the last index taken; -1 at first */
+	uint64_t removed, errors;
+};
+int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
 
 struct sync_result {
 	uint32_t code;             /* exit code */
@@ -114,9 +231,11 @@ int sync_receiver(struct role *r, struct sync_result *res);
 
 enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 
-/* Send the HELLO that gives the server its role, with o's options. */
-int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *path,
-                const char *addr);
+/* Send the HELLO that gives the server its role, with o's options; paths:
+ * its path, and for a sender the other SRCs (npath in all). 0 or an
+ * error (said when the arguments do not fit). */
+int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *const *paths,
+                int npath, const char *addr);
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
 	int role;

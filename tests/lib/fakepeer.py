@@ -27,6 +27,7 @@ import traceback
 CTL_HELLO, CTL_READY, CTL_ERROR, CTL_MANIFEST, CTL_MANIFEST_END, CTL_PLAN, \
     CTL_DATA, CTL_DONE, CTL_LOG = range(1, 10)
 CTL_SENT = 14
+CTL_LANDED = 16
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 IDX_REG, IDX_DIR, IDX_LNK = 1, 2, 3
 CHUNK = 4 << 20
@@ -430,6 +431,16 @@ def play_receiver(scenario):
     elif scenario == "log-escapes":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
+    elif scenario.startswith("landed-"):
+        # --remove-source-files: an empty plan, then a list of what
+        # "landed" that lies (sync/remove.c must refuse it, removing nothing)
+        dirs = [i for i, e in enumerate(entries) if e[1] == IDX_DIR]
+        idx = {"landed-dir": [dirs[0]], "landed-out-of-range": [len(entries) + 7],
+               "landed-twice": [files[-1], files[-1]],
+               "landed-unasked": [files[0]]}[scenario]
+        send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_LANDED, struct.pack(">I%dI" % len(idx), len(idx), *idx))
         send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
     elif scenario == "done-bad-code":
         send_frame(CTL_PLAN, struct.pack(">I", 0))

@@ -143,11 +143,109 @@ static void test_far_options(void **state)
 	assert_int_equal(a.o.nfwd, 5);
 	assert_string_equal(a.o.fwd[0], "--recursive");
 	assert_string_equal(a.o.fwd[1], "--dry-run");
-	assert_string_equal(a.o.fwd[2], "--exclude=*.o");
+	assert_string_equal(a.o.fwd[2], "--filter=- *.o");   /* rules as rules */
 	assert_string_equal(a.o.fwd[3], "--timeout=5");
 	assert_string_equal(a.o.fwd[4], "--itemize-changes");   /* -v: the lines */
 	assert_int_equal(a.noperands, 2);
 	sync_opts_free(&a.o);
+}
+
+/* rsync's filter rule syntax: what parses, what it becomes, and what is
+ * refused with a reason (never ignored). */
+static void test_filter_rules(void **state)
+{
+	(void)state;
+	static const struct { const char *in; int dflt; const char *out; } ok[] = {
+		{ "- *.o", 0, "- *.o" }, { "exclude *.o", 0, "- *.o" }, { "+ keep", 0, "+ keep" },
+		{ "include,s x", 0, "+s x" }, { "hide x", 0, "-s x" }, { "show x", 0, "+s x" },
+		{ "protect x", 0, "-r x" }, { "P x", 0, "-r x" }, { "R x", 0, "+r x" },
+		{ "-! /a/**", 0, "-! /a/**" }, { "-_x y", 0, "- x y" }, { "!", 0, "!" },
+		{ "clear", 0, "!" }, { ": .rsync-filter", 0, ": .rsync-filter" },
+		{ "dir-merge /.rsync-filter", 0, ": .rsync-filter" },
+		{ ":n- .ex", 0, ":n- .ex" }, { "dir-merge,+s .in", 0, ":s+ .in" },
+		{ "*.o", '-', "- *.o" }, { "+ x", '-', "+ x" }, { "- x", '+', "- x" },
+		{ "x", '+', "+ x" }, { "!", '-', "!" }, { "-x", '-', "- -x" },
+	};
+	char why[128], buf[256];
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		struct sync_rule r;
+		assert_int_equal(sync_rule_parse(ok[i].in, ok[i].dflt, 0, &r, why, sizeof why), 0);
+		assert_string_equal(sync_rule_text(&r, buf, sizeof buf), ok[i].out);
+		free(r.pattern);
+	}
+	static const struct { const char *in; const char *why; } bad[] = {
+		{ "bogus foo", "unknown filter rule" },
+		{ "-/ foo", "the modifier '/' is not supported by rdcp" },
+		{ "-p foo", "the modifier 'p' is not supported by rdcp" },
+		{ "-C", "the modifier 'C' is not supported by rdcp" },
+		{ ":w .f", "the modifier 'w' is not supported by rdcp" },
+		{ "-n x", "the modifier 'n' is not supported by rdcp" },
+		{ "- ", "the pattern is missing" }, { "-", "the pattern is missing" },
+		{ "! x", "clear takes no pattern" },
+		{ ": a/.f", "a dir-merge file is one name in each directory" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct sync_rule r;
+		assert_int_equal(sync_rule_parse(bad[i].in, 0, 0, &r, why, sizeof why), -1);
+		assert_string_equal(why, bad[i].why);
+		assert_null(r.pattern);
+	}
+	/* the far side never reads a file: a merge rule is refused there */
+	static struct sync_args a;
+	char *far[] = { "rdcp", "--filter=. /etc/passwd", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(2, far, &a), RD_EXIT_USAGE);
+	sync_opts_free(&a.o);
+	char *far2[] = { "rdcp", "--exclude-from=/etc/passwd", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(2, far2, &a), RD_EXIT_PROTO);
+	sync_opts_free(&a.o);
+}
+
+/* --files-from's list as the far side decodes it (CTL_FILES). */
+static size_t put_entries(uint8_t *b, const char *const *e, uint32_t count, uint32_t n)
+{
+	size_t off = 4;
+	put_u32(b, count);
+	for (uint32_t i = 0; i < n; i++) {
+		put_u16(b + off, (uint16_t)strlen(e[i]));
+		memcpy(b + off + 2, e[i], strlen(e[i]));
+		off += 2 + strlen(e[i]);
+	}
+	return off;
+}
+
+static void test_files_decode(void **state)
+{
+	(void)state;
+	static struct sync_opts o;
+	uint8_t b[1024];
+	const char *why;
+	const char *good[] = { "a/b", "dir/", "", "/" };
+	size_t n = put_entries(b, good, 4, 4);
+	assert_int_equal(sync_files_decode(b, n, &o, &why), 1);
+	assert_int_equal(o.nfiles, 4);
+	assert_string_equal(o.files[1], "dir/");
+	assert_int_equal(sync_files_decode(b, 4, &o, &why), -EPROTO);   /* count 4, none */
+	assert_string_equal(why, "has fewer entries than its count");
+	put_u32(b, 0);
+	assert_int_equal(sync_files_decode(b, 4, &o, &why), 0);          /* the end */
+	assert_int_equal(sync_files_decode(b, 3, &o, &why), -EPROTO);
+	assert_int_equal(sync_files_decode(b, 5, &o, &why), -EPROTO);    /* a byte after */
+	assert_string_equal(why, "has bytes after its entries");
+	static const char *const attacks[] = { "../etc/passwd", "/etc/passwd", "a/../../x",
+	                                       "a//b", "a/./b", "./a", "a/b//", "xNy" };
+	for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
+		n = put_entries(b, &attacks[i], 1, 1);
+		if (!strcmp(attacks[i], "xNy"))
+			b[4 + 2 + 1] = 0;   /* a NUL inside */
+		assert_int_equal(sync_files_decode(b, n, &o, &why), -EPROTO);
+		assert_string_equal(why, "has an entry that is not a relative path inside SRC");
+	}
+	assert_int_equal(o.nfiles, 4);
+	sync_opts_free(&o);
 }
 
 int main(void)
@@ -158,6 +256,8 @@ int main(void)
 		cmocka_unit_test(test_data_rejects),
 		cmocka_unit_test(test_hello),
 		cmocka_unit_test(test_far_options),
+		cmocka_unit_test(test_filter_rules),
+		cmocka_unit_test(test_files_decode),
 	};
 	return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
 }
