@@ -4,7 +4,8 @@
  *
  * Reading goes through "/proc/self/fd/DIRFD/NAME" with the l*xattr calls:
  * the directory is the one the walker opened (nothing above it is resolved
- * again) and the last component is never followed. One llistxattr per
+ * again) and the last component is never followed; the root of a scan,
+ * which is open, through its fd. One llistxattr per
  * entry lists both the xattrs and whether an ACL is there
  * (system.posix_acl_access, system.posix_acl_default), so an entry without
  * either costs that one call. ACLs are read with libacl, which follows a
@@ -181,13 +182,30 @@ static int read_acl(const char *path, acl_type_t type, struct idx_ace *out, uint
 	return rc;
 }
 
-/* The names of path's xattrs into *list (malloc'd), *len bytes; a
- * filesystem without xattrs has none. 0 or -errno. */
-static int list_names(const char *path, char **list, ssize_t *len)
+/* What to read: an entry by path (its last component not followed), or
+ * an open directory by its fd (the root of the scan). */
+struct src {
+	const char *path;
+	int fd;   /* -1: path */
+};
+
+static ssize_t s_list(const struct src *s, char *b, size_t n)
+{
+	return s->fd >= 0 ? flistxattr(s->fd, b, n) : llistxattr(s->path, b, n);
+}
+
+static ssize_t s_get(const struct src *s, const char *name, void *b, size_t n)
+{
+	return s->fd >= 0 ? fgetxattr(s->fd, name, b, n) : lgetxattr(s->path, name, b, n);
+}
+
+/* The names of s's xattrs into *list (malloc'd), *len bytes; a filesystem
+ * without xattrs has none. 0 or -errno. */
+static int list_names(const struct src *s, char **list, ssize_t *len)
 {
 	char small[1024];
 	*list = NULL;
-	*len = llistxattr(path, small, sizeof small);
+	*len = s_list(s, small, sizeof small);
 	if (*len < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP)) {
 		*len = 0;
 		return 0;
@@ -206,19 +224,19 @@ static int list_names(const char *path, char **list, ssize_t *len)
 	*list = malloc(LIST_MAX + 1);
 	if (!*list)
 		return -ENOMEM;
-	*len = llistxattr(path, *list, LIST_MAX);
+	*len = s_list(s, *list, LIST_MAX);
 	return *len < 0 ? -errno : 0;
 }
 
 /* Append the value of name to w as an xattr item; *total counts the bytes
  * against IDX_XATTR_TOTAL_MAX. 0, 1 when the attribute vanished, or -errno. */
-static int add_xattr(const char *path, const char *name, struct wire_wr *w, size_t *total)
+static int add_xattr(const struct src *s, const char *name, struct wire_wr *w, size_t *total)
 {
 	size_t nlen = strlen(name);
 	if (nlen > IDX_XATTR_NAME_MAX)
 		return -ENAMETOOLONG;
 	for (int tries = 0; tries < 3; tries++) {
-		ssize_t vlen = lgetxattr(path, name, NULL, 0);
+		ssize_t vlen = s_get(s, name, NULL, 0);
 		if (vlen < 0)
 			return errno == ENODATA ? 1 : -errno;
 		if ((size_t)vlen > IDX_XATTR_VALUE_MAX || *total + nlen + (size_t)vlen > IDX_XATTR_TOTAL_MAX)
@@ -226,7 +244,7 @@ static int add_xattr(const char *path, const char *name, struct wire_wr *w, size
 		uint8_t *v = malloc((size_t)vlen + 1);
 		if (!v)
 			return -ENOMEM;
-		ssize_t got = lgetxattr(path, name, v, (size_t)vlen);
+		ssize_t got = s_get(s, name, v, (size_t)vlen);
 		if (got < 0) {
 			int err = errno;
 			free(v);
@@ -252,12 +270,12 @@ static int cmp_str(const void *a, const void *b)
 
 /* The xattr items of path (names in scope, sorted) into w; *n of them.
  * *acl, *dacl: whether path has an access, a default ACL. 0 or -errno. */
-static int read_xattrs(const char *path, int want_x, int all, struct wire_wr *w,
+static int read_xattrs(const struct src *s, int want_x, int all, struct wire_wr *w,
                        uint16_t *n, int *acl, int *dacl)
 {
 	char *list;
 	ssize_t len;
-	int rc = list_names(path, &list, &len);
+	int rc = list_names(s, &list, &len);
 	*n = 0;
 	*acl = *dacl = 0;
 	if (rc < 0)
@@ -289,7 +307,7 @@ static int read_xattrs(const char *path, int want_x, int all, struct wire_wr *w,
 			rc = -E2BIG;
 			break;
 		}
-		rc = add_xattr(path, names[i], w, &total);
+		rc = add_xattr(s, names[i], w, &total);
 		if (rc == 0)
 			(*n)++;
 	}
@@ -339,7 +357,8 @@ int idx_read_extra(int dfd, const char *name, struct idx_entry *e, unsigned want
 	struct idx_ace *acl = NULL, *dacl = NULL;
 	uint16_t nx = 0, na = 0, nd = 0;
 	int has_acl = 0, has_dacl = 0;
-	int rc = read_xattrs(path, (want & IDX_SCAN_XATTRS) != 0, all, &w, &nx, &has_acl,
+	struct src src = { path, name ? -1 : dfd };
+	int rc = read_xattrs(&src, (want & IDX_SCAN_XATTRS) != 0, all, &w, &nx, &has_acl,
 	                     &has_dacl);
 	/* ACLs: never of symlinks (Linux has none), and only when listed */
 	if (!(want & IDX_SCAN_ACLS) || e->type == IDX_LNK)

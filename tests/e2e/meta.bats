@@ -55,6 +55,8 @@ mk_meta_tree() {
 	setfattr -n user.bin -v 0x00ff10ee "$d/dir/g"
 	setfattr -n user.large -v "$(head -c 3000 /dev/zero | tr '\0' x)" "$d/dir/big"
 	setfattr -n user.dir -v "d" "$d/dir"
+	setfattr -n user.root -v "r" "$d"                   # the root's own
+	setfacl -m u:daemon:rx "$d"
 	setfacl -m u:daemon:rw,g:adm:r "$d/dir/g"
 	setfacl -m u:bin:rx "$d/dir/sub"
 	setfacl -d -m u:daemon:rwx,g:adm:rx "$d/dflt"
@@ -92,6 +94,7 @@ agree_aAX() {
 	agree_aAX local
 	grep -q 'user.large' "$T/meta.got"             # the checks saw something
 	grep -q 'default:user:' "$T/meta.got"
+	[ "$(getfattr --only-values -n user.root "$T/got")" = r ]
 }
 
 @test "rsync -aAX and rdcp --sync -AX: the same xattrs and ACLs (push)" {

@@ -515,6 +515,7 @@ static void test_scan_xattrs_acls(void **state)
 		skip();   /* cmocka prints SKIPPED: the filesystem has no xattrs */
 	}
 	assert_int_equal(setxattr(p, "user.a", "one", 3, 0), 0);
+	assert_int_equal(setxattr(f->tree, "user.root", "R", 1, 0), 0);   /* the root's own */
 	set_acl(f->tree, "g", ACL_TYPE_ACCESS, "u::rw-,u:1234:r--,g::r--,m::r--,o::---");
 	set_acl(f->tree, "d", ACL_TYPE_DEFAULT, "u::rwx,g::r-x,g:4321:rwx,m::rwx,o::---");
 	int as_root = geteuid() == 0;
@@ -552,6 +553,7 @@ static void test_scan_xattrs_acls(void **state)
 	assert_int_equal(e->x->dacl[2].id, 4321);
 	assert_null(must_find(&m, "plain")->x);
 	assert_int_equal(must_find(&m, "plain")->got, m.flags);
+	assert_string_equal(xattr_of(must_find(&m, ""), "user.root"), "R");
 	if (as_root)
 		assert_string_equal(xattr_of(must_find(&m, "l"), "trusted.t"), "T");
 
