@@ -394,3 +394,8 @@ int idx_read_extra(int dfd, const char *name, struct idx_entry *e, unsigned want
 	free(dacl);
 	return rc;
 }
+
+int idx_read_extra_fd(int fd, struct idx_entry *e, unsigned meta)
+{
+	return idx_read_extra(fd, NULL, e, meta);
+}

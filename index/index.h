@@ -241,6 +241,10 @@ struct idx_extra *idx_extra_dup(const struct idx_extra *x, int *err);
  * ACLs. */
 int  idx_extra_same_xattrs(const struct idx_extra *a, const struct idx_extra *b);
 int  idx_extra_same_acls(const struct idx_extra *a, const struct idx_extra *b);
+/* The xattrs and ACLs (meta: IDX_SCAN_*) of the open file or directory fd
+ * into e->x and e->got, as a scan reads them (e->type and e->ino must be
+ * set). 0 or -errno (-E2BIG: over the bounds above). */
+int  idx_read_extra_fd(int fd, struct idx_entry *e, unsigned meta);
 /* 1 when an xattr of this name is one -X carries: of user.*, or with all
  * (read as root) of every namespace but system.* (ACLs are -A's). */
 int  idx_xattr_in_scope(const char *name, int all);

@@ -135,6 +135,24 @@ int recv_prepare_meta(struct rstate *s)
 	return (f & SYNC_F_XATTRS) ? common_xattrs(s) : 0;
 }
 
+int recv_extra_same(struct rstate *s, int fd, const struct stat *st, const struct idx_entry *e)
+{
+	unsigned f = s->r->flags, meta = sync_scan_meta(f);
+	if (!meta)
+		return 1;
+	struct idx_entry t = { .path = e->path, .type = e->type, .ino = st->st_ino };
+	int err = 0;
+	if (idx_read_extra_fd(fd, &t, meta) < 0)
+		return 0;
+	if ((f & SYNC_F_XATTRS) && !s->xattr_all && t.x)
+		t.x = user_xattrs_only(t.x, &err);
+	unsigned df = ((f & SYNC_F_XATTRS) ? IDX_DIFF_XATTRS : 0) |
+	              ((f & SYNC_F_ACLS) ? IDX_DIFF_ACLS : 0) | IDX_DIFF_NO_PERMS | IDX_DIFF_NO_TIMES;
+	int same = !err && idx_meta_changes(e, &t, df) == 0;
+	free(t.x);
+	return same;
+}
+
 unsigned recv_diff_flags(const struct rstate *s)
 {
 	unsigned f = s->r->flags, df = 0;

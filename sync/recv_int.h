@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "sync/sync_int.h"
@@ -113,6 +114,9 @@ int  recv_map_ids(struct rstate *s);
  * --chmod, ACL base entries from the mode, the xattrs both sides read);
  * before the plan. 0 or an error (said). */
 int  recv_prepare_meta(struct rstate *s);
+/* 1 when the open file fd (st its stat) has the xattrs and ACLs e should
+ * have, as far as the run keeps them (-X, -A; else 1): --link-dest. */
+int  recv_extra_same(struct rstate *s, int fd, const struct stat *st, const struct idx_entry *e);
 /* idx_diff() flags for this run's options. */
 unsigned recv_diff_flags(const struct rstate *s);
 /* Sort ACL entries; a second entry of one (tag, id) is dropped. */

@@ -353,3 +353,24 @@ chown_chmod() {
 	[ "$status" -eq 1 ]
 	[[ $output == *"no user 'no-such-user-here' on the receiving side"* ]]
 }
+
+@test "--link-dest with -X: a file whose xattrs differ is copied, not linked (the old snapshot keeps its own)" {
+	mkdir -p "$T/src"
+	printf 'same\n' >"$T/src/f"
+	printf 'same too\n' >"$T/src/g"
+	setfattr -n user.a -v 1 "$T/src/f" "$T/src/g"
+	"$RDCP" -aX "$T/src/" "$T/snap1/"
+	rsync -aX "$T/src/" "$T/rsnap1/"
+	settle
+	setfattr -n user.a -v 2 "$T/src/g"
+	"$RDCP" -aX --link-dest=../snap1 "$T/src/" "$T/snap2/"
+	rsync -aX --link-dest=../rsnap1 "$T/src/" "$T/rsnap2/"
+	[ "$(stat -c %i "$T/snap2/f")" = "$(stat -c %i "$T/snap1/f")" ]    # linked
+	[ "$(stat -c %i "$T/snap2/g")" != "$(stat -c %i "$T/snap1/g")" ]   # copied
+	[ "$(getfattr --only-values -n user.a "$T/snap1/g")" = 1 ]
+	[ "$(getfattr --only-values -n user.a "$T/snap2/g")" = 2 ]
+	# as rsync: the same links
+	[ "$(stat -c %h "$T/snap2/f")" = "$(stat -c %h "$T/rsnap2/f")" ]
+	[ "$(stat -c %h "$T/snap2/g")" = "$(stat -c %h "$T/rsnap2/g")" ]
+	same_meta "$T/rsnap2" "$T/snap2"
+}
