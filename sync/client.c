@@ -86,13 +86,6 @@ static void reap(pid_t pid, int *status, int failed)
 	waitpid(pid, status, 0);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Every SRC's path into paths[] (o->nsrc of them, at least 1); all must
  * be on one side: local, or on the same host as rsync requires. */
 static int parse_sources(const struct sync_opts *o, struct endpoint *src, const char **paths)
@@ -127,7 +120,6 @@ int sync_client(const struct sync_opts *o)
 	struct endpoint src, dst;
 	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };
-	double t0 = now_s();
 	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
 	const char **paths = calloc((size_t)nsrc, sizeof *paths);
 	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
@@ -135,16 +127,17 @@ int sync_client(const struct sync_opts *o)
 		free_sources(o, paths);
 		return RD_EXIT_USAGE;
 	}
+	double t0 = sync_report_begin(o, !src.host);
 	if (src.host && dst.host) {
 		log_err("SRC and DST are both remote: one side must be local");
-		return RD_EXIT_USAGE;
+		return sync_report(o, &res, RD_EXIT_USAGE, t0);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	const char *remote = src.host ? src.host : dst.host;
 	pid_t pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c);
 	if (pid < 0) {
 		log_err("cannot start the other side: %s", strerror(errno));
-		return RD_EXIT_START;
+		return sync_report(o, &res, RD_EXIT_START, t0);
 	}
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc,
@@ -191,20 +184,10 @@ int sync_client(const struct sync_opts *o)
 	} else if (!code && (rc < 0 || xs != 0)) {
 		code = xs > 0 ? xs : RD_EXIT_PROTO;
 	}
-	if (o->verbose) {
-		double s = now_s() - t0;
-		char b[16];
-		fprintf(stderr, "%s: %llu files (%s) transferred, %llu metadata updates, "
-		        "%llu deleted, %llu errors in %.3f s (%.1f MB/s%s%s)\n", log_prog,
-		        (unsigned long long)res.files, log_bytes(b, res.bytes),
-		        (unsigned long long)res.meta, (unsigned long long)res.deleted,
-		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
-		        res.transport ? " over " : "", res.transport ? res.transport : "");
-	}
 	free_sources(o, paths);
 	free(src.host);
 	free(src.path);
 	free(dst.host);
 	free(dst.path);
-	return code;
+	return sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
 }

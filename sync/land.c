@@ -24,15 +24,6 @@
 #include "common/log.h"
 #include "sync/recv_int.h"
 
-void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e)
-{
-	char shown[4096];
-	if (!s->log)
-		return;
-	fprintf(s->log, "%s %s%s\n", code, log_path(shown, sizeof shown, e->path),
-	        e->type == IDX_DIR ? "/" : "");
-}
-
 /* "... and N entries below it": the tail of a failed directory. */
 static void say_below(struct rstate *s)
 {
@@ -253,8 +244,11 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	} else {
 		f->done = 1;
 		s->written[i] = 1;
-		STAT_ADD(s->res->files, 1);
-		recv_item(s, '>', e, f->existed ? idx_manifest_find(&s->dm, e->path) : NULL);
+		if (!f->existed)
+			STAT_ADD(s->res->created[SYNC_K_REG], 1);
+		recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
+		          e->path) : NULL, 1));
+		STAT_ADD(s->res->files, 1);   /* after its line: --progress counts landed files */
 	}
 	close(f->dirfd);
 	f->dirfd = -1;
@@ -338,10 +332,15 @@ void recv_make_links(struct rstate *s)
 			continue;
 		if (link_current(s, i, follower))
 			continue;
-		recv_itemize(s, e->type == IDX_LNK ? "cL+++++++++" : follower ? "hf+++++++++"
-		                                                   : "cD+++++++++", e);
-		if (f & SYNC_F_DRYRUN)
+		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+		unsigned bits = recv_item_bits(s, e, d, 0);
+		char how = follower ? 'h' : 'c';
+		if (f & SYNC_F_DRYRUN) {
+			recv_item(s, how, e, bits);
+			if (bits & SYNC_ITEM_NEW)
+				s->res->created[sync_kind(e->type)]++;
 			continue;
+		}
 		const char *name;
 		char tmp[IDX_TEMP_NAME_LEN + 1];
 		int pd = recv_open_parent(s->root, e->path, &name);
@@ -368,6 +367,9 @@ void recv_make_links(struct rstate *s)
 		} else {
 			s->written[i] = 1;
 			STAT_ADD(s->actions, 1);
+			if (bits & SYNC_ITEM_NEW)
+				STAT_ADD(s->res->created[sync_kind(e->type)], 1);
+			recv_item(s, how, e, bits);
 		}
 		close(pd);
 	}
@@ -450,7 +452,10 @@ void recv_fix_meta(struct rstate *s)
 		/* what of ACLs and xattrs differs (a new directory: everything) */
 		unsigned what = d && d->type == e->type && !(d->flags & GONE)
 		                ? idx_meta_changes(e, d, df) : RECV_NEW_INODE;
+		uint64_t errors = s->res->errors;
 		fix_one(s, e, what);
+		if (e->type == IDX_REG && s->res->errors == errors)   /* dirs: said in the plan */
+			recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 	}
 	free(touched);
 }
@@ -503,8 +508,6 @@ void recv_delete_extra(struct rstate *s)
 	if (bad) {
 		log_err("not deleting anything: %llu entries could not be read, sent or "
 		        "written (see the messages above)", (unsigned long long)bad);
-		if (s->sender_errors)
-			STAT_ADD(s->res->errors, 1);
 		return;
 	}
 	/* deepest first: what the diff found only in DST, in reverse order */
@@ -526,23 +529,30 @@ void recv_delete_extra(struct rstate *s)
 			STAT_ADD(s->res->errors, 1);
 			return;
 		}
-		if (s->log) {
-			char shown[4096];
-			fprintf(s->log, "*deleting   %s%s\n", log_path(shown, sizeof shown, d->path),
-			        d->type == IDX_DIR ? "/" : "");
-		}
-		s->res->deleted++;
-		if (f & SYNC_F_DRYRUN)
+		if (f & SYNC_F_DRYRUN) {
+			recv_item_deleted(s, d);
+			s->res->deleted++;
+			s->res->removed[sync_kind(d->type)]++;
 			continue;
+		}
 		d->flags |= GONE;
 		STAT_ADD(s->actions, 1);
 		const char *name;
 		int pd = recv_open_parent(s->root, d->path, &name);
+		int gone = 0;
 		if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
-			recv_backup(s, pd, name, d->path, 1);   /* kept, or said */
-		else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
+			gone = recv_backup(s, pd, name, d->path, 1) == 0;   /* kept, or said */
+		else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0) {
 			if (errno != ENOENT)
 				recv_fail(s, d->path, "cannot delete", errno);
+		} else {
+			gone = 1;
+		}
+		if (gone) {
+			recv_item_deleted(s, d);
+			s->res->deleted++;
+			s->res->removed[sync_kind(d->type)]++;
+		}
 		if (pd >= 0)
 			close(pd);
 	}

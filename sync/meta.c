@@ -421,35 +421,3 @@ void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *
 			recv_fail(s, e->path, "cannot set times", errno);
 	}
 }
-
-/* --- itemized lines (rsync's YXcstpoguax) --- */
-
-static char type_letter(uint8_t type)
-{
-	switch (type) {
-	case IDX_REG: return 'f';
-	case IDX_DIR: return 'd';
-	case IDX_LNK: return 'L';
-	case IDX_CHR: case IDX_BLK: return 'D';
-	default: return 'S';
-	}
-}
-
-void recv_item(struct rstate *s, char y, const struct idx_entry *e, const struct idx_entry *d)
-{
-	char code[12];
-	if (!s->log)
-		return;
-	if (!d) {
-		snprintf(code, sizeof code, "%c%c+++++++++", y, type_letter(e->type));
-		recv_itemize(s, code, e);
-		return;
-	}
-	unsigned m = idx_meta_changes(e, d, recv_diff_flags(s));
-	snprintf(code, sizeof code, "%c%c.%c%c%c%c%c.%c%c", y, type_letter(e->type),
-	         e->type == IDX_REG && e->size != d->size ? 's' : '.',
-	         m & IDX_M_TIME ? 't' : '.', m & IDX_M_PERMS ? 'p' : '.',
-	         m & IDX_M_UID ? 'o' : '.', m & IDX_M_GID ? 'g' : '.',
-	         m & IDX_M_ACL ? 'a' : '.', m & IDX_M_XATTR ? 'x' : '.');
-	recv_itemize(s, code, e);
-}

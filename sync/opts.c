@@ -99,13 +99,15 @@ static const struct opt_def defs[] = {
 	{ { "rsh", required_argument, NULL, 'e' }, CLIENT },
 	{ { "rdcp-path", required_argument, NULL, OPT_RDCP_PATH }, CLIENT },
 	/* what to print */
-	{ { "verbose", no_argument, NULL, 'v' }, CLIENT },
-	{ { "quiet", no_argument, NULL, 'q' }, CLIENT },
+	/* far too: the receiver makes the lines (names with -v, codes with -i,
+	 * none with -q), the sender says "using TCP" with -v */
+	{ { "verbose", no_argument, NULL, 'v' }, FAR },
+	{ { "quiet", no_argument, NULL, 'q' }, FAR },
 	{ { "itemize-changes", no_argument, NULL, 'i' }, FAR },
 	{ { "human-readable", no_argument, NULL, 'h' }, CLIENT },
 	{ { "progress", no_argument, NULL, OPT_PROGRESS }, CLIENT },
 	{ { "stats", no_argument, NULL, OPT_STATS }, CLIENT },
-	{ { "json", no_argument, NULL, OPT_JSON }, CLIENT },
+	{ { "json", no_argument, NULL, OPT_JSON }, FAR },
 	/* the index, and other modes */
 	{ { "scan", no_argument, NULL, OPT_SCAN }, CLIENT },
 	{ { "index", required_argument, NULL, OPT_INDEX }, CLIENT },
@@ -250,7 +252,7 @@ static unsigned flag_of(int c)
 	case 'c': return SYNC_F_CHECKSUM;
 	case 'u': return SYNC_F_UPDATE;
 	case OPT_IGNORE_EXISTING: return SYNC_F_IGNORE_EXISTING;
-	case 'n': return SYNC_F_DRYRUN | SYNC_F_ITEMIZE;
+	case 'n': return SYNC_F_DRYRUN;   /* silent alone, as rsync: -nv, -ni */
 	case OPT_DELETE: return SYNC_F_DELETE;
 	case OPT_DELETE_DURING: return SYNC_F_DELETE | SYNC_F_DELETE_DURING;
 	case OPT_DELETE_BEFORE: return SYNC_F_DELETE | SYNC_F_DELETE_BEFORE;
@@ -383,7 +385,12 @@ static int take_mode(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
 	switch (c) {
-	case 'v': o->verbose++; a->so.verbose++; o->flags |= SYNC_F_ITEMIZE; return -1;
+	case 'v':
+		o->verbose++;
+		a->so.verbose++;
+		o->flags |= SYNC_F_ITEMIZE;
+		o->tp.verbose = 0;   /* the transport's notices ("using TCP") */
+		return -1;
 	case 'q': o->quiet++; return -1;
 	case 'i': o->itemize++; o->flags |= SYNC_F_ITEMIZE; return -1;
 	case 'h': o->human++; return -1;
@@ -474,9 +481,8 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 	/* --scan -X / -A: what the scan reads too */
 	a->so.meta = ((a->o.flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
 	             ((a->o.flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
-	/* the receiver makes the itemized lines: -v and -i ask it for them */
-	if (!far && a->o.verbose && !a->o.itemize && forward(&a->o, 'i', NULL) < 0)
-		return RD_EXIT_USAGE;
+	if (a->o.quiet)
+		a->o.tp.verbose = -1;   /* -q wins over -v, as rsync */
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
 	/* rsync: --files-from lists what to send; -a does not recurse then */
@@ -495,8 +501,6 @@ int sync_opts_check(const struct sync_opts *o)
 	};
 	const struct { const void *set; const char *name; } later_v[] = {
 		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
-		{ o->quiet ? o : NULL, "-q/--quiet" }, { o->stats ? o : NULL, "--stats" },
-		{ o->json ? o : NULL, "--json" },
 	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
@@ -558,5 +562,6 @@ void sync_args_init(struct sync_args *a)
 	memset(a, 0, sizeof *a);
 	a->o.tp.streams = 1;
 	a->o.max_delete = -1;
+	a->o.tp.verbose = -1;   /* quiet unless -v */
 	a->o.min_size = a->o.max_size = -1;
 }

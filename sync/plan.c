@@ -32,9 +32,11 @@ static int classify(struct rstate *s)
 static void make_dir(struct rstate *s, size_t i)
 {
 	const struct idx_entry *e = &s->sm.e[i];
-	recv_itemize(s, "cd+++++++++", e);
-	if (s->r->flags & SYNC_F_DRYRUN)
+	if (s->r->flags & SYNC_F_DRYRUN) {
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+		recv_item(s, 'c', e, SYNC_ITEM_NEW);
 		return;
+	}
 	const char *name;
 	int pd = recv_open_parent(s->root, e->path, &name);
 	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
@@ -42,6 +44,8 @@ static void make_dir(struct rstate *s, size_t i)
 	} else {
 		s->written[i] = 1;
 		STAT_ADD(s->actions, 1);
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+		recv_item(s, 'c', e, SYNC_ITEM_NEW);
 	}
 	if (pd >= 0)
 		close(pd);
@@ -56,8 +60,11 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	struct rfile *rf = &s->files[s->nfiles];
 	rf->fd = rf->dirfd = -1;
 	rf->existed = d != NULL;
-	if (s->r->flags & SYNC_F_DRYRUN)   /* else said when it lands (land.c) */
-		recv_item(s, '>', e, d);
+	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
+		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
+		s->res->files++;   /* would be: as rsync -n --stats counts them */
+		s->res->created[SYNC_K_REG] += !d;
+	}
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
@@ -116,15 +123,19 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			s->change[i] = SKIPPED;
 			continue;
 		}
-		if (s->change[i] == IDX_TYPE) {
-			recv_itemize(s, e->type == IDX_DIR ? "cd+++++++++" : "*replacing ", d);
+		if (s->change[i] == IDX_TYPE) {   /* as rsync: e's line says it is new */
 			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0)
 				continue;
 			d = NULL;
 		}
 		if (e->type == IDX_DIR) {
-			if (!d && *e->path)
+			if (!*e->path && (s->root_made || !d)) {   /* DST itself, made now */
+				STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+				recv_item(s, 'c', e, SYNC_ITEM_NEW);
+			} else if (!d)
 				make_dir(s, i);
+			else if (d && s->change[i] == IDX_META)   /* set at the end (land.c) */
+				recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 			continue;
 		}
 		if (e->type != IDX_REG)
@@ -132,8 +143,9 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		if ((f & SYNC_F_HARDLINKS) && e->hlink && e->hlink != i + 1)
 			continue;   /* a follower: linked to its leader later */
 		if (d && s->change[i] != IDX_CONTENT) {
-			if (s->change[i] == IDX_META) {
-				recv_item(s, '.', e, d);
+			if (s->change[i] == IDX_META) {   /* said when set (land.c) */
+				if (f & SYNC_F_DRYRUN)
+					recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 				s->res->meta++;
 			}
 			continue;

@@ -126,6 +126,10 @@ void result_put(uint8_t *p, const struct sync_result *r)
 	put_u64(p + 20, r->deleted);
 	put_u64(p + 28, r->errors);
 	put_u64(p + 36, r->meta);
+	for (int k = 0; k < SYNC_KINDS; k++) {
+		put_u64(p + 44 + 8 * k, r->created[k]);
+		put_u64(p + 44 + 8 * (SYNC_KINDS + k), r->removed[k]);
+	}
 }
 
 int result_get(const uint8_t *p, struct sync_result *r)
@@ -136,6 +140,10 @@ int result_get(const uint8_t *p, struct sync_result *r)
 	r->deleted = get_u64(p + 20);
 	r->errors = get_u64(p + 28);
 	r->meta = get_u64(p + 36);
+	for (int k = 0; k < SYNC_KINDS; k++) {
+		r->created[k] = get_u64(p + 44 + 8 * k);
+		r->removed[k] = get_u64(p + 44 + 8 * (SYNC_KINDS + k));
+	}
 	if (r->code > 255) {   /* an exit status: 256 would exit 0 */
 		r->code = RD_EXIT_PROTO;
 		return -EPROTO;

@@ -102,6 +102,7 @@ static int read_manifest(struct rstate *s)
 	}
 	if (rc == 0) {
 		struct idx_why why;
+		s->res->flist_bytes = len;
 		rc = idx_manifest_decode(all, len, &s->sm, &why);
 		if (rc == -EBADMSG)
 			rc = recv_reject(s, "the sender's file list %s", why.text);
@@ -177,6 +178,10 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 			log_err("%s: not a directory", dst);
 			return -ENOTDIR;
 		}
+		if (!exists) {   /* as rsync, which says so with -v and -i */
+			s->root_made = 1;
+			recv_item_created_root(s, dst);
+		}
 		s->root_path = strdup(dst);
 		if (named)
 			*only = strdup(top);
@@ -202,23 +207,6 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 		/* replacing a file by a directory: the plan handles the type change */
 	}
 	return *only && s->root_path ? 0 : -ENOMEM;
-}
-
-static void send_log(struct rstate *s)
-{
-	if (!s->log)
-		return;
-	fclose(s->log);
-	s->log = NULL;
-	if (s->r->is_client) {
-		fwrite(s->logbuf, 1, s->loglen, stdout);
-		fflush(stdout);
-		return;
-	}
-	for (size_t off = 0; off < s->loglen; off += CTL_FRAME_MAX) {
-		size_t n = s->loglen - off < CTL_FRAME_MAX ? s->loglen - off : CTL_FRAME_MAX;
-		ctl_send(s->r->ctl, CTL_LOG, s->logbuf + off, n);
-	}
 }
 
 /* READY (n bytes at b, zeros after them): named (0 or 1), is dir (0 or 1),
@@ -385,6 +373,8 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 		put_u32(pl + 4 + 4 * k, s->want[k] + s->shift);
 	rc = ctl_send(s->r->ctl, CTL_PLAN, pl, 4 + (size_t)*send_n * 4);
 	free(pl);
+	if (rc == 0)
+		recv_log_start(s);   /* the lines may go now: PLAN went first */
 	return rc;
 }
 
@@ -446,7 +436,9 @@ static int scan_and_read(struct rstate *s)
 		pthread_join(th, NULL);
 	if (d.rc < 0)
 		return d.rc;   /* our side first: DST unusable, locked */
-	return rc < 0 ? rc : name_manifest(s);
+	if (rc == 0 && (rc = name_manifest(s)) == 0)
+		sync_count_entries(s->res, &s->sm, 0);   /* --stats, --json */
+	return rc;
 }
 
 static int receive(struct rstate *s)
@@ -489,8 +481,6 @@ static void rstate_free(struct rstate *s)
 			recv_drop_file(&s->files[k]);
 		free(s->files[k].seen);
 	}
-	if (s->log)
-		fclose(s->log);
 	free(s->logbuf);
 	free(s->want);
 	free(s->fetch);
@@ -523,28 +513,32 @@ int sync_receiver(struct role *r, struct sync_result *res)
 {
 	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1, .bfd = -1,
 	                    .mu = PTHREAD_MUTEX_INITIALIZER,
-	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER };
+	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .log_mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .ctl_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);
 	s.umask = umask(022);
 	umask(s.umask);
-	if (r->flags & SYNC_F_ITEMIZE)
-		s.log = open_memstream(&s.logbuf, &s.loglen);
+	recv_log_init(&s);
 	int rc = receive(&s);
 	recv_fail_end(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
-	if (!res->code && (res->errors || s.sender_errors))
+	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
+	if (!res->code && res->errors)
 		res->code = RD_EXIT_PARTIAL;
 	else if (!res->code && s.unsent)
 		res->code = RD_EXIT_VANISHED;
-	send_log(&s);
+	recv_log_end(&s);
 	uint8_t done[RESULT_LEN];
 	const char *transport = res->transport;
 	result_put(done, res);
 	res->transport = transport;
 	if (rc != -ECONNRESET && rc != -ETIME)   /* a stalled peer would stall this too */
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
+	res->ctl_tx = r->ctl->tx_bytes;
+	res->ctl_rx = r->ctl->rx_bytes;
 	rstate_free(&s);
 	return res->code;
 }

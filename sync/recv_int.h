@@ -43,9 +43,18 @@ struct rstate {
 	struct rfile *files;
 	uint32_t nfiles;
 	uint8_t *written;        /* sm index -> written (or made) this run */
-	FILE *log;               /* itemized changes */
+	/* lines for the user (itemize.c): any thread adds, the log thread
+	 * prints or sends them */
+	int out;                 /* RECV_OUT_* */
+	char mark;               /* '>' received; '<' when a client sent (push) */
+	pthread_mutex_t log_mu;  /* logbuf */
+	pthread_cond_t log_cv;
+	pthread_t log_th;
+	int log_on, log_stop, log_landed;
 	char *logbuf;
-	size_t loglen;
+	size_t loglen, logcap;
+	uint64_t landed_said;    /* files landed, as last told the sender */
+	pthread_mutex_t ctl_mu;  /* frames the receiver sends while it runs */
 	uint64_t sender_errors;  /* entries the sender's scan could not read */
 	uint64_t unsent;         /* planned files the sender could not send */
 	uint64_t incomplete;     /* files whose data stopped short */
@@ -58,6 +67,7 @@ struct rstate {
 	mode_t umask;
 	/* what READY said, and the run's shape */
 	int named;               /* one named entry, not a directory's contents */
+	int root_made;           /* DST's root did not exist: made (or would be) */
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
@@ -131,13 +141,28 @@ void recv_apply_link(struct rstate *s, int pd, const char *name, const struct id
                      unsigned what);
 void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
                         unsigned what);
-/* The itemized line of e (-v, -i, -n), y its first letter ('>' data came,
- * 'c' made, '.' metadata): against d, DST's entry (NULL: new), the letters
- * of what differs (rsync's YXcstpoguax). */
-void recv_item(struct rstate *s, char y, const struct idx_entry *e, const struct idx_entry *d);
+/* itemize.c: the user's lines. */
+enum { RECV_OUT_NONE, RECV_OUT_NAMES, RECV_OUT_CODES };
+/* s->out and s->mark from the options. */
+void recv_log_init(struct rstate *s);
+/* The bits of sender entry e against d (DST's, NULL or removed: new);
+ * sent: its content is transferred. */
+unsigned recv_item_bits(const struct rstate *s, const struct idx_entry *e,
+                        const struct idx_entry *d, int sent);
+/* e's line once its change is done: how '>' (received; '<' in a push),
+ * 'c', 'h' or '.'; bits from recv_item_bits(). Any thread. */
+void recv_item(struct rstate *s, char how, const struct idx_entry *e, unsigned bits);
+void recv_item_deleted(struct rstate *s, const struct idx_entry *d);
+/* DST's root was made ("created directory DST", as rsync). */
+void recv_item_created_root(struct rstate *s, const char *path);
+/* Start the log thread (after PLAN: the sender reads a LOG before it as
+ * the receiver's failure); recv_log_end() stops it and flushes the rest. */
+void recv_log_start(struct rstate *s);
+void recv_log_end(struct rstate *s);
+/* ctl_send() under ctl_mu. */
+int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 
 /* land.c: put things into DST. */
-void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e);
 /* One line: path, what failed, why; counted in res->errors. After a
  * directory could not be made (what == RECV_NO_DIR), failures below it are
  * only counted, and recv_fail_end() says how many. Any thread. */

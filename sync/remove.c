@@ -23,7 +23,7 @@
 #include "sync/recv_int.h"
 
 /* The receiver's side: CTL_LANDED, in frames of at most CTL_FRAME_MAX. */
-static int landed_send(struct ctl *c, const uint32_t *idx, uint32_t n)
+static int landed_send(struct rstate *s, const uint32_t *idx, uint32_t n)
 {
 	/* frames of at most CTL_FRAME_MAX: count (4) + indices (4 each) */
 	const uint32_t per = (CTL_FRAME_MAX - 4) / 4;
@@ -36,7 +36,7 @@ static int landed_send(struct ctl *c, const uint32_t *idx, uint32_t n)
 		put_u32(b, m);
 		for (uint32_t j = 0; j < m; j++)
 			put_u32(b + 4 + 4 * j, idx[k + j]);
-		rc = ctl_send(c, CTL_LANDED, b, 4 + (size_t)m * 4);
+		rc = recv_ctl_send(s, CTL_LANDED, b, 4 + (size_t)m * 4);   /* the log thread's too */
 		free(b);
 	}
 	return rc;
@@ -57,7 +57,7 @@ void recv_send_landed(struct rstate *s)
 		                      !(d->flags & GONE) && d->type == e->type))
 			idx[n++] = (uint32_t)i + s->shift;
 	}
-	if (n && landed_send(s->r->ctl, idx, n) < 0)
+	if (n && landed_send(s, idx, n) < 0)
 		log_err("cannot tell the sender which files landed; no source file is removed");
 	free(idx);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/exitcode.h"
@@ -16,8 +17,9 @@
 #include "sync/sync_int.h"
 
 /* The manifest, with the names of its owners unless --numeric-ids (as
- * rsync), and the sender's count of unreadable entries. */
-static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors)
+ * rsync), and the sender's count of unreadable entries; *bytes: its size. */
+static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
+                         uint64_t *bytes)
 {
 	struct ctl *c = r->ctl;
 	uint8_t *buf;
@@ -27,6 +29,7 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 		rc = sync_names_collect(m);
 	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
+	*bytes = len;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
@@ -107,6 +110,24 @@ struct chunk_rd {
 	int last;            /* the file's last chunk: its fd is closed with it */
 };
 
+/* The receiver's frames while we send: its lines (CTL_LOG) printed as they
+ * come, its landed count (CTL_PROGRESS) for --progress; any other frame (its
+ * DONE or ERROR) is kept in ctl->buf for await_done(). */
+#define WATCH_KEEP 4   /* DATA, then DONE or ERROR: never more than two */
+struct watch {
+	struct role *r;
+	struct progress pg;
+	uint64_t landed;         /* files the receiver has landed */
+	struct kept {            /* frames read early, in order, for next_frame() */
+		uint8_t type;
+		size_t n;
+		uint8_t *buf;    /* payload and its 8 zero bytes */
+	} kept[WATCH_KEEP];
+	int nkept;
+	int stop;                /* the channel failed, or no room to keep more */
+	double next;             /* when to look again */
+};
+
 /* What is being sent: small files into the archive, large ones chunk by
  * chunk, interleaved so both kinds are on the wire at the same time. The
  * chunks are read ahead by the I/O pool's threads (across file boundaries,
@@ -118,6 +139,7 @@ struct sendq {
 	const struct srcset *ss;       /* several SRCs: each entry's own root */
 	const struct idx_manifest *m;
 	struct sync_result *res;
+	struct watch *w;
 	uint64_t changed, big_bytes;   /* changed: vanished or changed since the scan */
 	uint64_t failed;               /* could not be read (EACCES, EIO...) */
 	uint32_t files_done;
@@ -241,8 +263,9 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 
 /* Small files first in the archive until it is ahead of the large files'
  * bytes, then a large chunk, and so on. 0 or an error. */
-static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns,
-                      struct progress *pg)
+static void watch_peer(struct watch *w);
+
+static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns)
 {
 	uint8_t *buf = ns ? malloc(SYNC_SMALL) : NULL;
 	uint32_t si = 0;
@@ -254,7 +277,8 @@ static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small,
 		} else if ((rc = queue_reads(q)) == 0 && q->count) {
 			rc = send_next(q, 0);
 		}
-		progress_update(pg, q->res->bytes, q->files_done, 0);
+		watch_peer(q->w);
+		progress_update(&q->w->pg, q->res->bytes, q->w->landed, 0);
 	}
 	free(buf);
 	return rc;
@@ -267,7 +291,6 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 	uint32_t ns = 0;
 	uint64_t total = 0;
 	struct packer *pk = NULL;
-	struct progress pg;
 	int rc = small && big ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
 		const struct idx_entry *e = &q->m->e[plan[k]];
@@ -285,9 +308,9 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 		rc = io_pool_start(&q->io, READ_THREADS);
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
-	progress_start(&pg, r->progress, total, nplan);
+	progress_start(&q->w->pg, r, total, nplan);
 	if (rc == 0)
-		rc = send_mixed(q, pk, small, ns, &pg);
+		rc = send_mixed(q, pk, small, ns);
 	while (q->count)
 		send_next(q, 1);   /* after an error: let the reads in flight end */
 	if (q->fd >= 0)
@@ -298,7 +321,6 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 		if (rc == 0)
 			rc = prc;
 	}
-	progress_update(&pg, q->res->bytes, q->files_done, 1);
 	free(small);
 	free(big);
 	return rc;
@@ -317,6 +339,58 @@ static void print_log(const uint8_t *p, size_t n)
 	}
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A frame of the receiver's that needs no answer: its lines, its landed
+ * count. 1 if it was one (taken), else 0. */
+static int take_news(struct watch *w, uint8_t type, size_t n)
+{
+	if (type == CTL_LOG) {
+		print_log(w->r->ctl->buf, n);
+		fflush(stdout);
+		return 1;
+	}
+	if (type == CTL_PROGRESS && n == 16) {
+		w->landed = get_u64(w->r->ctl->buf);
+		return 1;
+	}
+	return 0;
+}
+
+/* While sending: what the receiver said meanwhile, without waiting (at most
+ * every 20 ms). A frame that is not news is kept for await_done(). */
+static void watch_peer(struct watch *w)
+{
+	double t = mono_s();
+	if (!w || w->stop || t < w->next)
+		return;
+	w->next = t + 0.02;
+	uint8_t type;
+	size_t n;
+	int rc = 0;
+	while (w->nkept < WATCH_KEEP && (rc = ctl_poll(w->r->ctl, &type, &n)) == 1) {
+		if (take_news(w, type, n))
+			continue;
+		/* a copy: the lines after it may come before it is wanted */
+		struct kept *k = &w->kept[w->nkept];
+		if (!(k->buf = malloc(n + 8))) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(k->buf, w->r->ctl->buf, n + 8);
+		k->type = type;
+		k->n = n;
+		w->nkept++;
+	}
+	if (rc < 0 || w->nkept == WATCH_KEEP)   /* the next read sees the failure */
+		w->stop = 1;
+}
+
 /* The receiver's DONE: its result. 0, or -EPROTO (said). */
 static int take_result(const uint8_t *p, struct sync_result *res)
 {
@@ -326,20 +400,38 @@ static int take_result(const uint8_t *p, struct sync_result *res)
 	return -EPROTO;
 }
 
-/* Read CTL_LOG lines (printing them) and CTL_LANDED (removing what it
- * names, rm) until the receiver's CTL_DONE. */
-static int await_done(struct role *r, struct sync_result *res, struct src_remover *rm)
+/* The receiver's next frame: the one watch_peer() kept, if any, else the
+ * next to come (as sync_recv()). */
+static int next_frame(struct watch *w, uint8_t *type, size_t *n)
 {
+	if (!w->nkept)
+		return sync_recv(w->r, "receiver", type, n);
+	struct kept k = w->kept[0];
+	memmove(w->kept, w->kept + 1, (size_t)--w->nkept * sizeof k);
+	*type = k.type;
+	*n = k.n;
+	memcpy(w->r->ctl->buf, k.buf, k.n + 8);   /* came from it: it only grows */
+	free(k.buf);
+	return 0;
+}
+
+/* Read CTL_LOG lines (printing them) and CTL_LANDED (removing what it
+ * names, rm) until the receiver's CTL_DONE; w (may be NULL): frames
+ * watch_peer() kept come first. */
+static int await_done(struct role *r, struct sync_result *res, struct src_remover *rm,
+                      struct watch *w)
+{
+	struct watch none = { .r = r };
+	if (!w)
+		w = &none;
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		int rc = sync_recv(r, "receiver", &type, &n);
+		int rc = next_frame(w, &type, &n);
 		if (rc < 0)
 			return rc;
-		if (type == CTL_LOG) {
-			print_log(r->ctl->buf, n);
+		if (take_news(w, type, n))
 			continue;
-		}
 		if (type == CTL_LANDED) {
 			if ((rc = landed_take(rm, r->ctl->buf, n)) < 0)
 				return rc;
@@ -371,6 +463,7 @@ struct sstate {
 	char *root, *only;       /* where SRC is scanned; the one name sent */
 	struct srcset ss;        /* several SRCs (ss.n > 1), else ss.n is 0 */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
+	struct watch w;          /* the receiver, while we send */
 	struct tp_session *ts;
 	int lockfd;              /* SRC's root, locked shared for the run */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
@@ -422,7 +515,9 @@ static int scan_many(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
-	return rc ? rc : send_manifest(s->r, &s->m, errors);
+	if (rc == 0)
+		sync_count_entries(s->res, &s->m, 0);   /* --stats, --json */
+	return rc ? rc : send_manifest(s->r, &s->m, errors, &s->res->flist_bytes);
 }
 
 /* READY, the scan of SRC and the manifest. */
@@ -474,7 +569,8 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = (uint32_t)rc;
 		return -ECANCELED;
 	}
-	return send_manifest(r, &s->m, st.errors);
+	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
+	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes);
 }
 
 /* The receiver's plan: which entries to send. 0, 1 when the receiver gave
@@ -495,7 +591,7 @@ static int read_plan(struct sstate *s)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_LOG) {   /* its reasons, then its DONE */
 		print_log(c->buf, n);
-		rc = await_done(s->r, s->res, &s->rm);
+		rc = await_done(s->r, s->res, &s->rm, NULL);
 		return rc < 0 ? rc : 1;
 	}
 	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4) {
@@ -533,8 +629,8 @@ static int connect_data(struct sstate *s)
 	uint8_t type;
 	size_t n;
 	int rc;
-	while ((rc = sync_recv(r, "receiver", &type, &n)) == 0 && type == CTL_LOG)
-		print_log(r->ctl->buf, n);
+	while ((rc = next_frame(&s->w, &type, &n)) == 0 && take_news(&s->w, type, n))
+		;
 	if (rc < 0)
 		return rc;
 	if (type == CTL_DONE && n == RESULT_LEN)
@@ -575,15 +671,17 @@ static int connect_data(struct sstate *s)
 /* For tests: with $RDCP_TEST_PAUSE naming a path, create it and wait until
  * it is removed (60 s at most), so a test can change SRC between the scan
  * and the reads, as a busy tree does. Nothing else reads the variable. */
-static void test_pause(void)
+static void test_pause(struct watch *w)
 {
 	const char *p = getenv("RDCP_TEST_PAUSE");
 	int fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
 	if (fd < 0)
 		return;
 	close(fd);
-	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++)
+	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++) {
 		usleep(10000);
+		watch_peer(w);   /* the receiver's lines meanwhile */
+	}
 }
 
 /* The planned files over the data session, then the receiver's verdict. */
@@ -593,7 +691,7 @@ static int send_data(struct sstate *s)
 	if (rootfd < 0 && !s->ss.n)
 		return -errno;
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
-	                   .m = &s->m, .res = s->res, .fd = -1, .bad = UINT32_MAX,
+	                   .m = &s->m, .res = s->res, .w = &s->w, .fd = -1, .bad = UINT32_MAX,
 	                   .sent = s->sent };
 	int rc = send_all(&q, s->plan, s->nplan, s->r);
 	free(q.dc.dir);
@@ -631,11 +729,12 @@ static int sender_run(struct sstate *s)
 	if (s->rm.on && !(s->rm.sent = s->sent = calloc(s->m.n ? s->m.n : 1, 1)))
 		return -ENOMEM;
 	if (s->nplan) {
-		test_pause();
+		test_pause(&s->w);
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}
-	rc = await_done(s->r, s->res, &s->rm);
+	rc = await_done(s->r, s->res, &s->rm, &s->w);
+	progress_update(&s->w.pg, s->res->bytes, s->res->files, 1);
 	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;
 	if (s->rm.errors && !s->res->code)
 		s->res->code = RD_EXIT_PARTIAL;   /* a source file could not be removed */
@@ -644,12 +743,18 @@ static int sender_run(struct sstate *s)
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res, .lockfd = -1, .rm = { .root = -1 } };
+	struct sstate s = { .r = r, .res = res, .lockfd = -1, .rm = { .root = -1 },
+	                    .w = { .r = r } };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
+	res->we_sent = 1;
+	res->ctl_tx = r->ctl->tx_bytes;
+	res->ctl_rx = r->ctl->rx_bytes;
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	tp_close(s.ts);
+	for (int k = 0; k < s.w.nkept; k++)
+		free(s.w.kept[k].buf);
 	if (s.lockfd >= 0)
 		close(s.lockfd);
 	free(s.plan);

@@ -107,6 +107,8 @@ int sync_serve(int local)
 	r.tp.streams = o->tp.streams;
 	r.tp.kind = o->tp.kind;
 	r.tp.encrypt = (o->flags & SYNC_F_ENCRYPT) != 0;
+	r.tp.verbose = o->tp.verbose;   /* -v: the TCP fallback notice */
+	r.local = local;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
 		r.announce_addr = "";

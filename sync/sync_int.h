@@ -31,6 +31,7 @@ struct role {
 	const char *listen_addr;   /* receiver: the address to listen on (NULL: all) */
 	const char *allow_addr;    /* receiver: the only sender address (NULL: any) */
 	int is_client;             /* prints its own log lines */
+	int local;                 /* server: forked by a local run's client */
 	int verbose;
 	int progress;              /* client: --progress */
 	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
@@ -88,13 +89,19 @@ int  unpacker_error(struct unpacker *u);
 /* After the last message: wait for the unpacker; 0 or an error. */
 int  unpacker_finish(struct unpacker *u);
 
+#define PROGRESS_SAMPLES 8
 struct progress {
-	int on;
+	int on, human;
 	double t0, last;
 	uint64_t total_bytes, total_files;
+	double st[PROGRESS_SAMPLES];     /* recent (time, bytes): the current rate */
+	uint64_t sb[PROGRESS_SAMPLES];
+	int ns;
 };
-/* --progress on a terminal (silent otherwise): totals, then updates. */
-void progress_start(struct progress *p, int wanted, uint64_t bytes, uint64_t files);
+struct role;
+/* --progress (r->progress) on a terminal, silent otherwise (or with -q):
+ * the totals, then updates with the bytes moved and the files landed. */
+void progress_start(struct progress *p, const struct role *r, uint64_t bytes, uint64_t files);
 void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int final);
 
 /* sync/fs.c: open path beneath root (an fd of a tree's root) without
@@ -181,6 +188,9 @@ void sync_filter_free(struct filter *f);
  * excluded paths out of its scan of DST. */
 int  sync_filter_simple(const struct sync_opts *o);
 
+/* Entries by kind, as rsync's --stats counts them. */
+enum { SYNC_K_REG, SYNC_K_DIR, SYNC_K_LINK, SYNC_K_DEV, SYNC_K_SPECIAL, SYNC_KINDS };
+
 /* sync/sources.c: the sender's SRCs. src_split: SRC as the root to scan
  * and, unless its contents are meant, the one name (*only) sent from it;
  * 0 or a negative errno (said). */
@@ -220,9 +230,56 @@ int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
 
 struct sync_result {
 	uint32_t code;             /* exit code */
+	/* the receiver's counts, carried in DONE: files landed, their bytes,
+	 * entries deleted, errors (the sender's unreadable entries included),
+	 * metadata-only updates; entries created and deleted by kind */
 	uint64_t files, bytes, deleted, errors, meta;
-	const char *transport;     /* local only: "rdma" or "tcp" if data moved */
+	uint64_t created[SYNC_KINDS], removed[SYNC_KINDS];
+	/* this side's own, for the report (not in DONE) */
+	const char *transport;     /* "rdma" or "tcp" if data moved */
+	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
+	uint64_t flist_bytes;      /* the file list's encoded size */
+	uint64_t ctl_tx, ctl_rx;   /* control channel bytes */
+	int we_sent;               /* this side was the sender */
 };
+
+/* sync/report.c: what the user sees (rsync's formats). */
+#define SYNC_NUM_LEN 32
+/* n as rsync prints it: human 0 "1,234,567", 1 (-h) "1.23M", 2 (-hh) in
+ * powers of 1024. Returns buf. */
+char *sync_num(char buf[SYNC_NUM_LEN], uint64_t n, int human);
+/* Itemized change bits: rsync's YXcstpoguax columns after the first two. */
+enum {
+	SYNC_ITEM_NEW      = 1 << 0,   /* "+++++++++" */
+	SYNC_ITEM_SUM      = 1 << 1,   /* c: checksum (-c), link target, device number */
+	SYNC_ITEM_SIZE     = 1 << 2,   /* s */
+	SYNC_ITEM_TIME     = 1 << 3,   /* t */
+	SYNC_ITEM_TIME_NOW = 1 << 4,   /* T: set to the transfer time (no -t) */
+	SYNC_ITEM_PERMS    = 1 << 5,   /* p */
+	SYNC_ITEM_OWNER    = 1 << 6,   /* o */
+	SYNC_ITEM_GROUP    = 1 << 7,   /* g */
+	SYNC_ITEM_ACL      = 1 << 8,   /* a */
+	SYNC_ITEM_XATTR    = 1 << 9,   /* x */
+};
+#define SYNC_ITEM_LEN 12
+/* "YXcstpoguax": how ('>' received, '<' sent, 'c' created, 'h' hard link,
+ * '.' attributes only), type (sync_item_type()), bits. Returns out. */
+char *sync_item_code(char out[SYNC_ITEM_LEN], char how, char type, unsigned bits);
+char sync_item_type(int idx_type);
+/* The bits for sender entry e against DST's d (NULL: new) under the run's
+ * flags; own: owners are kept (root); sent: its content is transferred.
+ * ACLs and xattrs are for the caller to add (the receiver adds them, and
+ * the owners, by its rules: sync/itemize.c). */
+unsigned sync_item_bits(const struct idx_entry *e, const struct idx_entry *d, unsigned flags,
+                        int own, int sent);
+int  sync_kind(int idx_type);   /* SYNC_K_* */
+/* Count m's entries into res->entries and total_size (skip_root: not "") */
+void sync_count_entries(struct sync_result *res, const struct idx_manifest *m, int skip_root);
+/* The client: -v's first line; returns the start time for sync_report(). */
+double sync_report_begin(const struct sync_opts *o, int client_sends);
+/* The client, at the end: -v's summary, --stats, --json (code is the exit
+ * code the process returns). Returns code. */
+int  sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0);
 
 int sync_sender(struct role *r, struct sync_result *res);
 /* The server's body; local: forked by a local run's client (loopback). */
@@ -254,7 +311,7 @@ void hello_free(struct hello *h);
  * r->code is RD_EXIT_PROTO). */
 void result_put(uint8_t *p, const struct sync_result *r);
 int  result_get(const uint8_t *p, struct sync_result *r);
-#define RESULT_LEN (4 + 5 * 8)
+#define RESULT_LEN (4 + (5 + 2 * SYNC_KINDS) * 8)
 
 /* CTL_DATA: where the sender connects, and the session's secret. */
 struct ctl_data {

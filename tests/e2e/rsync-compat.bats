@@ -56,7 +56,12 @@ compat() {
 	echo "rsync $* -> $rc_rsync"; cat "$T/rsync.out"
 	echo "rdcp $* -> $rc_rdcp"; cat "$T/rdcp.out"
 	[ "$rc_rsync" -eq "$rc_rdcp" ]
-	same "$T/ref" "$T/got"
+	if [ -n "${NOTIMES:-}" ]; then   # without -t, each tool stamps its own time
+		local d; d=$(rsync -anciH --delete "$T/ref/" "$T/got/" | grep -v '^\.[fdL]\.\.[tT]\.\.\.\.\.\. ' || true)
+		[ -z "$d" ] || { echo "trees differ:"; echo "$d"; return 1; }
+	else
+		same "$T/ref" "$T/got"
+	fi
 }
 
 setup_file() { :; }
@@ -74,8 +79,8 @@ setup() {
 }
 
 @test "rsync -rl (no -a): content and links, modes from the source less the umask" {
-	compat empty -rl
-	compat stale -rl
+	NOTIMES=1 compat empty -rl
+	NOTIMES=1 compat stale -rl
 }
 
 @test "rsync -a --delete" {

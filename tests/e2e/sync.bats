@@ -35,10 +35,11 @@ case_1() {
 	mk_tree "$T/src"
 	sync_in "$mode" --sync "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
-	run sync_in "$mode" --sync -v "$T/src" "$T/dst"
+	run sync_in "$mode" --sync -i --stats "$T/src" "$T/dst"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"0 files (0 B) transferred"* ]]
+	[[ "$output" == *"Number of regular files transferred: 0"* ]]
+	! grep -q '^[<>ch.][fdLDS]' <<<"$output"   # no itemized change
 	[ -z "$(ls -A "$T/dst" | grep rdcp-tmp)" ]
 }
 
@@ -56,11 +57,11 @@ case_3() {
 	mk_tree "$T/src"
 	sync_in "$mode" --sync "$T/src" "$T/dst"
 	echo changed >>"$T/src/sub/name with space"
-	run sync_in "$mode" --sync -v "$T/src" "$T/dst"
+	run sync_in "$mode" --sync -i --stats "$T/src" "$T/dst"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"1 files"* ]]
-	[ "$(grep -c '^>f' <<<"$output")" -eq 1 ]
+	[[ "$output" == *"Number of regular files transferred: 1"* ]]
+	[ "$(grep -c '^[<>]f' <<<"$output")" -eq 1 ]
 	same "$T/src" "$T/dst"
 }
 
@@ -102,10 +103,10 @@ case_7() {
 	local mode=$1
 	mk_tree "$T/src"
 	mkdir "$T/dst"; echo keep >"$T/dst/extra"
-	run sync_in "$mode" --sync --delete -n "$T/src" "$T/dst"
+	run sync_in "$mode" --sync --delete -n -i "$T/src" "$T/dst"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *'>f+++++++++ a'* ]]
+	[[ "$output" == *'f+++++++++ a'* ]]   # >f, or <f in a push (as rsync)
 	[[ "$output" == *'*deleting   extra'* ]]
 	[ "$(ls -A "$T/dst")" = extra ]
 }
@@ -297,8 +298,8 @@ for i in range(50000):
 PY
 	"$RDCP" --sync --streams 2 "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
-	run "$RDCP" --sync -v "$T/src" "$T/dst"
-	[[ "$output" == *"0 files (0 B) transferred"* ]]
+	run "$RDCP" --sync --stats "$T/src" "$T/dst"
+	[[ "$output" == *"Number of regular files transferred: 0"* ]]
 }
 
 @test "scale: two 1 GiB files, one changed in the middle: only it is sent" {
@@ -309,9 +310,9 @@ PY
 	cmp "$T/src/one" "$T/dst/one"
 	cmp "$T/src/two" "$T/dst/two"
 	printf 'X' | dd of="$T/src/two" bs=1 seek=$((512 << 20)) conv=notrunc 2>/dev/null
-	run "$RDCP" --sync -v "$T/src" "$T/dst"
+	run "$RDCP" --sync --stats "$T/src" "$T/dst"
 	echo "$output"
-	[[ "$output" == *"1 files"* ]]
+	[[ "$output" == *"Number of regular files transferred: 1"* ]]
 	cmp "$T/src/two" "$T/dst/two"
 	same "$T/src" "$T/dst"
 }

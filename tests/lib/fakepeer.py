@@ -431,7 +431,7 @@ def play_receiver(scenario):
     elif scenario == "log-escapes":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
     elif scenario.startswith("landed-"):
         # --remove-source-files: an empty plan, then a list of what
         # "landed" that lies (sync/remove.c must refuse it, removing nothing)
@@ -441,10 +441,10 @@ def play_receiver(scenario):
                "landed-unasked": [files[0]]}[scenario]
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_LANDED, struct.pack(">I%dI" % len(idx), len(idx), *idx))
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
     elif scenario == "done-bad-code":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0) + bytes(80))
     else:
         send_frame(CTL_PLAN, struct.pack(">II", 1, files[0]))
         secret = b"0123456789abcdef0123456789abcdef"

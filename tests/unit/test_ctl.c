@@ -143,9 +143,9 @@ static void test_far_options(void **state)
 	assert_int_equal(a.o.nfwd, 5);
 	assert_string_equal(a.o.fwd[0], "--recursive");
 	assert_string_equal(a.o.fwd[1], "--dry-run");
-	assert_string_equal(a.o.fwd[2], "--filter=- *.o");   /* rules as rules */
-	assert_string_equal(a.o.fwd[3], "--timeout=5");
-	assert_string_equal(a.o.fwd[4], "--itemize-changes");   /* -v: the lines */
+	assert_string_equal(a.o.fwd[2], "--verbose");   /* the receiver's lines: names */
+	assert_string_equal(a.o.fwd[3], "--filter=- *.o");   /* rules as rules */
+	assert_string_equal(a.o.fwd[4], "--timeout=5");
 	assert_int_equal(a.noperands, 2);
 	sync_opts_free(&a.o);
 }
