@@ -340,12 +340,13 @@ PY
 	command -v script >/dev/null || { echo "script(1) missing"; false; }
 	mk_tree "$T/src"
 	script -qec "'$RDCP' --sync --progress '$T/src' '$T/dst'" /dev/null >"$T/tty.out"
-	tr '\r' '\n' <"$T/tty.out" | grep -E 'MB/s +[0-9]+/[0-9]+ files +ETA' 
+	# bytes, percent, rate, elapsed, files landed (rsync's progress2 shape)
+	tr '\r' '\n' <"$T/tty.out" | grep -E '[0-9,]+ +100% +[0-9.]+[kMG]?B/s +[0-9]+:[0-9]{2}:[0-9]{2} +\([0-9]+/[0-9]+ files\)'
 	same "$T/src" "$T/dst"
 	rm -rf "$T/dst"
 	run "$RDCP" --sync --progress "$T/src" "$T/dst"
 	[ "$status" -eq 0 ]
-	[[ "$output" != *ETA* ]]
+	[[ "$output" != *%* ]]
 }
 
 @test "--transport rdma on a machine without RDMA: exit 16 both ways, says why" {
