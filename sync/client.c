@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -86,6 +87,66 @@ static void reap(pid_t pid, int *status, int failed)
 	waitpid(pid, status, 0);
 }
 
+/* Ctrl-C (SIGINT), SIGTERM and SIGHUP, as rsync: stop the far side and
+ * exit 20. They are blocked in every thread of the run and taken by one
+ * thread that waits for them, so no handler runs amid a malloc. The far
+ * side is given the end of the control channel first (a receiver then
+ * unwinds and removes its named temp files), a second to leave, then
+ * SIGTERM and SIGKILL. Unnamed (O_TMPFILE) files vanish with us. */
+struct interrupt {
+	sigset_t set;
+	pid_t far;
+	struct ctl *c;
+	int fired;   /* the run is being stopped: its result is 20, not its own */
+};
+
+static int gone_within(pid_t pid, int ms)
+{
+	for (int i = 0; i < ms / 20; i++) {
+		if (waitpid(pid, NULL, WNOHANG) != 0)
+			return 1;
+		usleep(20000);
+	}
+	return 0;
+}
+
+static void *interrupt_main(void *arg)
+{
+	struct interrupt *in = arg;
+	int sig;
+	if (sigwait(&in->set, &sig) != 0)
+		return NULL;
+	__atomic_store_n(&in->fired, 1, __ATOMIC_SEQ_CST);
+	log_err("interrupted by %s: stopping the other side", sigabbrev_np(sig));
+	shutdown(in->c->out, SHUT_RDWR);   /* a socketpair (local) */
+	close(in->c->out);                 /* the remote shell's stdin */
+	if (!gone_within(in->far, 1000)) {
+		kill(in->far, SIGTERM);
+		if (!gone_within(in->far, 1000)) {
+			kill(in->far, SIGKILL);
+			waitpid(in->far, NULL, 0);
+		}
+	}
+	_exit(RD_EXIT_SIGNAL);
+}
+
+/* Block the signals above in this thread (and every thread it starts) and
+ * start the one that takes them. */
+static void catch_interrupts(struct interrupt *in)
+{
+	pthread_t th;
+	sigemptyset(&in->set);
+	sigaddset(&in->set, SIGINT);
+	sigaddset(&in->set, SIGTERM);
+	sigaddset(&in->set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &in->set, NULL) != 0)
+		return;
+	if (pthread_create(&th, NULL, interrupt_main, in) == 0)
+		pthread_detach(th);
+	else
+		pthread_sigmask(SIG_UNBLOCK, &in->set, NULL);
+}
+
 /* Every SRC's path into paths[] (o->nsrc of them, at least 1); all must
  * be on one side: local, or on the same host as rsync requires. */
 static int parse_sources(const struct sync_opts *o, struct endpoint *src, const char **paths)
@@ -120,6 +181,22 @@ int sync_client(const struct sync_opts *o)
 	struct endpoint src, dst;
 	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };
+	for (int i = 0; i < (o->srcs ? o->nsrc : 1); i++)
+		if (!*(o->srcs ? o->srcs[i] : o->src)) {
+			log_err("SRC is empty (''): name a file or directory, e.g. '.'");
+			return RD_EXIT_USAGE;
+		}
+	if (o->index_path) {
+		/* one file cannot be the index of both trees, and a remote side's
+		 * path is not ours to name */
+		log_err("--index PATH names one index, for --scan; a sync has two trees, each "
+		        "with its own index (the default), or none (--no-index)");
+		return RD_EXIT_USAGE;
+	}
+	if (!*o->dst) {   /* as rsync: "Empty destination arg specified", exit 1 */
+		log_err("DST is empty (''): name a directory, e.g. '.'");
+		return RD_EXIT_USAGE;
+	}
 	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
 	const char **paths = calloc((size_t)nsrc, sizeof *paths);
 	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
@@ -139,6 +216,10 @@ int sync_client(const struct sync_opts *o)
 		log_err("cannot start the other side: %s", strerror(errno));
 		return sync_report(o, &res, RD_EXIT_START, t0);
 	}
+	static struct interrupt in;
+	in.far = pid;
+	in.c = &c;
+	catch_interrupts(&in);
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc,
 	                  .verbose = o->verbose,
@@ -176,7 +257,9 @@ int sync_client(const struct sync_opts *o)
 	int status = 0;
 	reap(pid, &status, res.code != 0 || rc < 0);
 	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
+	if (remote && xs == RD_EXIT_START && r.frames == 0) {
+		code = RD_EXIT_START;   /* the remote shell itself could not run (said) */
+	} else if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
 		/* the remote shell could not run rdcp, or ssh itself failed */
 		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
 		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
@@ -189,5 +272,8 @@ int sync_client(const struct sync_opts *o)
 	free(src.path);
 	free(dst.host);
 	free(dst.path);
-	return sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
+	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
+	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
+		pause();   /* the interrupt thread exits 20 for the run */
+	return code;
 }

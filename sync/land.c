@@ -496,6 +496,42 @@ static int in_transfer(const struct rstate *s, const char *path)
 	return in;
 }
 
+/* Delete DST's entry d (its children went first), or, in a dry run, say
+ * it would be. */
+static void delete_one(struct rstate *s, struct idx_entry *d)
+{
+	unsigned f = s->r->flags;
+	if (f & SYNC_F_DRYRUN) {
+		recv_item_deleted(s, d);
+		s->res->deleted++;
+		s->res->removed[sync_kind(d->type)]++;
+		return;
+	}
+	const char *name;
+	int pd = recv_open_parent(s->root, d->path, &name);
+	int gone = 0, err = 0;
+	if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
+		gone = recv_backup(s, pd, name, d->path, 1) == 0;   /* kept, or said */
+	else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
+		err = errno;
+	else
+		gone = 1;
+	if (pd >= 0)
+		close(pd);
+	if (err == ENOTEMPTY && d->type == IDX_DIR)
+		return;   /* it holds what the scan left out (excluded files, a run's
+		             own temp files): kept, as rsync keeps it, not an error */
+	d->flags |= GONE;
+	STAT_ADD(s->actions, 1);
+	if (err && err != ENOENT)
+		recv_fail(s, d->path, "cannot delete", err);
+	if (gone) {
+		recv_item_deleted(s, d);
+		s->res->deleted++;
+		s->res->removed[sync_kind(d->type)]++;
+	}
+}
+
 void recv_delete_extra(struct rstate *s)
 {
 	unsigned f = s->r->flags;
@@ -511,6 +547,7 @@ void recv_delete_extra(struct rstate *s)
 		return;
 	}
 	/* deepest first: what the diff found only in DST, in reverse order */
+	long long max = s->r->o ? s->r->o->max_delete : -1;
 	for (size_t k = s->diff.n; k-- > 0;) {
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
@@ -529,33 +566,15 @@ void recv_delete_extra(struct rstate *s)
 			STAT_ADD(s->res->errors, 1);
 			return;
 		}
-		if (f & SYNC_F_DRYRUN) {
-			recv_item_deleted(s, d);
-			s->res->deleted++;
-			s->res->removed[sync_kind(d->type)]++;
+		if (max >= 0 && s->res->deleted >= (uint64_t)max) {
+			s->del_skipped++;   /* --max-delete: the rest stays (exit 25) */
 			continue;
 		}
-		d->flags |= GONE;
-		STAT_ADD(s->actions, 1);
-		const char *name;
-		int pd = recv_open_parent(s->root, d->path, &name);
-		int gone = 0;
-		if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
-			gone = recv_backup(s, pd, name, d->path, 1) == 0;   /* kept, or said */
-		else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0) {
-			if (errno != ENOENT)
-				recv_fail(s, d->path, "cannot delete", errno);
-		} else {
-			gone = 1;
-		}
-		if (gone) {
-			recv_item_deleted(s, d);
-			s->res->deleted++;
-			s->res->removed[sync_kind(d->type)]++;
-		}
-		if (pd >= 0)
-			close(pd);
+		delete_one(s, d);
 	}
+	if (s->del_skipped)   /* rsync's words */
+		log_err("Deletions stopped due to --max-delete limit (%llu skipped)",
+		        (unsigned long long)s->del_skipped);
 }
 
 /* Remove the temp files an interrupted run left in the directories we know:

@@ -499,9 +499,6 @@ int sync_opts_check(const struct sync_opts *o)
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
 	};
-	const struct { const void *set; const char *name; } later_v[] = {
-		{ o->max_delete >= 0 ? o : NULL, "--max-delete" },
-	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
 		        "are looked at");
@@ -529,11 +526,6 @@ int sync_opts_check(const struct sync_opts *o)
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (o->flags & later[i].flag) {
 			log_err("%s is not implemented yet", later[i].name);
-			return RD_EXIT_USAGE;
-		}
-	for (size_t i = 0; i < sizeof later_v / sizeof later_v[0]; i++)
-		if (later_v[i].set) {
-			log_err("%s is not implemented yet", later_v[i].name);
 			return RD_EXIT_USAGE;
 		}
 	return 0;

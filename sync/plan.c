@@ -8,9 +8,11 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "sync/recv_int.h"
 
@@ -40,7 +42,14 @@ static void make_dir(struct rstate *s, size_t i)
 	const char *name;
 	int pd = recv_open_parent(s->root, e->path, &name);
 	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
-		recv_fail(s, e->path, RECV_NO_DIR, errno);
+		int err = errno;
+		if (s->mapto && !strcmp(e->path, s->mapto) && !s->res->code) {
+			/* DST itself (rdcp -r A DST): as rsync, exit 11, nothing more */
+			log_err("%s: cannot create: %s", s->r->path, strerror(err));
+			s->res->code = RD_EXIT_FILEIO;
+		} else {
+			recv_fail(s, e->path, RECV_NO_DIR, err);
+		}
 	} else {
 		s->written[i] = 1;
 		STAT_ADD(s->actions, 1);
@@ -136,6 +145,8 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 				make_dir(s, i);
 			else if (d && s->change[i] == IDX_META)   /* set at the end (land.c) */
 				recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
+			if (s->res->code)
+				return -EIO;   /* DST itself could not be made */
 			continue;
 		}
 		if (e->type != IDX_REG)

@@ -164,6 +164,12 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	int slash = len > 1 && dst[len - 1] == '/';
 	*only = *mapto = NULL;
 	int mkpath = (s->r->flags & SYNC_F_MKPATH) && !dry;
+	if (named && is_dir && exists && !isdir) {
+		/* rsync -r A file: refused (3), never the file replaced by A */
+		log_err("%s: not a directory: refusing to replace this file with the directory "
+		        "'%s' (remove it, or name another DST)", dst, top);
+		return -ENOTDIR;
+	}
 	if (!named || isdir || slash) {
 		if (!exists && mkpath && sync_mkpath(dst) < 0)
 			return -EIO;
@@ -203,8 +209,12 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	if (mkpath && s->root_path && access(s->root_path, F_OK) < 0 &&
 	    sync_mkpath(s->root_path) < 0)
 		return -EIO;
-	if (exists && is_dir && !isdir) {
-		/* replacing a file by a directory: the plan handles the type change */
+	if (!exists && is_dir && s->root_path && stat(s->root_path, &st) < 0) {
+		/* rsync -r A nodir/A: mkdir DST failed, exit 11 */
+		int err = errno;
+		log_err("%s: cannot create: %s%s", dst, strerror(err),
+		        err == ENOENT ? " (--mkpath creates missing parents)" : "");
+		return -EIO;
 	}
 	return *only && s->root_path ? 0 : -ENOMEM;
 }
@@ -221,12 +231,12 @@ static int ready_check(struct rstate *s, uint8_t type, const uint8_t *b, size_t 
 	if (n < 4 || n != 4 + l)
 		return recv_reject(s, "the sender's READY is malformed (%zu bytes)", n);
 	log_path(shown, sizeof shown, name);
-	if (b[0] > 1 || b[1] > 1)
-		return recv_reject(s, "the sender's READY has flags that are not 0 or 1");
-	if (!b[0] && l)
+	if (b[0] > READY_MIRROR || b[1] > 1)
+		return recv_reject(s, "the sender's READY has flags out of range");
+	if (b[0] == READY_CONTENTS && l)
 		return recv_reject(s, "the sender's READY names '%s' but sends a directory's "
 		                   "contents", shown);
-	if (!b[0])
+	if (b[0] == READY_CONTENTS)
 		return 0;
 	if (l == 0)
 		return recv_reject(s, "the sender's READY says it sends one entry but names none");
@@ -253,7 +263,8 @@ static int read_ready(struct rstate *s)
 	}
 	if (rc < 0 || (rc = ready_check(s, type, c->buf, n)) < 0)
 		return rc;
-	s->named = c->buf[0];
+	s->named = c->buf[0] == READY_NAMED;
+	s->mirror = c->buf[0] == READY_MIRROR;
 	s->top = strndup((char *)c->buf + 4, get_u16(c->buf + 2));
 	if (!s->top)
 		return -ENOMEM;
@@ -273,6 +284,7 @@ static int scan_opts(struct rstate *s)
 	s->so.only = s->only;
 	s->so.one_fs = o->one_fs;
 	s->so.meta = sync_scan_meta(s->r->flags);
+	s->so.no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
 		                           s->only ? "" : NULL)) < 0)
@@ -441,11 +453,45 @@ static int scan_and_read(struct rstate *s)
 	return rc;
 }
 
+/* rsync's habit, `--sync --delete A backup/` meaning backup/A, would empty
+ * backup/ of everything else: when SRC was named without a trailing '/'
+ * (READY_MIRROR) and DST holds entries of which not one top-level name is
+ * SRC's, refuse before anything changes (exit 3). 0 or -EEXIST (said). */
+static int check_disjoint(struct rstate *s)
+{
+	if (!s->mirror || !(s->r->flags & SYNC_F_DELETE) || s->root < 0)
+		return 0;
+	uint64_t top = 0;
+	for (size_t i = 0; i < s->dm.n; i++) {
+		const char *p = s->dm.e[i].path;
+		if (!*p || strchr(p, '/'))
+			continue;
+		if (idx_manifest_find(&s->sm, p))
+			return 0;   /* a name in common: a mirror being refreshed */
+		top++;
+	}
+	if (!top)
+		return 0;
+	const char *dst = s->r->path;
+	size_t dl = strlen(dst);
+	char shown[300], name[300];
+	log_path(shown, sizeof shown, dst);
+	log_path(name, sizeof name, s->top);
+	log_err("refusing --sync --delete: %s has %llu entr%s and not one of them is in "
+	        "SRC '%s', so all would be deleted. To copy %s into it, write DST as "
+	        "'%s%s%s'; to make %s a mirror of %s's contents anyway, write SRC as '%s/'",
+	        shown, (unsigned long long)top, top == 1 ? "y" : "ies", name, name, shown,
+	        dl && dst[dl - 1] == '/' ? "" : "/", name, shown, name, name);
+	s->res->code = RD_EXIT_SELECT;
+	return -EEXIST;
+}
+
 static int receive(struct rstate *s)
 {
 	uint32_t send_n;
 	int rc;
-	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0)
+	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0 ||
+	    (rc = check_disjoint(s)) < 0)
 		return rc;
 	if ((rc = recv_prepare_meta(s)) < 0) {
 		s->res->code = rc == -EINVAL ? RD_EXIT_USAGE : 0;
@@ -530,6 +576,8 @@ int sync_receiver(struct role *r, struct sync_result *res)
 		res->code = RD_EXIT_PARTIAL;
 	else if (!res->code && s.unsent)
 		res->code = RD_EXIT_VANISHED;
+	else if (!res->code && s.del_skipped)
+		res->code = RD_EXIT_DEL_LIMIT;   /* rsync's order: 23, 24, then 25 */
 	recv_log_end(&s);
 	uint8_t done[RESULT_LEN];
 	const char *transport = res->transport;

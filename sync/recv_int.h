@@ -67,6 +67,7 @@ struct rstate {
 	mode_t umask;
 	/* what READY said, and the run's shape */
 	int named;               /* one named entry, not a directory's contents */
+	int mirror;              /* READY_MIRROR: contents of a directory named top */
 	int root_made;           /* DST's root did not exist: made (or would be) */
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
@@ -86,6 +87,7 @@ struct rstate {
 	const char *bsuffix;     /* the backups' suffix */
 	int ldfd[SYNC_MAX_LINK_DEST];   /* --link-dest directories, open */
 	int nld;
+	uint64_t del_skipped;    /* deletions --max-delete stopped (exit 25) */
 	/* metadata (meta.c, ids.c) */
 	struct sync_chmod *chmod;   /* --chmod, parsed */
 	int set_uid, set_gid;    /* owners are ours to set (root, -o/-g, --chown) */

@@ -13,8 +13,23 @@
 #include "common/exitcode.h"
 #include "common/iopool.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "common/wire.h"
 #include "sync/sync_int.h"
+
+/* The name of a directory SRC given without a trailing '/' ("A", "x/A"),
+ * or NULL: "A/", "A/.", ".", "..", "/" say "its contents" outright. */
+static char *mirror_name(const char *src)
+{
+	size_t len = strlen(src);
+	if (!len || src[len - 1] == '/')
+		return NULL;
+	const char *base = strrchr(src, '/');
+	base = base ? base + 1 : src;
+	if (!strcmp(base, ".") || !strcmp(base, "..") || strlen(base) > 255)
+		return NULL;
+	return strdup(base);
+}
 
 /* The manifest, with the names of its owners unless --numeric-ids (as
  * rsync), and the sender's count of unreadable entries; *bytes: its size. */
@@ -481,6 +496,7 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 	so->only = s->only;
 	so->one_fs = o->one_fs;
 	so->meta = sync_scan_meta(s->r->flags);
+	so->no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		rc = fd < 0 ? -errno : sync_filter_open(&s->filter, o, SYNC_RM_SENDER, fd,
@@ -536,12 +552,20 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
-	size_t tl = s->only ? strlen(s->only) : 0;
+	/* --sync of a directory named without a trailing '/': its contents,
+	 * but its name goes along (READY_MIRROR) so that a receiver told to
+	 * --delete can refuse a DST that has nothing in common with it */
+	char *base = NULL;
+	if (!s->only && is_dir && (r->flags & SYNC_F_MIRROR))
+		base = mirror_name(r->path);
+	const char *name = s->only ? s->only : base ? base : "";
+	size_t tl = strlen(name);
 	uint8_t ready[4 + 256];
-	ready[0] = s->only != NULL;
+	ready[0] = s->only ? READY_NAMED : base ? READY_MIRROR : READY_CONTENTS;
 	ready[1] = (uint8_t)is_dir;
-	put_u16(ready + 2, (uint16_t)tl);
-	memcpy(ready + 4, s->only ? s->only : "", tl > 255 ? 255 : tl);
+	put_u16(ready + 2, (uint16_t)(tl > 255 ? 255 : tl));
+	memcpy(ready + 4, name, tl > 255 ? 255 : tl);
+	free(base);
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
 	/* not while another run writes into SRC: what we read would be a mix */
@@ -648,10 +672,21 @@ static int connect_data(struct sstate *s)
 		log_err("the receiver's data-connection message %s", cd.why);
 		return -EPROTO;
 	}
+	/* the client: its --data-addr, else the address the server says its
+	 * ssh was reached on (an IP literal, nothing else: peer input), else
+	 * the ssh host. The server: the client's --data-addr, else its own idea. */
+	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
+	if (r->is_client && r->o && r->o->data_addr) {
+		addr = r->connect_addr;
+	} else if (r->is_client && *cd.addr && !rsh_is_ip(cd.addr)) {
+		char shown[300];
+		log_err("the receiver's data-connection message has an address that is not an "
+		        "IP address: '%s'", log_path(shown, sizeof shown, cd.addr));
+		return -EPROTO;
+	}
 	struct tp_opts o = r->tp;
 	tp_key_derive(cd.key, 32, o.key);
 	explicit_bzero(cd.key, sizeof cd.key);
-	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
 	o.io_timeout_ms = r->timeout * 1000;
@@ -663,6 +698,10 @@ static int connect_data(struct sstate *s)
 		char why[400];
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
 		         cd.port);
+		if (r->is_client && rc != -ETIME)   /* the one we can fix: the address */
+			log_err("%s: %s (if the far side is reached at another address, such as "
+			        "its IPoIB or RoCE address, give it with --data-addr)", why,
+			        strerror(-rc));
 		ctl_error(r->ctl, rd_exit_code(rc), why);
 	}
 	return rc;

@@ -2,6 +2,7 @@
  * remote shell (or forked for a local run), its control channel on stdin
  * and stdout. It takes the role the client's HELLO gives it. */
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "sync/sync_int.h"
 
 #define RD_STR2(x) #x
@@ -64,6 +66,37 @@ static int read_hello(struct ctl *c, struct hello *h)
 	return 0;
 }
 
+/* host:~/x and host:~user/x, as the remote login shell expands them for
+ * rsync (the path comes in the HELLO, not on a command line, so no shell
+ * sees it): ~ is $HOME (else the password file's), ~user that user's home.
+ * Returns a malloc'd path (path itself copied when it has no ~), or NULL
+ * after saying why in *why. */
+static char *expand_home(const char *path, const char **why)
+{
+	if (path[0] != '~')
+		return strdup(path);
+	const char *rest = strchrnul(path, '/');
+	const char *home = NULL;
+	char user[256];
+	struct passwd *pw;
+	if (rest == path + 1) {
+		home = getenv("HOME");
+		if ((!home || !*home) && (pw = getpwuid(getuid())))
+			home = pw->pw_dir;
+	} else if ((size_t)(rest - path) <= sizeof user) {
+		snprintf(user, sizeof user, "%.*s", (int)(rest - path - 1), path + 1);
+		if ((pw = getpwnam(user)))
+			home = pw->pw_dir;
+	}
+	if (!home || !*home) {
+		*why = rest == path + 1 ? "this user has no home directory"
+		                        : "no such user on this host";
+		return NULL;
+	}
+	char *out;
+	return asprintf(&out, "%s%s", home, rest) < 0 ? NULL : out;
+}
+
 int sync_serve(int local)
 {
 	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
@@ -78,6 +111,19 @@ int sync_serve(int local)
 		ctl_free(&c);
 		return code;
 	}
+	const char *why = "out of memory";
+	char *path = local ? strdup(h.path) : expand_home(h.path, &why);
+	if (!path) {
+		char msg[300], shown[200];
+		snprintf(msg, sizeof msg, "%s: %s", log_path(shown, sizeof shown, h.path), why);
+		ctl_error(&c, RD_EXIT_SELECT, msg);
+		hello_free(&h);
+		sync_opts_free(&a.o);
+		ctl_free(&c);
+		return RD_EXIT_SELECT;
+	}
+	free(h.path);
+	h.path = path;
 	const struct sync_opts *o = &a.o;
 	/* the sender's SRCs: HELLO's path, then its operands */
 	const char **srcs = calloc((size_t)a.noperands + 1, sizeof *srcs);
@@ -111,7 +157,9 @@ int sync_serve(int local)
 	r.local = local;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
-		r.announce_addr = "";
+		/* the sender (the client) dials the address its ssh reached us on,
+		 * which it may not know: an ssh_config alias, a ProxyJump */
+		r.announce_addr = local ? "" : rsh_server_addr();
 		/* a local run's sender is on this machine: listen on loopback only,
 		 * and take data connections only from it. Over ssh the data may come
 		 * from another address than ssh's (IPoIB, a jump host): the

@@ -288,6 +288,12 @@ int sync_receiver(struct role *r, struct sync_result *res);
 
 enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 
+/* READY's first byte: what the sender sends (docs/protocol.md) */
+enum { READY_CONTENTS = 0,   /* a directory's contents ("A/", "."), no name */
+       READY_NAMED = 1,      /* one named entry, the name given */
+       READY_MIRROR = 2 };   /* --sync of "A" (no trailing '/'): A's contents,
+                                its name given for --delete's check */
+
 /* Send the HELLO that gives the server its role, with o's options; paths:
  * its path, and for a sender the other SRCs (npath in all). 0 or an
  * error (said when the arguments do not fit). */

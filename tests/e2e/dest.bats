@@ -57,6 +57,7 @@ several_delete() {
 	run run_in "$mode" -a --delete -- A file out/
 	echo "$output"
 	[ "$status" -eq 0 ]
+	touch -r ref out   # DST's root was not sent: its mtime is whenever each tool wrote
 	same ref out
 	# only what was sent is mirrored: the rest of DST is not SRC's to delete
 	[ -f out/keep ] && [ -d out/other ] && [ ! -e out/A/stale ] && [ ! -e out/A/old ]

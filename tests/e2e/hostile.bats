@@ -112,6 +112,15 @@ attack() {
 @test "attack: READY with a name over 255 bytes" {
 	attack pull ready-overlong 12 "the sender's top name is over 255 bytes: 'xxxx"
 }
+@test "attack: READY of a kind that does not exist (3)" {
+	attack pull ready-kind-3 12 "the sender's READY has flags out of range"
+}
+@test "attack: READY of a --sync mirror naming '..'" {
+	attack pull ready-mirror-dotdot 12 "the sender's top name is not one plain name: '..'"
+}
+@test "attack: READY of a --sync mirror naming nothing" {
+	attack pull ready-mirror-empty 12 "the sender's READY says it sends one entry but names none"
+}
 @test "attack: READY whose name length is longer than the message" {
 	attack pull ready-length-lies 12 "the sender's READY is malformed (5 bytes)"
 }

@@ -361,6 +361,9 @@ READY = {
     "ready-empty-named": ready(1, 1, b""),
     "ready-overlong": ready(1, 1, b"x" * 300),
     "ready-length-lies": ready(1, 1, b"x", length=1000),
+    "ready-kind-3": ready(3, 1, b"x"),
+    "ready-mirror-dotdot": ready(2, 1, b".."),
+    "ready-mirror-empty": ready(2, 1, b""),
 }
 
 
