@@ -63,6 +63,8 @@ struct walker {
 	const char *only;
 	int (*skip)(const char *path, int is_dir, void *ctx);
 	void *skip_ctx;
+	unsigned meta;                      /* IDX_SCAN_*: xattrs, ACLs */
+	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
 	int one_fs, roots_optional;
 	dev_t root_dev;
 	int64_t trust_before;
@@ -115,16 +117,43 @@ static int same_stat(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Take the hash from the previous index if the file provably did not change. */
-static int reuse_hash(struct walker *w, struct idx_entry *e)
+/* The previous index's row of e, if e provably did not change since it
+ * was read: same type, size, inode, mtime and ctime (which any write,
+ * xattr or ACL change moves), and not within the clock tick of that scan
+ * (a row stamped then may predate a write that left the timestamps equal:
+ * read again, as git does). */
+static const struct idx_entry *unchanged(const struct walker *w, const struct idx_entry *e)
 {
 	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (!o || o->type != IDX_REG || o->size != e->size || o->ino != e->ino ||
+	if (!o || o->type != e->type || o->size != e->size || o->ino != e->ino ||
 	    o->mtime_ns != e->mtime_ns || o->ctime_ns != e->ctime_ns)
-		return 0;
-	/* Changed within the clock tick of the last scan: its hash may predate a
-	 * write that left the timestamps equal. Hash again (as git does). */
+		return NULL;
 	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
+		return NULL;
+	return o;
+}
+
+/* Take xattrs and ACLs from the previous index if the entry provably did
+ * not change and they were read as this scan reads them. What an earlier
+ * scan read is kept even when this one reads nothing (so a scan without -X
+ * does not rewrite every row that has xattrs). 1 when taken. */
+static int reuse_extra(const struct walker *w, struct idx_entry *e, const struct idx_entry *o)
+{
+	if (!o || (w->want_got && o->got != w->want_got))
+		return 0;
+	int err = 0;
+	e->x = idx_extra_dup(o->x, &err);
+	if (err)
+		return 0;
+	e->got = o->got;
+	return 1;
+}
+
+/* Take the hash from the previous index if the file provably did not
+ * change (o: unchanged()'s answer). */
+static int reuse_hash(struct idx_entry *e, const struct idx_entry *o)
+{
+	if (!o || o->type != IDX_REG)
 		return 0;
 	if (o->nchunks) {
 		e->chunks = malloc((size_t)o->nchunks * IDX_HASH_LEN);
@@ -282,6 +311,30 @@ static void push_dir(struct worker *wk, int fd, char *path, int depth)
 	free(path);
 }
 
+/* The xattrs and ACLs of e (name in dfd). A failure is said and counted,
+ * and e goes without them (got 0: the receiver leaves its own alone);
+ * -ENOENT when e vanished (said and counted). */
+static int read_extra(struct worker *wk, int dfd, const char *name, struct idx_entry *e)
+{
+	char shown[512];
+	int rc = idx_read_extra(dfd, name, e, wk->w->meta);
+	wk->st.extra_read++;
+	if (rc == 0)
+		return 0;
+	wk->st.errors++;
+	if (rc == -ENOENT) {
+		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, e->path));
+		return rc;
+	}
+	log_err("%s: cannot read its %s: %s", log_path(shown, sizeof shown, e->path),
+	        wk->w->meta == IDX_SCAN_XATTRS ? "xattrs" : wk->w->meta == IDX_SCAN_ACLS
+	        ? "ACLs" : "xattrs and ACLs",
+	        rc == -E2BIG ? "over rdcp's bounds (64 KiB a value, 1 MiB an entry, 8191 "
+	        "ACL entries)" : strerror(-rc));
+	e->got = 0;
+	return 0;
+}
+
 /* How one_entry() takes an entry: found in a directory being listed, a
  * root of opts->roots, or a directory above one (recorded only). */
 enum { ENT_FOUND, ENT_ROOT, ENT_ABOVE };
@@ -335,6 +388,13 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	}
 	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
 	fill_meta(e, &st);
+	const struct idx_entry *old = unchanged(wk->w, e);
+	if (!reuse_extra(wk->w, e, old) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
+		wk->out.n--;   /* vanished */
+		free(e->path);
+		free(path);
+		return;
+	}
 	int rc = 0;
 	switch (e->type) {
 	case IDX_DIR: {
@@ -356,6 +416,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 			rc = n < 0 ? -errno : -ENAMETOOLONG;
 			wk->out.n--;
 			free(e->path);
+			free(e->x);
 			break;
 		}
 		buf[n] = '\0';
@@ -365,7 +426,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		break;
 	}
 	case IDX_REG:
-		if (reuse_hash(wk->w, e)) {
+		if (reuse_hash(e, old)) {
 			wk->st.reused++;
 			break;
 		}
@@ -375,6 +436,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 			wk->out.n--;   /* an unreadable file is not in the manifest */
 			free(e->path);
 			free(e->chunks);
+			free(e->x);
 		}
 		break;
 	default:
@@ -559,6 +621,7 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 		st->hashed += wk->st.hashed;
 		st->hashed_bytes += wk->st.hashed_bytes;
 		st->reused += wk->st.reused;
+		st->extra_read += wk->st.extra_read;
 		st->errors += wk->st.errors;
 		st->temps += wk->st.temps;
 	}
@@ -570,7 +633,8 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
              struct idx_stats *st)
 {
 	struct walker w = { .old = old, .only = opts->only, .skip = opts->skip,
-	                    .skip_ctx = opts->skip_ctx, .trust_before = trust_before_ns };
+	                    .skip_ctx = opts->skip_ctx, .trust_before = trust_before_ns,
+	                    .meta = opts->meta, .want_got = idx_got_for(opts->meta) };
 	int rc = 0;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);

@@ -14,7 +14,7 @@
 
 static const char usage[] =
 "Usage: rdcp [OPTIONS] SRC... DST\n"
-"       rdcp --scan [-v] [--index PATH | --no-index] DIR\n"
+"       rdcp --scan [-v] [-X] [-A] [--index PATH | --no-index] DIR\n"
 "\n"
 "Copy or mirror files and directory trees between machines, over RDMA\n"
 "(InfiniBand, RoCE) where the network has it, else TCP. SRC and DST are\n"
@@ -29,6 +29,11 @@ static const char usage[] =
 "                    idempotent: a second run transfers nothing\n"
 "  -a, --archive     keep permissions, mtimes (ns), symlinks; owner/group as root\n"
 "  -H, --hard-links  keep hard links\n"
+"  -X, --xattrs      keep extended attributes (user.*; as root all but system.*)\n"
+"  -A, --acls        keep POSIX ACLs (implies -p)\n"
+"      --numeric-ids owners by number (default: by user and group name)\n"
+"      --chown U:G   make DST's entries owned by U:G (names or numbers)\n"
+"      --chmod CHMOD change DST's modes as rsync: 'D2775,F664', 'g+rX,o-w'\n"
 "      --delete      delete what SRC no longer has (refused if SRC had read errors;\n"
 "                    --sync --delete A DST: refused when DST shares no name with A)\n"
 "      --max-delete N  at most N deletions, then stop and exit 25, as rsync\n"
@@ -135,6 +140,9 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 	printf("hashed %" PRIu64 " files (%s), reused %" PRIu64 " from the index; "
 	       "%.3f s, %.0f files/s\n", st.hashed, log_bytes(b2, st.hashed_bytes),
 	       st.reused, st.seconds, st.seconds > 0 ? (double)st.entries / st.seconds : 0.0);
+	if (o->meta)
+		printf("read the xattrs/ACLs of %" PRIu64 " entries, the others' came from the "
+		       "index\n", st.extra_read);
 	if (st.errors)
 		printf("%" PRIu64 " entries could not be read (see above)\n", st.errors);
 	idx_manifest_free(&m);

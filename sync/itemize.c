@@ -96,7 +96,14 @@ unsigned recv_item_bits(const struct rstate *s, const struct idx_entry *e,
 	unsigned f = s->r->flags;
 	if (d && (d->flags & GONE))
 		d = NULL;   /* removed by this run (a type change): e is new */
-	unsigned b = sync_item_bits(e, d, f, (f & SYNC_F_OWNER) && geteuid() == 0, sent);
+	unsigned b = sync_item_bits(e, d, f, 0, sent);
+	if (d) {   /* o, g, a, x: by the plan's rules (owners as they are set) */
+		unsigned df = (recv_diff_flags(s) & (IDX_DIFF_OWNER | IDX_DIFF_XATTRS | IDX_DIFF_ACLS)) |
+		              IDX_DIFF_NO_PERMS | IDX_DIFF_NO_TIMES;
+		unsigned m = idx_meta_changes(e, d, df);
+		b |= (m & IDX_M_UID ? SYNC_ITEM_OWNER : 0) | (m & IDX_M_GID ? SYNC_ITEM_GROUP : 0) |
+		     (m & IDX_M_ACL ? SYNC_ITEM_ACL : 0) | (m & IDX_M_XATTR ? SYNC_ITEM_XATTR : 0);
+	}
 	if (e->type == IDX_LNK)
 		b &= SYNC_ITEM_NEW | SYNC_ITEM_SUM;   /* a link is made anew: its target */
 	return b;

@@ -138,25 +138,6 @@ int recv_remove(struct rstate *s, const char *path)
 	return 0;
 }
 
-/* Metadata on an open file or directory (before it is renamed into place). */
-static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
-{
-	unsigned f = s->r->flags;
-	STAT_ADD(s->actions, 1);
-	if ((f & SYNC_F_OWNER) && geteuid() == 0 && fchown(fd, e->uid, e->gid) < 0)
-		recv_fail(s, e->path, "cannot set owner", errno);
-	/* without -p, as rsync: the source's mode less the umask */
-	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
-	if (fchmod(fd, mode) < 0)
-		recv_fail(s, e->path, "cannot set mode", errno);
-	if (f & SYNC_F_TIMES) {
-		struct timespec ts[2] = { { 0, UTIME_OMIT },
-		                          { e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 } };
-		if (futimens(fd, ts) < 0)
-			recv_fail(s, e->path, "cannot set times", errno);
-	}
-}
-
 /* Tests: $RDCP_TEST_NO_TMPFILE set makes every file take the named-temp
  * road, as on a filesystem without O_TMPFILE. */
 static int no_tmpfile = -1;
@@ -245,7 +226,7 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	const struct idx_entry *e = &s->sm.e[i];
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
-	apply_meta_fd(s, f->fd, e);
+	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
 	int cerr = close(f->fd) < 0 ? errno : 0;
 	f->fd = -1;
@@ -325,19 +306,13 @@ static int make_entry(struct rstate *s, const struct idx_entry *e, int follower,
 static void entry_meta(struct rstate *s, const struct idx_entry *e, int follower, int pd,
                        const char *tmp)
 {
-	unsigned f = s->r->flags;
 	if (e->type == IDX_LNK) {
-		if ((f & SYNC_F_OWNER) && geteuid() == 0)
-			fchownat(pd, tmp, e->uid, e->gid, AT_SYMLINK_NOFOLLOW);
-		if (f & SYNC_F_TIMES) {
-			struct timespec ts[2] = { { 0, UTIME_OMIT },
-			        { e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 } };
-			utimensat(pd, tmp, ts, AT_SYMLINK_NOFOLLOW);
-		}
+		recv_apply_link(s, pd, tmp, e, RECV_NEW_INODE);
 	} else if (!follower) {
-		int fd = openat(pd, tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		/* a path, never opened for I/O: a device's driver is not asked */
+		int fd = openat(pd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0) {
-			apply_meta_fd(s, fd, e);
+			recv_apply_special(s, fd, e, RECV_NEW_INODE);
 			close(fd);
 		}
 	}
@@ -411,6 +386,35 @@ static void touch_parent(struct rstate *s, const char *path, uint8_t *touched)
 	free(dir);
 }
 
+/* Metadata of e, which DST has (what: as recv_apply_fd()). */
+static void fix_one(struct rstate *s, const struct idx_entry *e, unsigned what)
+{
+	const char *shown = *e->path ? e->path : ".";
+	if (e->type == IDX_LNK) {
+		const char *name;
+		int pd = recv_open_parent(s->root, e->path, &name);
+		if (pd < 0) {
+			recv_fail(s, e->path, "cannot open its directory", errno);
+			return;
+		}
+		recv_apply_link(s, pd, name, e, what);
+		close(pd);
+		return;
+	}
+	int special = e->type != IDX_REG && e->type != IDX_DIR;
+	int fd = sync_open_beneath(s->root, e->path, special ? O_PATH : O_RDONLY |
+	                           (e->type == IDX_DIR ? O_DIRECTORY : O_NONBLOCK));
+	if (fd < 0) {
+		recv_fail(s, shown, "cannot open to set metadata", errno);
+		return;
+	}
+	if (special)
+		recv_apply_special(s, fd, e, what);
+	else
+		recv_apply_fd(s, fd, e, what);
+	close(fd);
+}
+
 /* Metadata of files whose content was already right, then of directories,
  * deepest first (writing into a directory changes its mtime): only those
  * that are new, differ, or had entries written or removed this run. */
@@ -427,15 +431,17 @@ void recv_fix_meta(struct rstate *s)
 	for (size_t k = 0; k < s->dm.n; k++)
 		if (s->dm.e[k].flags & GONE)
 			touch_parent(s, s->dm.e[k].path, touched);
+	unsigned df = recv_diff_flags(s);
 	for (size_t k = s->sm.n; k-- > 0;) {
 		const struct idx_entry *e = &s->sm.e[k];
-		if ((e->type != IDX_DIR && (e->type != IDX_REG || s->written[k])) ||
+		if (e->type == IDX_SOCK || (e->type != IDX_DIR && s->written[k]) ||
 		    (!*e->path && s->keep_root_meta))
 			continue;
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		/* a file whose content did not arrive keeps its old metadata too:
-		 * the new mtime on old content would hide it from the next run */
-		if (e->type == IDX_REG && s->change[k] != IDX_META)
+		 * the new mtime on old content would hide it from the next run;
+		 * links and specials made this run have theirs already */
+		if (e->type != IDX_DIR && s->change[k] != IDX_META)
 			continue;
 		if (e->type == IDX_DIR && d && d->type == IDX_DIR && !(d->flags & GONE) &&
 		    !touched[k] && !s->written[k] && s->change[k] != IDX_META)
@@ -443,15 +449,11 @@ void recv_fix_meta(struct rstate *s)
 		if (e->type == IDX_REG && (s->r->flags & SYNC_F_HARDLINKS) && e->hlink &&
 		    e->hlink != k + 1)
 			continue;
-		int fd = sync_open_beneath(s->root, e->path, O_RDONLY |
-		                           (e->type == IDX_DIR ? O_DIRECTORY : O_NONBLOCK));
-		if (fd < 0) {
-			recv_fail(s, *e->path ? e->path : ".", "cannot open to set metadata", errno);
-			continue;
-		}
+		/* what of ACLs and xattrs differs (a new directory: everything) */
+		unsigned what = d && d->type == e->type && !(d->flags & GONE)
+		                ? idx_meta_changes(e, d, df) : RECV_NEW_INODE;
 		uint64_t errors = s->res->errors;
-		apply_meta_fd(s, fd, e);
-		close(fd);
+		fix_one(s, e, what);
 		if (e->type == IDX_REG && s->res->errors == errors)   /* dirs: said in the plan */
 			recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 	}
@@ -619,6 +621,8 @@ void recv_save_index(struct rstate *s)
 		             : fstat(s->root, &st) < 0)
 			continue;
 		struct idx_entry n = *e;
+		n.x = NULL;   /* xattrs and ACLs as set are not vouched for: read next time */
+		n.got = 0;
 		n.dev = st.st_dev;
 		n.ino = st.st_ino;
 		n.nlink = (uint32_t)st.st_nlink;

@@ -5,8 +5,9 @@
  * no space and no transfer). "The same" is rsync's: the quick check (size
  * and mtime) or, with -c, the content (every chunk digest of the sender's
  * manifest), and every attribute the run keeps (permissions with -p, the
- * mtime with -t, owner and group as root with -o/-g), since a link shares
- * them. A relative DIR is relative to DST's root, as rsync's.
+ * mtime with -t, owner as root with -o, the group with -g (or --chown),
+ * xattrs with -X, ACLs with -A), since a link shares them. A relative DIR
+ * is relative to DST's root, as rsync's.
  *
  * Paths come from the sender's manifest: the file in DIR is reached with
  * sync_open_beneath() from DIR's fd, never through a symlink, and the link
@@ -59,7 +60,7 @@ static int same_content(int fd, const struct idx_entry *e)
 }
 
 /* Is st (DIR's file at e's path, open as fd) the same file as e? */
-static int same_file(const struct rstate *s, int fd, const struct stat *st,
+static int same_file(struct rstate *s, int fd, const struct stat *st,
                      const struct idx_entry *e)
 {
 	unsigned f = s->r->flags;
@@ -68,9 +69,12 @@ static int same_file(const struct rstate *s, int fd, const struct stat *st,
 		return 0;
 	if ((f & SYNC_F_PERMS) && (st->st_mode & 07777) != e->mode)
 		return 0;
-	if ((f & SYNC_F_OWNER) && geteuid() == 0 && (st->st_uid != e->uid || st->st_gid != e->gid))
+	if ((s->set_uid && e->uid != IDX_ID_NONE && st->st_uid != e->uid) ||
+	    (s->set_gid && e->gid != IDX_ID_NONE && st->st_gid != e->gid))
 		return 0;
 	if (((f & SYNC_F_TIMES) || !(f & SYNC_F_CHECKSUM)) && mt != e->mtime_ns)
+		return 0;
+	if (!recv_extra_same(s, fd, st, e))
 		return 0;
 	return !(f & SYNC_F_CHECKSUM) || same_content(fd, e);
 }

@@ -271,6 +271,20 @@ static unsigned flag_of(int c)
 	return 0;
 }
 
+/* --chown USER:GROUP, USER, USER: or :GROUP (names or numbers, looked up
+ * on the receiving side). 0, or -1 (said). */
+static int chown_syntax(const char *arg)
+{
+	const char *colon = strchr(arg, ':');
+	size_t ul = colon ? (size_t)(colon - arg) : strlen(arg);
+	size_t gl = colon ? strlen(colon + 1) : 0;
+	if ((!ul && !gl) || ul > 255 || gl > 255 || (colon && strchr(colon + 1, ':'))) {
+		log_err("--chown: expected USER:GROUP, USER or :GROUP, got '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
 /* Options with a value, or with an effect beyond flags. -1 to go on, else
  * the exit code to leave with now. */
 static int take_value(int c, struct sync_args *a)
@@ -324,8 +338,23 @@ static int take_value(int c, struct sync_args *a)
 		o->flags |= SYNC_F_ONE_FS;
 		o->one_fs += o->one_fs < 2;
 		return -1;
-	case OPT_CHOWN: o->chown = optarg; return -1;
-	case OPT_CHMOD: o->chmod = optarg; return -1;
+	case OPT_CHOWN:
+		if (chown_syntax(optarg) < 0)
+			return RD_EXIT_USAGE;
+		o->chown = optarg;   /* implies -o for USER, -g for GROUP (sync/ids.c) */
+		return -1;
+	case OPT_CHMOD: {
+		struct sync_chmod *ch;
+		int rc = sync_chmod_parse(optarg, 022, &ch);
+		sync_chmod_free(ch);
+		if (rc < 0) {
+			log_err("--chmod: '%s' is not a mode: comma-separated [DF][ugoa][+-=][rwxXst] "
+			        "or [DF]octal", optarg);
+			return RD_EXIT_USAGE;
+		}
+		o->chmod = optarg;
+		return -1;
+	}
 	case OPT_MIN_SIZE:
 	case OPT_MAX_SIZE:
 		*(c == OPT_MIN_SIZE ? &o->min_size_arg : &o->max_size_arg) = optarg;
@@ -449,6 +478,9 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 			return RD_EXIT_USAGE;
 	}
 	a->o.tp.encrypt = (a->o.flags & SYNC_F_ENCRYPT) != 0;
+	/* --scan -X / -A: what the scan reads too */
+	a->so.meta = ((a->o.flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	             ((a->o.flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
 	if (a->o.quiet)
 		a->o.tp.verbose = -1;   /* -q wins over -v, as rsync */
 	a->operands = argv + optind;
@@ -463,15 +495,9 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 int sync_opts_check(const struct sync_opts *o)
 {
 	static const struct { unsigned flag; const char *name; } later[] = {
-		{ SYNC_F_ACLS, "-A/--acls" },
-		{ SYNC_F_XATTRS, "-X/--xattrs" },
-		{ SYNC_F_NUMERIC_IDS, "--numeric-ids" },
 		{ SYNC_F_INPLACE, "--inplace" },
 		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
-	};
-	const struct { const void *set; const char *name; } later_v[] = {
-		{ o->chown, "--chown" }, { o->chmod, "--chmod" },
 	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
@@ -500,11 +526,6 @@ int sync_opts_check(const struct sync_opts *o)
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (o->flags & later[i].flag) {
 			log_err("%s is not implemented yet", later[i].name);
-			return RD_EXIT_USAGE;
-		}
-	for (size_t i = 0; i < sizeof later_v / sizeof later_v[0]; i++)
-		if (later_v[i].set) {
-			log_err("%s is not implemented yet", later_v[i].name);
 			return RD_EXIT_USAGE;
 		}
 	return 0;

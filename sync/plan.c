@@ -16,24 +16,10 @@
 #include "common/log.h"
 #include "sync/recv_int.h"
 
-/* idx_diff() flags for this run's options. */
-static unsigned diff_flags(unsigned f)
-{
-	unsigned df = 0;
-	if (!(f & SYNC_F_CHECKSUM))
-		df |= IDX_DIFF_QUICK;
-	if (!(f & SYNC_F_PERMS))
-		df |= IDX_DIFF_NO_PERMS;
-	df |= (f & SYNC_F_TIMES) ? IDX_DIFF_MTIME_DIRS : IDX_DIFF_NO_TIMES;
-	if ((f & SYNC_F_OWNER) && geteuid() == 0)
-		df |= IDX_DIFF_OWNER;
-	return df;
-}
-
 /* s->diff and s->change[]: how each sender entry differs from DST's. */
 static int classify(struct rstate *s)
 {
-	int rc = idx_diff(&s->sm, &s->dm, diff_flags(s->r->flags), &s->diff);
+	int rc = idx_diff(&s->sm, &s->dm, recv_diff_flags(s), &s->diff);
 	if (rc < 0)
 		return rc;
 	s->change = calloc(s->sm.n ? s->sm.n : 1, 1);

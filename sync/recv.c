@@ -144,6 +144,7 @@ static void drop_root(struct idx_manifest *m)
 	free(m->e[0].path);
 	free(m->e[0].link);
 	free(m->e[0].chunks);
+	free(m->e[0].x);
 	memmove(m->e, m->e + 1, (m->n - 1) * sizeof *m->e);
 	m->n--;
 	for (size_t i = 0; i < m->n; i++)
@@ -282,6 +283,7 @@ static int scan_opts(struct rstate *s)
 	int rc;
 	s->so.only = s->only;
 	s->so.one_fs = o->one_fs;
+	s->so.meta = sync_scan_meta(s->r->flags);
 	s->so.no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
@@ -489,7 +491,13 @@ static int receive(struct rstate *s)
 	uint32_t send_n;
 	int rc;
 	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0 ||
-	    (rc = check_disjoint(s)) < 0 || (rc = plan_and_ask(s, &send_n)) < 0)
+	    (rc = check_disjoint(s)) < 0)
+		return rc;
+	if ((rc = recv_prepare_meta(s)) < 0) {
+		s->res->code = rc == -EINVAL ? RD_EXIT_USAGE : 0;
+		return rc;
+	}
+	if ((rc = plan_and_ask(s, &send_n)) < 0)
 		return rc;
 	/* 5. the data, and what the sender could not send */
 	if (send_n && (rc = recv_take(s, s->want, s->nwant)) < 0) {
@@ -531,6 +539,7 @@ static void rstate_free(struct rstate *s)
 	free(s->top);
 	free(s->root_path);
 	free(s->cdir);
+	sync_chmod_free(s->chmod);
 	sync_filter_free(s->filter);
 	sync_files_roots_free(s->roots, s->nroots);
 	free(s->bprotect);

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "sync/sync_int.h"
@@ -87,6 +88,11 @@ struct rstate {
 	int ldfd[SYNC_MAX_LINK_DEST];   /* --link-dest directories, open */
 	int nld;
 	uint64_t del_skipped;    /* deletions --max-delete stopped (exit 25) */
+	/* metadata (meta.c, ids.c) */
+	struct sync_chmod *chmod;   /* --chmod, parsed */
+	int set_uid, set_gid;    /* owners are ours to set (root, -o/-g, --chown) */
+	int xattr_all;           /* both sides read xattrs of every namespace
+	                            but system.* (as root), else user.* only */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -110,6 +116,33 @@ int  recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant);
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 
+/* ids.c: the sender's uids and gids (owners, ACL entries) made ours: by
+ * name unless --numeric-ids (sm->names), --chown's, and as non-root
+ * IDX_ID_NONE for a group we are not in; sets set_uid and set_gid.
+ * 0, -EINVAL (--chown names no one here; said), -ENOMEM. */
+int  recv_map_ids(struct rstate *s);
+
+/* meta.c: the sender's entries made what DST should hold (recv_map_ids(),
+ * --chmod, ACL base entries from the mode, the xattrs both sides read);
+ * before the plan. 0 or an error (said). */
+int  recv_prepare_meta(struct rstate *s);
+/* 1 when the open file fd (st its stat) has the xattrs and ACLs e should
+ * have, as far as the run keeps them (-X, -A; else 1): --link-dest. */
+int  recv_extra_same(struct rstate *s, int fd, const struct stat *st, const struct idx_entry *e);
+/* idx_diff() flags for this run's options. */
+unsigned recv_diff_flags(const struct rstate *s);
+/* Sort ACL entries; a second entry of one (tag, id) is dropped. */
+void recv_acl_canon(struct idx_ace *a, uint16_t *n);
+/* Owner, mode, ACLs, xattrs and mtime of e on what DST has: an open file
+ * or directory (fd), a symlink (name in pd), a fifo or device (an O_PATH
+ * fd). what: which of IDX_M_ACL, IDX_M_XATTR to set (a new inode: both);
+ * the rest is always set. Failures are recv_fail()ed. */
+#define RECV_NEW_INODE (IDX_M_ACL | IDX_M_XATTR)
+void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what);
+void recv_apply_link(struct rstate *s, int pd, const char *name, const struct idx_entry *e,
+                     unsigned what);
+void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
+                        unsigned what);
 /* itemize.c: the user's lines. */
 enum { RECV_OUT_NONE, RECV_OUT_NAMES, RECV_OUT_CODES };
 /* s->out and s->mark from the options. */

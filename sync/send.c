@@ -31,13 +31,18 @@ static char *mirror_name(const char *src)
 	return strdup(base);
 }
 
-static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t errors,
+/* The manifest, with the names of its owners unless --numeric-ids (as
+ * rsync), and the sender's count of unreadable entries; *bytes: its size. */
+static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
                          uint64_t *bytes)
 {
+	struct ctl *c = r->ctl;
 	uint8_t *buf;
 	size_t len;
-	int rc = idx_manifest_encode(m, &buf, &len);
-	if (rc < 0)
+	int rc = 0;
+	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)))
+		rc = sync_names_collect(m);
+	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
 	*bytes = len;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
@@ -490,6 +495,7 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 	int rc;
 	so->only = s->only;
 	so->one_fs = o->one_fs;
+	so->meta = sync_scan_meta(s->r->flags);
 	so->no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -527,7 +533,7 @@ static int scan_many(struct sstate *s)
 	}
 	if (rc == 0)
 		sync_count_entries(s->res, &s->m, 0);   /* --stats, --json */
-	return rc ? rc : send_manifest(s->r->ctl, &s->m, errors, &s->res->flist_bytes);
+	return rc ? rc : send_manifest(s->r, &s->m, errors, &s->res->flist_bytes);
 }
 
 /* READY, the scan of SRC and the manifest. */
@@ -588,7 +594,7 @@ static int scan_and_send(struct sstate *s)
 		return -ECANCELED;
 	}
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
-	return send_manifest(r->ctl, &s->m, st.errors, &s->res->flist_bytes);
+	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes);
 }
 
 /* The receiver's plan: which entries to send. 0, 1 when the receiver gave

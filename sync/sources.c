@@ -69,12 +69,13 @@ static void entry_free(struct idx_entry *e)
 	free(e->path);
 	free(e->link);
 	free(e->chunks);
+	free(e->x);
 }
 
 /* SRC k: lock it, scan it, and move its entries onto *all. 0, or a negative
  * errno when it cannot be used (said; counted by the caller). */
 static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **all,
-                    size_t *n, size_t *cap, uint64_t *errors)
+                    size_t *n, size_t *cap, uint64_t *errors, unsigned *mflags)
 {
 	struct idx_scan_opts so = { 0 };
 	struct idx_manifest m = { 0 };
@@ -85,6 +86,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 		return rc;
 	so.only = only;
 	so.one_fs = r->o->one_fs;
+	so.meta = sync_scan_meta(r->flags);
 	so.no_index = r->o->no_index;   /* --no-index: both sides */
 	int fd = open(ss->root[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct filter *flt = NULL;   /* the rules, with this SRC's dir-merge files */
@@ -118,6 +120,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	ss->fd[k] = fd;
 	ss->lock[k] = lock;
 	*errors += st.errors;
+	*mflags = m.flags;   /* what every scan read (xattrs, ACLs): the same */
 	for (size_t i = 0; i < m.n; i++) {
 		if (so.only && !*m.e[i].path) {   /* a named SRC's parent is not sent */
 			entry_free(&m.e[i]);
@@ -175,6 +178,7 @@ int srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_
 {
 	struct tagged *all = NULL;
 	size_t n = 0, cap = 0;
+	unsigned mflags = 0;
 	ss->n = r->nsrc;
 	ss->root = calloc((size_t)ss->n, sizeof *ss->root);
 	ss->fd = malloc((size_t)ss->n * sizeof *ss->fd);
@@ -184,7 +188,7 @@ int srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_
 	for (int k = 0; k < ss->n; k++)
 		ss->fd[k] = ss->lock[k] = -1;
 	for (int k = 0; k < ss->n; k++) {
-		int rc = scan_one(r, ss, k, &all, &n, &cap, errors);
+		int rc = scan_one(r, ss, k, &all, &n, &cap, errors, &mflags);
 		if (rc == -ENOMEM || rc == -EWOULDBLOCK) {
 			for (size_t i = 0; i < n; i++)
 				entry_free(&all[i].e);
@@ -195,6 +199,7 @@ int srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_
 			(*errors)++;
 	}
 	int rc = merge(ss, all, n, m);
+	m->flags = mflags;
 	free(all);
 	return rc;
 }

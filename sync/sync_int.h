@@ -39,6 +39,26 @@ struct role {
 	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
 };
 
+/* What a scan reads besides (idx_scan_opts.meta) for the run's flags. */
+static inline unsigned sync_scan_meta(unsigned flags)
+{
+	return ((flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	       ((flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
+}
+
+/* sync/ids.c: the sender's names for the uids and gids of m (owners and
+ * named ACL entries; never 0), each looked up once, into m->names (rsync's
+ * user and group lists). 0 or -ENOMEM. */
+int  sync_names_collect(struct idx_manifest *m);
+
+/* sync/chmod.c: --chmod (rsync's syntax). parse: 0, -EINVAL for a string
+ * rsync would refuse, -ENOMEM; umask_bits: for items without u/g/o/a.
+ * apply: the mode (07777 bits) of an entry, a directory or not. */
+struct sync_chmod;
+int  sync_chmod_parse(const char *arg, uint32_t umask_bits, struct sync_chmod **out);
+uint32_t sync_chmod_apply(const struct sync_chmod *ch, uint32_t mode, int is_dir);
+void sync_chmod_free(struct sync_chmod *ch);
+
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
 int  packer_open(struct packer **p, struct tp_session *ts);
@@ -248,7 +268,8 @@ char *sync_item_code(char out[SYNC_ITEM_LEN], char how, char type, unsigned bits
 char sync_item_type(int idx_type);
 /* The bits for sender entry e against DST's d (NULL: new) under the run's
  * flags; own: owners are kept (root); sent: its content is transferred.
- * ACLs and xattrs are for the caller to add. */
+ * ACLs and xattrs are for the caller to add (the receiver adds them, and
+ * the owners, by its rules: sync/itemize.c). */
 unsigned sync_item_bits(const struct idx_entry *e, const struct idx_entry *d, unsigned flags,
                         int own, int sent);
 int  sync_kind(int idx_type);   /* SYNC_K_* */

@@ -56,6 +56,14 @@ attack() {
 
 # --- a sender's file list (manifest) that breaks the rules ---
 
+@test "attack: a file list with an xattr value over 64 KiB" {
+	attack pull manifest-xattr-oversized 12 "the sender's file list has an xattr value over 64 KiB: 'a'"
+}
+
+@test "attack: a file list with a trusted.* xattr from a sender that read user.* only" {
+	attack pull manifest-xattr-namespace 12 "the sender's file list has an xattr of a namespace it does not send: 'a'"
+}
+
 @test "attack: a file list entry '../x', outside the tree" {
 	attack pull manifest-dotdot 12 "rdcp: the sender's file list has an entry outside the tree: '../x'"
 }
