@@ -39,6 +39,8 @@ static int send_frame(struct ctl *c, uint8_t type, const void *payload, size_t l
 	int rc = io_xfer_timeout(c->out, h, sizeof h, 1, c->timeout_ms);
 	if (rc == 0)
 		rc = io_xfer_timeout(c->out, (void *)payload, len, 1, c->timeout_ms);
+	if (rc == 0)
+		__atomic_add_fetch(&c->tx_bytes, sizeof h + len, __ATOMIC_RELAXED);
 	return rc == -EPIPE ? -ECONNRESET : rc;
 }
 
@@ -149,6 +151,7 @@ static int recv_frame(struct ctl *c, uint8_t *type, size_t *len)
 	*type = h[4];
 	*len = n;
 	c->rx_ms = ctl_now_ms();
+	c->rx_bytes += sizeof h + n;
 	return 0;
 }
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   2           /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   4           /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -40,7 +40,14 @@ enum ctl_type {
 	                       (the rest vanished or changed) */
 	CTL_NOOP,           /* either way: nothing (keep-alive under --timeout);
 	                       ctl_recv() skips it */
-	CTL_LAST = CTL_NOOP,
+	CTL_LANDED,         /* receiver -> sender, --remove-source-files: u32
+	                       count, u32 manifest indices of what DST holds */
+	CTL_FILES,          /* client -> server, after HELLO: a part of the
+	                       --files-from list; an empty part ends it */
+	/* sync, version 4 */
+	CTL_PROGRESS,       /* receiver -> sender, during the data: u64 files
+	                       landed, u64 their bytes (the sender's --progress) */
+	CTL_LAST = CTL_PROGRESS,
 };
 
 struct ctl {
@@ -50,6 +57,7 @@ struct ctl {
 	int timeout_ms;     /* 0: wait forever; see ctl_set_timeout() */
 	struct ctl_ka *ka;  /* the keep-alive thread, with a timeout */
 	long long rx_ms;    /* CLOCK_MONOTONIC ms of the last frame received */
+	uint64_t tx_bytes, rx_bytes;   /* frames sent and received, headers included */
 };
 
 /* Send one frame. 0 or -errno. */

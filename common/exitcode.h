@@ -1,4 +1,4 @@
-/* Exit codes of every rdcp program; documented in docs/rdcp.1.md. They follow
+/* Exit codes of every rdcp program; documented in docs/rdcp.1. They follow
  * rsync's numbering where rsync has the same meaning. */
 #ifndef RDCP_COMMON_EXITCODE_H
 #define RDCP_COMMON_EXITCODE_H
@@ -20,6 +20,7 @@ enum {
 	RD_EXIT_SIGNAL   = 20,  /* interrupted by a signal */
 	RD_EXIT_PARTIAL  = 23,  /* partial transfer: some entries failed */
 	RD_EXIT_VANISHED = 24,  /* partial transfer: source files vanished */
+	RD_EXIT_DEL_LIMIT = 25, /* --max-delete stopped deletions */
 	RD_EXIT_TIMEOUT  = 30,  /* --timeout: no I/O for that long (rdcp's control
 	                           channel, rdsend/rdrecv's data session) */
 };

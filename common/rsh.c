@@ -1,5 +1,7 @@
 /* The remote shell launcher (common/rsh.h). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,22 @@
 #include "common/rsh.h"
 
 #define RSH_MAX_WORDS 56
+
+int rsh_is_ip(const char *s)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	return inet_pton(AF_INET, s, &a4) == 1 || inet_pton(AF_INET6, s, &a6) == 1;
+}
+
+const char *rsh_server_addr(void)
+{
+	static char addr[INET6_ADDRSTRLEN + 1];
+	const char *sc = getenv("SSH_CONNECTION");
+	if (!sc || sscanf(sc, "%*s %*s %46s", addr) != 1 || !rsh_is_ip(addr))
+		return "";
+	return addr;
+}
 
 pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
                 int *from)

@@ -17,4 +17,14 @@
 pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
                 int *from);
 
+/*
+ * On the far side of a remote shell: the address the client's ssh connected
+ * to, the third field of $SSH_CONNECTION ("client port server port"), when
+ * it is an IP literal; else "" (not started by ssh). The client may not know
+ * it: it dialled an ssh_config alias, or through a ProxyJump. Static storage.
+ */
+const char *rsh_server_addr(void);
+/* 1 if s is an IPv4 or IPv6 address literal (no host name, no scope). */
+int rsh_is_ip(const char *s);
+
 #endif

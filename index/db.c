@@ -16,7 +16,9 @@
 #include "index/idx_int.h"
 
 #define DB_APP_ID  0x52444358   /* "RDCX" */
-#define DB_VERSION 1
+#define DB_VERSION 2            /* 2: the extra column (xattrs, ACLs) */
+#define CHK_VERSION 1           /* what row checksums mix in: rows of version 1
+                                   stay valid in version 2 */
 
 struct idx_db {
 	sqlite3 *h;
@@ -27,7 +29,7 @@ struct idx_db {
 
 static const char schema[] =
 	"PRAGMA application_id = 1380205400;"   /* DB_APP_ID */
-	"PRAGMA user_version = 1;"
+	"PRAGMA user_version = 2;"
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
 	"CREATE TABLE entries("
 	" path BLOB PRIMARY KEY, type INTEGER NOT NULL, mode INTEGER NOT NULL,"
@@ -35,9 +37,35 @@ static const char schema[] =
 	" mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
 	" dev INTEGER NOT NULL, ino INTEGER NOT NULL, nlink INTEGER NOT NULL,"
 	" rdev INTEGER NOT NULL, link BLOB, hash BLOB NOT NULL, chunks BLOB,"
-	" chk INTEGER NOT NULL) WITHOUT ROWID;";
+	" chk INTEGER NOT NULL, extra BLOB) WITHOUT ROWID;";
+/* version 1 -> 2: the same rows, none of them with xattrs or ACLs read */
+static const char migrate_1[] =
+	"ALTER TABLE entries ADD COLUMN extra BLOB;"
+	"PRAGMA user_version = 2;";
 
 _Static_assert(DB_APP_ID == 1380205400, "schema literal must match DB_APP_ID");
+
+/* The row checksum's part for what was read of xattrs and ACLs. */
+static void chk_extra(XXH3_state_t *st, const struct idx_entry *e)
+{
+	const struct idx_extra *x = e->x;
+	uint8_t head[8] = { e->got };
+	if (x) {
+		put_u16(head + 2, x->nxattrs);
+		put_u16(head + 4, x->nacl);
+		put_u16(head + 6, x->ndacl);
+	}
+	XXH3_64bits_update(st, head, sizeof head);
+	if (!x)
+		return;
+	XXH3_64bits_update(st, x->xattrs, x->xattrs_len);
+	for (uint32_t i = 0; i < (uint32_t)x->nacl + x->ndacl; i++) {
+		const struct idx_ace *a = i < x->nacl ? &x->acl[i] : &x->dacl[i - x->nacl];
+		uint8_t b[6] = { a->tag, a->perm };
+		put_u32(b + 2, a->id);
+		XXH3_64bits_update(st, b, sizeof b);
+	}
+}
 
 /* Checksum over every stored field of e, path included. */
 static int64_t row_chk(const struct idx_entry *e)
@@ -59,7 +87,7 @@ static int64_t row_chk(const struct idx_entry *e)
 	put_u64(p, e->ino);   p += 8;
 	put_u64(p, e->rdev);  p += 8;
 	put_u64(p, e->link ? strlen(e->link) : 0); p += 8;
-	put_u64(p, DB_VERSION); p += 8;
+	put_u64(p, CHK_VERSION); p += 8;
 	XXH3_state_t st;
 	XXH3_INITSTATE(&st);
 	XXH3_64bits_reset(&st);
@@ -70,6 +98,8 @@ static int64_t row_chk(const struct idx_entry *e)
 	XXH3_64bits_update(&st, e->hash, IDX_HASH_LEN);
 	if (e->nchunks)
 		XXH3_64bits_update(&st, e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
+	if (e->got)   /* a row without xattrs or ACLs read sums as in version 1 */
+		chk_extra(&st, e);
 	return (int64_t)XXH3_64bits_digest(&st);
 }
 
@@ -114,6 +144,8 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	}
 	if (app != DB_APP_ID)
 		return "not an rdcp index";
+	if (ver == 1 && sqlite3_exec(db->h, migrate_1, NULL, NULL, NULL) == SQLITE_OK)
+		ver = DB_VERSION;
 	if (ver != DB_VERSION)
 		return "written by another version of rdcp";
 	sqlite3_stmt *s;
@@ -232,6 +264,31 @@ void idx_db_close(struct idx_db *db)
 	free(db);
 }
 
+/* The extra column: what was read (got, 1), which sections follow (1), the
+ * sections as in a manifest entry (docs/protocol.md). Into e->got and e->x
+ * (the caller frees it). 0 or -EBADMSG. */
+static int extra_read(sqlite3_stmt *s, struct idx_entry *e)
+{
+	const uint8_t *b = sqlite3_column_blob(s, 16);
+	int n = sqlite3_column_bytes(s, 16);
+	struct wire_rd r = { b, b + (n > 0 ? n : 0), 0 };
+	uint8_t got = rd_u8(&r), bits = rd_u8(&r);
+	const char *why;
+	if (r.bad || !got || (got & ~(IDX_GOT_XATTRS | IDX_GOT_XATTRS_ALL | IDX_GOT_ACLS)) ||
+	    (bits & ~(IDX_E_XATTRS | IDX_E_ACL | IDX_E_DACL)) ||
+	    ((bits & IDX_E_XATTRS) && !(got & IDX_GOT_XATTRS)) ||
+	    ((bits & (IDX_E_ACL | IDX_E_DACL)) && !(got & IDX_GOT_ACLS)))
+		return -EBADMSG;
+	if (idx_extra_get(&r, bits, (got & IDX_GOT_XATTRS_ALL) != 0, &e->x, &why) < 0 ||
+	    r.p != r.end) {
+		free(e->x);
+		e->x = NULL;
+		return -EBADMSG;
+	}
+	e->got = got;
+	return 0;
+}
+
 /* Fill e from the current row; 0 if the row is sound, else -EBADMSG. */
 static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link)
 {
@@ -277,8 +334,13 @@ static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link
 	if ((size_t)sqlite3_column_bytes(s, 14) != (size_t)e->nchunks * IDX_HASH_LEN)
 		return -EBADMSG;
 	e->chunks = (uint8_t *)sqlite3_column_blob(s, 14);   /* copied by the caller */
-	if (row_chk(e) != sqlite3_column_int64(s, 15))
+	if (sqlite3_column_type(s, 16) != SQLITE_NULL && extra_read(s, e) < 0)
 		return -EBADMSG;
+	if (row_chk(e) != sqlite3_column_int64(s, 15)) {
+		free(e->x);
+		e->x = NULL;
+		return -EBADMSG;
+	}
 	return 0;
 }
 
@@ -296,7 +358,7 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 		goto out;
 	if (sqlite3_prepare_v2(db->h,
 	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
-	        "rdev,link,hash,chunks,chk FROM entries", -1, &s, NULL) != SQLITE_OK)
+	        "rdev,link,hash,chunks,chk,extra FROM entries", -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	int step;
 	while ((step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -306,6 +368,7 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 			continue;
 		}
 		rc = idx_manifest_add(out, &e);
+		free(e.x);
 		if (rc < 0)
 			goto out;
 	}
@@ -348,8 +411,21 @@ static int bind_row(sqlite3_stmt *s, const struct idx_entry *e)
 	else
 		sqlite3_bind_null(s, 15);
 	sqlite3_bind_int64(s, 16, row_chk(e));
+	struct wire_wr w = { 0 };
+	if (e->got) {
+		unsigned bits = idx_extra_bits(e->x);
+		wr_u8(&w, e->got);
+		wr_u8(&w, (uint8_t)bits);
+		idx_extra_put(&w, e->x, bits);
+		if (w.bad)
+			return -ENOMEM;
+		sqlite3_bind_blob(s, 17, w.buf, (int)w.len, SQLITE_STATIC);
+	} else {
+		sqlite3_bind_null(s, 17);
+	}
 	int rc = sqlite3_step(s);
 	sqlite3_reset(s);
+	free(w.buf);
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
@@ -369,7 +445,7 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO entries VALUES"
-	        "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)", -1, &ins,
+	        "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)", -1, &ins,
 	        NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &del,
 	        NULL) != SQLITE_OK ||

@@ -42,16 +42,27 @@ static int content_differs(const struct idx_entry *s, const struct idx_entry *t,
 	}
 }
 
-static int meta_differs(const struct idx_entry *s, const struct idx_entry *t,
-                        unsigned flags)
+unsigned idx_meta_changes(const struct idx_entry *s, const struct idx_entry *t,
+                          unsigned flags)
 {
+	unsigned m = 0;
 	if (!(flags & IDX_DIFF_NO_PERMS) && s->type != IDX_LNK && s->mode != t->mode)
-		return 1;   /* a symlink's mode means nothing on Linux */
-	if ((flags & IDX_DIFF_OWNER) && (s->uid != t->uid || s->gid != t->gid))
-		return 1;
-	if ((flags & IDX_DIFF_NO_TIMES) || (s->type == IDX_DIR && !(flags & IDX_DIFF_MTIME_DIRS)))
-		return 0;
-	return s->mtime_ns != t->mtime_ns;
+		m |= IDX_M_PERMS;   /* a symlink's mode means nothing on Linux */
+	if ((flags & IDX_DIFF_UID) && s->uid != IDX_ID_NONE && s->uid != t->uid)
+		m |= IDX_M_UID;
+	if ((flags & IDX_DIFF_GID) && s->gid != IDX_ID_NONE && s->gid != t->gid)
+		m |= IDX_M_GID;
+	/* what src has read is compared; a dst that did not read it differs */
+	if ((flags & IDX_DIFF_XATTRS) && (s->got & IDX_GOT_XATTRS) &&
+	    (!(t->got & IDX_GOT_XATTRS) || !idx_extra_same_xattrs(s->x, t->x)))
+		m |= IDX_M_XATTR;
+	if ((flags & IDX_DIFF_ACLS) && (s->got & IDX_GOT_ACLS) && s->type != IDX_LNK &&
+	    (!(t->got & IDX_GOT_ACLS) || !idx_extra_same_acls(s->x, t->x)))
+		m |= IDX_M_ACL;
+	if (!(flags & IDX_DIFF_NO_TIMES) && (s->type != IDX_DIR || (flags & IDX_DIFF_MTIME_DIRS)) &&
+	    s->mtime_ns != t->mtime_ns)
+		m |= IDX_M_TIME;
+	return m;
 }
 
 int idx_diff(const struct idx_manifest *src, const struct idx_manifest *dst,
@@ -73,7 +84,7 @@ int idx_diff(const struct idx_manifest *src, const struct idx_manifest *dst,
 				rc = push(out, IDX_TYPE, s, t);
 			else if (content_differs(s, t, flags))
 				rc = push(out, IDX_CONTENT, s, t);
-			else if (meta_differs(s, t, flags))
+			else if (idx_meta_changes(s, t, flags))
 				rc = push(out, IDX_META, s, t);
 		}
 		if (rc < 0) {

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <string.h>
 
+#include "common/wire.h"
 #include "index/index.h"
 
 /*
@@ -24,6 +25,39 @@ int idx_hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, size_t cap,
 int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
              int threads, const struct idx_scan_opts *opts, struct idx_manifest *out,
              struct idx_stats *st);
+
+/*
+ * Read the xattrs and ACLs (want: IDX_SCAN_*) of the entry `name` in dfd
+ * (NULL: dfd itself) into e->x, replacing what was there, and set e->got.
+ * e->type and e->ino must be set (from the walker's stat). 0 or -errno:
+ * -E2BIG when the entry is over the bounds of index.h.
+ */
+int  idx_read_extra(int dfd, const char *name, struct idx_entry *e, unsigned want);
+/* The IDX_GOT_* bits a scan for want (IDX_SCAN_*) sets, for this process. */
+unsigned idx_got_for(unsigned want);
+/* Sort n ACL entries by (tag, id). */
+void idx_acl_sort(struct idx_ace *a, uint16_t n);
+
+/*
+ * The encoding of an entry's extras, shared by the manifest and the index
+ * (docs/protocol.md): idx_extra_bits() says which sections x has (IDX_E_*
+ * bits of an entry's flags byte), idx_extra_put() writes those of bits, and
+ * idx_extra_get() reads the sections bits names, checking them as peer
+ * input (sorted, unique, bounded, xattr names of the namespaces of
+ * all_ns (see idx_xattr_in_scope()), ACLs well formed) into *x (malloc'd,
+ * NULL when bits is 0). get: 0, or -EBADMSG with a phrase that follows
+ * "has" in *why (static text); -ENOMEM.
+ */
+enum {
+	IDX_E_XATTRS = 1 << 1,   /* the entry's flags on the wire */
+	IDX_E_ACL    = 1 << 2,
+	IDX_E_DACL   = 1 << 3,
+	IDX_E_UNREAD = 1 << 4,   /* they could not be read (no sections) */
+};
+unsigned idx_extra_bits(const struct idx_extra *x);
+void idx_extra_put(struct wire_wr *w, const struct idx_extra *x, unsigned bits);
+int  idx_extra_get(struct wire_rd *r, unsigned bits, int all_ns, struct idx_extra **x,
+                   const char **why);
 
 struct idx_db;
 /* Open (creating or rebuilding as needed) the index at path for root. */

@@ -21,6 +21,15 @@
 #define IDX_PATH_MAX    32768
 /* Longest symlink target we accept. */
 #define IDX_LINK_MAX    4096
+/* Extended attributes (-X): a name of 1..255 bytes (Linux's XATTR_NAME_MAX),
+ * a value of at most 64 KiB (XATTR_SIZE_MAX), and names and values of one
+ * entry together at most 1 MiB (a bound of ours: an entry over it is an
+ * error of the scan, and a peer's manifest with one is refused). */
+#define IDX_XATTR_NAME_MAX  255
+#define IDX_XATTR_VALUE_MAX 65536
+#define IDX_XATTR_TOTAL_MAX (1u << 20)
+/* Entries of one POSIX ACL (what fits in one 64 KiB xattr on Linux). */
+#define IDX_ACL_MAX     8191
 
 enum idx_type {
 	IDX_REG = 1,
@@ -35,6 +44,46 @@ enum idx_type {
 enum {
 	IDX_F_UNSTABLE = 1 << 0,  /* changed while we read it: hash not trusted */
 	IDX_F_HASHED   = 1 << 1,  /* hashed by this scan (not taken from the index) */
+};
+
+/* What of an entry's extended attributes and ACLs was read (idx_entry.got):
+ * an entry without IDX_GOT_XATTRS says nothing about its xattrs, one with
+ * it and no xattrs in x has none (in the namespaces read). */
+enum {
+	IDX_GOT_XATTRS     = 1 << 0,  /* xattrs: of the user.* namespace, */
+	IDX_GOT_XATTRS_ALL = 1 << 1,  /* with XATTRS: of every namespace but
+	                                 system.* (read as root) */
+	IDX_GOT_ACLS       = 1 << 2,  /* POSIX ACLs (access; default of directories) */
+};
+
+/* One entry of a POSIX ACL. Tags in the order an ACL lists them. */
+enum idx_acl_tag {
+	IDX_ACL_USER_OBJ = 1,
+	IDX_ACL_USER,
+	IDX_ACL_GROUP_OBJ,
+	IDX_ACL_GROUP,
+	IDX_ACL_MASK,
+	IDX_ACL_OTHER,
+};
+struct idx_ace {
+	uint32_t id;       /* uid or gid of IDX_ACL_USER / IDX_ACL_GROUP, else 0 */
+	uint8_t  tag;      /* enum idx_acl_tag */
+	uint8_t  perm;     /* rwx as 4|2|1 */
+};
+
+/*
+ * An entry's extended attributes and ACLs, when it has any; one allocation
+ * (free() frees it), made by idx_extra_new(). xattrs holds nxattrs items
+ * sorted bytewise by name, each: name length (1), name (no NUL), value
+ * length (4, big-endian), value. acl is the access ACL, only when it says
+ * more than the mode (it has a mask entry); dacl a directory's default
+ * ACL. Both list every entry, sorted by (tag, id).
+ */
+struct idx_extra {
+	uint8_t        *xattrs;
+	struct idx_ace *acl, *dacl;
+	uint32_t        xattrs_len;
+	uint16_t        nxattrs, nacl, ndacl;
 };
 
 /*
@@ -57,13 +106,34 @@ struct idx_entry {
 	                          first entry in the manifest, 0 for none */
 	uint8_t   type;        /* enum idx_type */
 	uint8_t   flags;       /* IDX_F_* */
+	uint8_t   got;         /* IDX_GOT_*: what of x was read */
 	uint8_t   hash[IDX_HASH_LEN];  /* content hash (regular files) */
+	struct idx_extra *x;   /* xattrs and ACLs, NULL when none (or not read) */
+};
+
+/* A name for a uid or gid of the manifest (rsync's user and group lists):
+ * the sender's names, for the receiver to map ids by name. */
+enum { IDX_NAME_USER = 1, IDX_NAME_GROUP = 2 };
+struct idx_name {
+	uint32_t id;
+	uint8_t  kind;        /* IDX_NAME_USER or IDX_NAME_GROUP */
+	char    *name;        /* 1..255 bytes */
+};
+
+/* What a manifest's entries carry besides what every manifest has. */
+enum {
+	IDX_MF_XATTRS     = 1 << 0,  /* xattrs were read: of user.* only, */
+	IDX_MF_XATTRS_ALL = 1 << 1,  /* or of every namespace but system.* */
+	IDX_MF_ACLS       = 1 << 2,  /* ACLs were read */
 };
 
 /* A list of entries sorted by path (bytewise), parents before children. */
 struct idx_manifest {
 	struct idx_entry *e;
 	size_t            n, cap;
+	unsigned          flags;     /* IDX_MF_*: what was read of every entry */
+	struct idx_name  *names;     /* sorted by (kind, id), each once */
+	size_t            nnames;
 };
 
 struct idx_stats {
@@ -71,6 +141,8 @@ struct idx_stats {
 	uint64_t bytes;           /* sum of regular file sizes */
 	uint64_t hashed, hashed_bytes;
 	uint64_t reused;          /* regular files whose hash came from the index */
+	uint64_t extra_read;      /* entries whose xattrs/ACLs were read (-X, -A);
+	                             the others' came from the index */
 	uint64_t errors;          /* entries that could not be read */
 	uint64_t temps;           /* rdcp temp files seen (left by a crash) */
 	double   seconds;
@@ -88,6 +160,33 @@ struct idx_scan_opts {
 	 * below it) out of the scan. Called from several threads at once. */
 	int       (*skip)(const char *path, int is_dir, void *ctx);
 	void       *skip_ctx;
+	/* Optional: scan only these entries (and the directories above them,
+	 * which are recorded but not descended into nor given to skip). The
+	 * index is then read but not written: it keeps the whole tree's rows. */
+	const struct idx_root *roots;
+	size_t      nroots;
+	int         roots_optional;   /* a root (or a directory above one) that
+	                                 is not there is no error: a destination */
+	int         one_fs;       /* 1: directories on another filesystem than
+	                             the root are recorded but not descended
+	                             into; 2: left out */
+	unsigned    meta;         /* IDX_SCAN_*: what else to read of each entry */
+};
+
+/* An entry to scan (idx_scan_opts.roots): path relative to the root, ""
+ * the root itself; depth: 0 the entry only, 1 and a directory's entries,
+ * -1 everything below it. */
+struct idx_root {
+	const char *path;
+	int depth;
+};
+
+/* Read extended attributes (of user.* only, or as root of every namespace
+ * but system.*) and POSIX ACLs. An unchanged entry (by the index's rule for
+ * hashes) takes them from the index. */
+enum {
+	IDX_SCAN_XATTRS = 1 << 0,
+	IDX_SCAN_ACLS   = 1 << 1,
 };
 
 /* rdcp's temp files are named IDX_TEMP_PREFIX + 16 random hex digits + 16
@@ -167,6 +266,33 @@ int idx_save(const char *root, const struct idx_scan_opts *opts,
 void idx_manifest_free(struct idx_manifest *m);
 /* Append a deep copy of e. Returns 0 or -ENOMEM. */
 int  idx_manifest_add(struct idx_manifest *m, const struct idx_entry *e);
+/* Add a name for id of kind to m->names, keeping them sorted and unique
+ * (an id named already keeps its first name). 0 or -ENOMEM. */
+int  idx_manifest_name(struct idx_manifest *m, uint8_t kind, uint32_t id, const char *name);
+/* The name m has for id of kind, or NULL. */
+const char *idx_manifest_name_of(const struct idx_manifest *m, uint8_t kind, uint32_t id);
+
+/* A zeroed idx_extra with room for nacl + ndacl ACL entries and xattrs_len
+ * bytes of xattr items, its pointers set (NULL where a count is 0); the
+ * caller fills it. NULL without memory. */
+struct idx_extra *idx_extra_new(uint16_t nacl, uint16_t ndacl, uint32_t xattrs_len);
+/* A copy of x (NULL for NULL); *err set to -ENOMEM when that failed. */
+struct idx_extra *idx_extra_dup(const struct idx_extra *x, int *err);
+/* 1 when a and b (either may be NULL: none) hold the same xattrs; the same
+ * ACLs. */
+int  idx_extra_same_xattrs(const struct idx_extra *a, const struct idx_extra *b);
+int  idx_extra_same_acls(const struct idx_extra *a, const struct idx_extra *b);
+/* The xattrs and ACLs (meta: IDX_SCAN_*) of the open file or directory fd
+ * into e->x and e->got, as a scan reads them (e->type and e->ino must be
+ * set). 0 or -errno (-E2BIG: over the bounds above). */
+int  idx_read_extra_fd(int fd, struct idx_entry *e, unsigned meta);
+/* 1 when an xattr of this name is one -X carries: of user.*, or with all
+ * (read as root) of every namespace but system.* (ACLs are -A's). */
+int  idx_xattr_in_scope(const char *name, int all);
+/* Walk x's xattrs: *off starts at 0; each call gives the next name (nlen
+ * bytes, not NUL-terminated) and value; 0 at the end. */
+int  idx_xattr_next(const struct idx_extra *x, uint32_t *off, const char **name,
+                    size_t *nlen, const uint8_t **value, uint32_t *vlen);
 /* Sort by path, then set hlink for regular files sharing (dev, ino). */
 void idx_manifest_sort(struct idx_manifest *m);
 /* Binary search; NULL when absent. m must be sorted. */
@@ -222,27 +348,52 @@ struct idx_diff {
 	size_t             n, cap;
 };
 
+/* A uid or gid that means "leave it as it is" (chown(2)'s -1): never a
+ * difference, never set. */
+#define IDX_ID_NONE UINT32_MAX
+
 enum {
-	IDX_DIFF_OWNER      = 1 << 0, /* uid/gid differences count as metadata */
+	IDX_DIFF_UID        = 1 << 0, /* uid differences count as metadata */
 	IDX_DIFF_MTIME_DIRS = 1 << 1, /* directory mtimes count as metadata */
 	IDX_DIFF_QUICK      = 1 << 2, /* regular files: same size and mtime is the
 	                                 same content (rsync's quick check); else
 	                                 the content hashes are compared */
 	IDX_DIFF_NO_PERMS   = 1 << 3, /* modes do not count */
 	IDX_DIFF_NO_TIMES   = 1 << 4, /* mtimes do not count as metadata */
+	IDX_DIFF_GID        = 1 << 5, /* gid differences count as metadata */
+	IDX_DIFF_XATTRS     = 1 << 6, /* xattrs count (of src entries that have them read) */
+	IDX_DIFF_ACLS       = 1 << 7, /* ACLs count (likewise) */
+	IDX_DIFF_OWNER      = IDX_DIFF_UID | IDX_DIFF_GID,
+};
+
+/* What differs in an entry's metadata (idx_meta_changes()), as rsync's
+ * itemized letters t, p, o, g, a, x. */
+enum {
+	IDX_M_TIME  = 1 << 0,
+	IDX_M_PERMS = 1 << 1,
+	IDX_M_UID   = 1 << 2,
+	IDX_M_GID   = 1 << 3,
+	IDX_M_ACL   = 1 << 4,
+	IDX_M_XATTR = 1 << 5,
 };
 
 /*
  * Compare two sorted manifests. Unchanged entries are not listed.
  * Content: a regular file's size and hash (or mtime, with IDX_DIFF_QUICK),
  * a symlink's target, a device's number. Metadata: mode (not of symlinks),
- * mtime (of directories only with IDX_DIFF_MTIME_DIRS), owner when asked.
+ * mtime (of directories only with IDX_DIFF_MTIME_DIRS), uid and gid when
+ * asked (a src id of IDX_ID_NONE never differs), xattrs and ACLs when asked
+ * and src has them read (dst without them read differs).
  * Entries point into src and dst, which must outlive the diff.
  * Returns 0 or -ENOMEM.
  */
 int  idx_diff(const struct idx_manifest *src, const struct idx_manifest *dst,
               unsigned flags, struct idx_diff *out);
 void idx_diff_free(struct idx_diff *d);
+/* The IDX_M_* bits of what differs between two entries of one type, by
+ * idx_diff()'s rules for metadata and flags. */
+unsigned idx_meta_changes(const struct idx_entry *src, const struct idx_entry *dst,
+                          unsigned flags);
 const char *idx_change_name(enum idx_change_kind k);
 const char *idx_type_name(enum idx_type t);
 

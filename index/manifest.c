@@ -7,18 +7,36 @@
 
 #include "common/log.h"
 #include "common/wire.h"
-#include "index/index.h"
+#include "index/idx_int.h"
 
 #define MF_MAGIC   0x52444d46u   /* "RDMF" */
 #define MF_VERSION 1
 #define MF_HDR_LEN 20
 #define MF_MIN_ENTRY 26          /* smallest possible encoded entry */
+/* header flags: a names table follows the header; then IDX_MF_* << 1 */
+#define MF_H_NAMES   0x01
+#define MF_H_SHIFT   1
+#define MF_H_ALL     (MF_H_NAMES | ((IDX_MF_XATTRS | IDX_MF_XATTRS_ALL | IDX_MF_ACLS) << MF_H_SHIFT))
+#define MF_NAMES_MAX 65536        /* entries of the names table */
+_Static_assert((int)IDX_MF_XATTRS == (int)IDX_GOT_XATTRS &&
+               (int)IDX_MF_XATTRS_ALL == (int)IDX_GOT_XATTRS_ALL &&
+               (int)IDX_MF_ACLS == (int)IDX_GOT_ACLS, "a manifest's flags are what each entry got");
 
 static void entry_free(struct idx_entry *e)
 {
 	free(e->path);
 	free(e->link);
 	free(e->chunks);
+	free(e->x);
+}
+
+static void names_free(struct idx_manifest *m)
+{
+	for (size_t i = 0; i < m->nnames; i++)
+		free(m->names[i].name);
+	free(m->names);
+	m->names = NULL;
+	m->nnames = 0;
 }
 
 void idx_manifest_free(struct idx_manifest *m)
@@ -28,7 +46,54 @@ void idx_manifest_free(struct idx_manifest *m)
 	for (size_t i = 0; i < m->n; i++)
 		entry_free(&m->e[i]);
 	free(m->e);
+	names_free(m);
 	memset(m, 0, sizeof *m);
+}
+
+/* Where (kind, id) is or would go in m->names. */
+static size_t name_slot(const struct idx_manifest *m, uint8_t kind, uint32_t id, int *found)
+{
+	size_t lo = 0, hi = m->nnames;
+	*found = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct idx_name *n = &m->names[mid];
+		if (n->kind == kind && n->id == id) {
+			*found = 1;
+			return mid;
+		}
+		if (n->kind < kind || (n->kind == kind && n->id < id))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int idx_manifest_name(struct idx_manifest *m, uint8_t kind, uint32_t id, const char *name)
+{
+	int found;
+	size_t at = name_slot(m, kind, id, &found);
+	if (found)
+		return 0;
+	struct idx_name *v = realloc(m->names, (m->nnames + 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	m->names = v;
+	char *copy = strdup(name);
+	if (!copy)
+		return -ENOMEM;
+	memmove(v + at + 1, v + at, (m->nnames - at) * sizeof *v);
+	v[at] = (struct idx_name){ id, kind, copy };
+	m->nnames++;
+	return 0;
+}
+
+const char *idx_manifest_name_of(const struct idx_manifest *m, uint8_t kind, uint32_t id)
+{
+	int found;
+	size_t at = name_slot(m, kind, id, &found);
+	return found ? m->names[at].name : NULL;
 }
 
 static struct idx_entry *manifest_push(struct idx_manifest *m)
@@ -51,16 +116,19 @@ int idx_manifest_add(struct idx_manifest *m, const struct idx_entry *src)
 	struct idx_entry *e = manifest_push(m);
 	if (!e)
 		return -ENOMEM;
+	int err = 0;
 	*e = *src;
 	e->path = strdup(src->path);
 	e->link = src->link ? strdup(src->link) : NULL;
+	e->x = idx_extra_dup(src->x, &err);
 	e->chunks = NULL;
 	if (src->chunks && src->nchunks) {
 		e->chunks = malloc((size_t)src->nchunks * IDX_HASH_LEN);
 		if (e->chunks)
 			memcpy(e->chunks, src->chunks, (size_t)src->nchunks * IDX_HASH_LEN);
 	}
-	if (!e->path || (src->link && !e->link) || (src->chunks && src->nchunks && !e->chunks)) {
+	if (!e->path || (src->link && !e->link) || (src->chunks && src->nchunks && !e->chunks) ||
+	    err) {
 		entry_free(e);
 		m->n--;
 		return -ENOMEM;
@@ -181,23 +249,76 @@ int idx_path_check(const char *path, size_t len)
 	return path_problem(path, len) ? -EINVAL : 0;
 }
 
+/* The names table (header flag MF_H_NAMES): count (4), then per name kind
+ * (1), id (4), length (1), name. */
+static void put_names(struct wire_wr *w, const struct idx_manifest *m)
+{
+	wr_u32(w, (uint32_t)m->nnames);
+	for (size_t i = 0; i < m->nnames; i++) {
+		size_t l = strlen(m->names[i].name);
+		wr_u8(w, m->names[i].kind);
+		wr_u32(w, m->names[i].id);
+		wr_u8(w, (uint8_t)l);
+		wr_bytes(w, m->names[i].name, l);
+	}
+}
+
+/* What the manifest m can encode of its names and extras: header flags,
+ * or -EINVAL for something no decoder would take back. */
+static int header_flags(const struct idx_manifest *m)
+{
+	if ((m->flags & ~(unsigned)(IDX_MF_XATTRS | IDX_MF_XATTRS_ALL | IDX_MF_ACLS)) ||
+	    ((m->flags & IDX_MF_XATTRS_ALL) && !(m->flags & IDX_MF_XATTRS)) ||
+	    m->nnames > MF_NAMES_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < m->nnames; i++) {
+		size_t l = strlen(m->names[i].name);
+		if (!l || l > 255 || (i && (m->names[i].kind < m->names[i - 1].kind ||
+		    (m->names[i].kind == m->names[i - 1].kind && m->names[i].id <= m->names[i - 1].id))))
+			return -EINVAL;
+	}
+	return (m->nnames ? MF_H_NAMES : 0) | (int)(m->flags << MF_H_SHIFT);
+}
+
+/* The extras sections entry e carries in a manifest of flags mf, or
+ * IDX_E_UNREAD when it lacks what the manifest says was read. */
+static unsigned entry_bits(const struct idx_entry *e, unsigned mf)
+{
+	if ((e->got & mf) != mf)
+		return IDX_E_UNREAD;
+	unsigned bits = idx_extra_bits(e->x);
+	if (!(mf & IDX_MF_XATTRS))
+		bits &= ~(unsigned)IDX_E_XATTRS;
+	if (!(mf & IDX_MF_ACLS) || e->type == IDX_LNK)
+		bits &= ~(unsigned)(IDX_E_ACL | IDX_E_DACL);
+	if (e->type != IDX_DIR)
+		bits &= ~(unsigned)IDX_E_DACL;
+	return bits;
+}
+
 int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len)
 {
 	struct wire_wr w = { 0 };
+	int hflags = header_flags(m);
+	if (hflags < 0)
+		return hflags;
 	wr_u32(&w, MF_MAGIC);
 	wr_u8(&w, MF_VERSION);
-	wr_u8(&w, 0);
+	wr_u8(&w, (uint8_t)hflags);
 	wr_u16(&w, 0);
 	wr_u32(&w, (uint32_t)IDX_CHUNK_SIZE);
 	wr_u64(&w, m->n);
+	if (hflags & MF_H_NAMES)
+		put_names(&w, m);
 	const char *prev = "";
 	for (size_t i = 0; i < m->n; i++) {
 		const struct idx_entry *e = &m->e[i];
 		size_t plen = strlen(e->path), pre = 0;
 		while (prev[pre] && prev[pre] == e->path[pre] && pre < 0xffff)
 			pre++;
+		unsigned bits = entry_bits(e, m->flags);
 		wr_u8(&w, e->type);
-		wr_u8(&w, e->flags & IDX_F_UNSTABLE);
+		wr_u8(&w, (uint8_t)((e->flags & IDX_F_UNSTABLE) | bits));
 		wr_u16(&w, (uint16_t)pre);
 		wr_u16(&w, (uint16_t)(plen - pre));
 		wr_bytes(&w, e->path + pre, plen - pre);
@@ -229,6 +350,7 @@ int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len
 		default:
 			break;
 		}
+		idx_extra_put(&w, e->x, bits);
 		prev = e->path;
 	}
 	if (w.bad) {
@@ -263,10 +385,12 @@ static int why_bad(struct idx_why *why, const char *path, const char *fmt, ...)
 /* The head of entry `index`: type, flags and path. The path is a prefix of
  * the previous one (pathbuf, *prevlen bytes) plus a suffix; it must be
  * checked, canonically encoded and after the previous entry's. Leaves the
- * path in pathbuf and its length in *prevlen. 0 or -EBADMSG (why said). */
+ * path in pathbuf and its length in *prevlen, the extras sections the
+ * entry has in *ebits (of allowed, what the header says was read).
+ * 0 or -EBADMSG (why said). */
 static int decode_head(struct wire_rd *r, const struct idx_manifest *out, size_t index,
                        struct idx_entry *e, char *pathbuf, size_t *prevlen,
-                       struct idx_why *why)
+                       unsigned allowed, unsigned *ebits, struct idx_why *why)
 {
 	e->type = rd_u8(r);
 	uint8_t flags = rd_u8(r);
@@ -276,8 +400,17 @@ static int decode_head(struct wire_rd *r, const struct idx_manifest *out, size_t
 		return why_bad(why, NULL, "ends in the middle of entry %zu", index);
 	if (e->type < IDX_REG || e->type > IDX_SOCK)
 		return why_bad(why, NULL, "has an entry of unknown type %u", e->type);
-	if (flags & ~IDX_F_UNSTABLE)
+	if (flags & ~(IDX_F_UNSTABLE | allowed))
 		return why_bad(why, NULL, "has an entry with unknown flags 0x%02x", flags);
+	*ebits = flags & allowed;
+	if ((*ebits & IDX_E_UNREAD) && (*ebits & ~(unsigned)IDX_E_UNREAD))
+		return why_bad(why, NULL, "has an entry with xattrs or ACLs it could not read "
+		               "(entry %zu)", index);
+	if ((*ebits & (IDX_E_ACL | IDX_E_DACL) && e->type == IDX_LNK) ||
+	    ((*ebits & IDX_E_DACL) && e->type != IDX_DIR))
+		return why_bad(why, NULL, "has an ACL on an entry of type %s (entry %zu)",
+		               idx_type_name(e->type), index);
+	flags &= IDX_F_UNSTABLE;
 	if (pre > *prevlen || pre + slen > IDX_PATH_MAX)
 		return why_bad(why, NULL, "has a path that shares more than the previous one "
 		               "or is over 32768 bytes (entry %zu)", index);
@@ -370,8 +503,14 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out, size_t inde
                         char *pathbuf, size_t *prevlen, struct idx_why *why)
 {
 	struct idx_entry e = { 0 };
-	if (decode_head(r, out, index, &e, pathbuf, prevlen, why) < 0)
+	unsigned allowed = ((out->flags & IDX_MF_XATTRS) ? IDX_E_XATTRS : 0) |
+	                   ((out->flags & IDX_MF_ACLS) ? IDX_E_ACL | IDX_E_DACL : 0) |
+	                   (out->flags ? IDX_E_UNREAD : 0);
+	unsigned ebits = 0;
+	if (decode_head(r, out, index, &e, pathbuf, prevlen, allowed, &ebits, why) < 0)
 		return -EBADMSG;
+	/* IDX_MF_* are the IDX_GOT_* bits; an unread entry got nothing */
+	e.got = (ebits & IDX_E_UNREAD) ? 0 : (uint8_t)out->flags;
 	e.mode = rd_u32(r);
 	e.uid = rd_u32(r);
 	e.gid = rd_u32(r);
@@ -384,11 +523,20 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out, size_t inde
 	if (!r->bad && decode_type_fields(r, out, index, &e, pathbuf, &chunks, &target, &tlen,
 	                                  why) < 0)
 		return -EBADMSG;
+	const char *bad = NULL;
+	int rc = r->bad ? 0 : idx_extra_get(r, ebits, (out->flags & IDX_MF_XATTRS_ALL) != 0,
+	                                    &e.x, &bad);
+	if (rc == -EBADMSG)
+		return why_bad(why, pathbuf, "has %s", bad);
+	if (rc < 0)
+		return rc;
 	if (r->bad)
 		return why_bad(why, pathbuf, "ends in the middle of an entry");
 	struct idx_entry *d = manifest_push(out);
-	if (!d)
+	if (!d) {
+		free(e.x);
 		return -ENOMEM;
+	}
 	*d = e;
 	d->path = strdup(pathbuf);
 	if (target && (d->link = malloc(tlen + 1))) {
@@ -402,8 +550,44 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out, size_t inde
 	return 0;
 }
 
-/* The 20-byte header; *count out. 0 or -EBADMSG (why said). */
-static int decode_header(struct wire_rd *r, size_t len, uint64_t *count, struct idx_why *why)
+/* The names table (MF_H_NAMES) into out->names. 0, -ENOMEM or -EBADMSG
+ * (why said). */
+static int decode_names(struct wire_rd *r, struct idx_manifest *out, struct idx_why *why)
+{
+	uint32_t n = rd_u32(r);
+	if (r->bad)
+		return why_bad(why, NULL, "ends in its table of names");
+	if (n == 0 || n > MF_NAMES_MAX || n > (size_t)(r->end - r->p) / 7)
+		return why_bad(why, NULL, "has a table of %u names (1..65536 that fit)", n);
+	if (!(out->names = calloc(n, sizeof *out->names)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t kind = rd_u8(r);
+		uint32_t id = rd_u32(r);
+		size_t l = rd_u8(r);
+		const uint8_t *p = rd_take(r, l);
+		if (r->bad)
+			return why_bad(why, NULL, "ends in its table of names");
+		if (kind != IDX_NAME_USER && kind != IDX_NAME_GROUP)
+			return why_bad(why, NULL, "has a name of unknown kind %u", kind);
+		const struct idx_name *pv = i ? &out->names[i - 1] : NULL;
+		if (pv && (kind < pv->kind || (kind == pv->kind && id <= pv->id)))
+			return why_bad(why, NULL, "has a table of names not sorted, or with an id "
+			               "twice");
+		if (l == 0 || memchr(p, 0, l))
+			return why_bad(why, NULL, "has a name that is empty or has a NUL byte");
+		if (!(out->names[i].name = strndup((const char *)p, l)))
+			return -ENOMEM;
+		out->names[i].kind = kind;
+		out->names[i].id = id;
+		out->nnames = i + 1;
+	}
+	return 0;
+}
+
+/* The 20-byte header; *count out, out->flags. 0 or -EBADMSG (why said). */
+static int decode_header(struct wire_rd *r, size_t len, uint64_t *count,
+                         struct idx_manifest *out, struct idx_why *why)
 {
 	uint32_t magic = rd_u32(r);
 	uint8_t version = rd_u8(r), flags = rd_u8(r);
@@ -414,14 +598,17 @@ static int decode_header(struct wire_rd *r, size_t len, uint64_t *count, struct 
 		return why_bad(why, NULL, "is not a file list (%zu bytes, no RDMF header)", len);
 	if (version != MF_VERSION)
 		return why_bad(why, NULL, "is of version %u, not %u", version, MF_VERSION);
-	if (flags || reserved)
+	if ((flags & ~MF_H_ALL) || reserved)
 		return why_bad(why, NULL, "has reserved header fields that are not zero");
+	out->flags = flags >> MF_H_SHIFT;
+	if ((out->flags & IDX_MF_XATTRS_ALL) && !(out->flags & IDX_MF_XATTRS))
+		return why_bad(why, NULL, "says it has xattrs of all namespaces but none");
 	if (chunk != IDX_CHUNK_SIZE)
 		return why_bad(why, NULL, "has a chunk size of %u bytes, not 4 MiB", chunk);
 	if (*count > (len - MF_HDR_LEN) / MF_MIN_ENTRY)
 		return why_bad(why, NULL, "claims %llu entries in %zu bytes",
 		               (unsigned long long)*count, len);
-	return 0;
+	return (flags & MF_H_NAMES) ? decode_names(r, out, why) : 0;
 }
 
 int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out,
@@ -432,19 +619,19 @@ int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out
 	memset(out, 0, sizeof *out);
 	if (why)
 		why->text[0] = '\0';
-	if (decode_header(&r, len, &count, why) < 0)
-		return -EBADMSG;
-	char *pathbuf = malloc(IDX_PATH_MAX + 1);
-	if (!pathbuf)
-		return -ENOMEM;
+	int rc = decode_header(&r, len, &count, out, why);
+	char *pathbuf = rc ? NULL : malloc(IDX_PATH_MAX + 1);
+	if (!rc && !pathbuf)
+		rc = -ENOMEM;
 	size_t prevlen = 0;
-	int rc = 0;
 	for (uint64_t i = 0; i < count && rc == 0; i++)
 		rc = decode_entry(&r, out, (size_t)i, pathbuf, &prevlen, why);
 	if (rc == 0 && r.p != r.end)   /* trailing garbage */
 		rc = why_bad(why, NULL, "has %zu bytes after its last entry", (size_t)(r.end - r.p));
 	if (rc == -ENOMEM && why)
 		snprintf(why->text, sizeof why->text, "is too large for this machine's memory");
+	if (rc == -EBADMSG && why && !why->text[0])
+		snprintf(why->text, sizeof why->text, "is malformed");
 	free(pathbuf);
 	if (rc)
 		idx_manifest_free(out);

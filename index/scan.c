@@ -154,8 +154,11 @@ static int walk_threads(const struct idx_scan_opts *opts)
 	return threads;
 }
 
-/* Add the root itself to out, as the directory with the empty path. */
-static int add_root(struct idx_manifest *out, const struct stat *rst)
+/* Add the root itself to out, as the directory with the empty path, with
+ * its xattrs and ACLs when asked (a failure to read them is said and
+ * counted; the root then goes without). */
+static int add_root(struct idx_manifest *out, int fd, const struct stat *rst,
+                    unsigned meta, const char *root, struct idx_stats *st)
 {
 	int rc = idx_manifest_add(out, &(struct idx_entry){ .path = "" });
 	if (rc < 0)
@@ -170,7 +173,35 @@ static int add_root(struct idx_manifest *out, const struct stat *rst)
 	r->dev = rst->st_dev;
 	r->ino = rst->st_ino;
 	r->nlink = (uint32_t)rst->st_nlink;
-	return 0;
+	if (meta)
+		st->extra_read++;
+	if (meta && (rc = idx_read_extra(fd, NULL, r, meta)) < 0) {
+		log_err("%s: cannot read its xattrs or ACLs: %s", root, strerror(-rc));
+		st->errors++;
+		r->got = 0;
+	}
+	return rc == -ENOMEM ? rc : 0;
+}
+
+/* Drop entries recorded twice (sorted: they are neighbours), then link
+ * the hard-link groups again by the new indices. */
+static void dedupe(struct idx_manifest *m)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		if (k && !strcmp(m->e[k - 1].path, m->e[i].path)) {
+			free(m->e[i].path);
+			free(m->e[i].link);
+			free(m->e[i].chunks);
+			free(m->e[i].x);
+			continue;
+		}
+		m->e[k++] = m->e[i];
+	}
+	if (k != m->n) {
+		m->n = k;
+		idx_manifest_sort(m);
+	}
 }
 
 int idx_scan(const char *root, const struct idx_scan_opts *opts,
@@ -204,7 +235,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	 * this instant gets a timestamp >= it. */
 	int64_t scan_start = now_ns(CLOCK_REALTIME_COARSE);
 	int threads = walk_threads(opts);
-	rc = add_root(out, &rst);
+	rc = add_root(out, fd, &rst, opts->meta, root, st);
 	if (rc < 0)
 		goto out;
 	rc = idx_walk(fd, &old, last_scan, threads, opts, out, st);
@@ -213,10 +244,14 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		goto out;
 	}
 	idx_manifest_sort(out);
+	if (opts->roots)
+		dedupe(out);   /* a directory above several roots, a root twice */
+	out->flags = idx_got_for(opts->meta);   /* IDX_MF_* are IDX_GOT_* */
 	count(st, out);
 	/* the index is written only after a complete walk: a failed scan leaves
-	 * the previous index as it was */
-	if (db && idx_db_store(db, &old, out, scan_start) < 0)
+	 * the previous index as it was; a scan of some roots writes nothing,
+	 * as it has not seen the rest */
+	if (db && !opts->roots && idx_db_store(db, &old, out, scan_start) < 0)
 		log_warn("index %s was not updated; the next scan will hash more", dbpath);
 out:
 	st->seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;

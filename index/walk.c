@@ -34,6 +34,7 @@ struct bigfile {
 struct dirjob {
 	int fd;
 	char *path;
+	int depth;      /* levels of entries to list: -1 all, 1 this one only */
 };
 
 struct walker;
@@ -62,6 +63,10 @@ struct walker {
 	const char *only;
 	int (*skip)(const char *path, int is_dir, void *ctx);
 	void *skip_ctx;
+	unsigned meta;                      /* IDX_SCAN_*: xattrs, ACLs */
+	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
+	int one_fs, roots_optional;
+	dev_t root_dev;
 	int64_t trust_before;
 	struct worker *workers;
 };
@@ -112,16 +117,43 @@ static int same_stat(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Take the hash from the previous index if the file provably did not change. */
-static int reuse_hash(struct walker *w, struct idx_entry *e)
+/* The previous index's row of e, if e provably did not change since it
+ * was read: same type, size, inode, mtime and ctime (which any write,
+ * xattr or ACL change moves), and not within the clock tick of that scan
+ * (a row stamped then may predate a write that left the timestamps equal:
+ * read again, as git does). */
+static const struct idx_entry *unchanged(const struct walker *w, const struct idx_entry *e)
 {
 	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (!o || o->type != IDX_REG || o->size != e->size || o->ino != e->ino ||
+	if (!o || o->type != e->type || o->size != e->size || o->ino != e->ino ||
 	    o->mtime_ns != e->mtime_ns || o->ctime_ns != e->ctime_ns)
-		return 0;
-	/* Changed within the clock tick of the last scan: its hash may predate a
-	 * write that left the timestamps equal. Hash again (as git does). */
+		return NULL;
 	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
+		return NULL;
+	return o;
+}
+
+/* Take xattrs and ACLs from the previous index if the entry provably did
+ * not change and they were read as this scan reads them. What an earlier
+ * scan read is kept even when this one reads nothing (so a scan without -X
+ * does not rewrite every row that has xattrs). 1 when taken. */
+static int reuse_extra(const struct walker *w, struct idx_entry *e, const struct idx_entry *o)
+{
+	if (!o || (w->want_got && o->got != w->want_got))
+		return 0;
+	int err = 0;
+	e->x = idx_extra_dup(o->x, &err);
+	if (err)
+		return 0;
+	e->got = o->got;
+	return 1;
+}
+
+/* Take the hash from the previous index if the file provably did not
+ * change (o: unchanged()'s answer). */
+static int reuse_hash(struct idx_entry *e, const struct idx_entry *o)
+{
+	if (!o || o->type != IDX_REG)
 		return 0;
 	if (o->nchunks) {
 		e->chunks = malloc((size_t)o->nchunks * IDX_HASH_LEN);
@@ -262,24 +294,55 @@ static int hash_file(struct worker *wk, int dfd, const char *name, struct idx_en
 	return 0;
 }
 
-static void walk_dir(struct worker *wk, int fd, const char *path);
+static void walk_dir(struct worker *wk, int fd, const char *path, int depth);
 
-static void push_dir(struct worker *wk, int fd, char *path)
+static void push_dir(struct worker *wk, int fd, char *path, int depth)
 {
 	struct walker *w = wk->w;
 	pthread_mutex_lock(&w->mu);
 	if (w->nstack < STACK_MAX) {
-		w->stack[w->nstack++] = (struct dirjob){ fd, path };
+		w->stack[w->nstack++] = (struct dirjob){ fd, path, depth };
 		pthread_cond_signal(&w->cv);
 		pthread_mutex_unlock(&w->mu);
 		return;
 	}
 	pthread_mutex_unlock(&w->mu);
-	walk_dir(wk, fd, path);   /* enough queued: go depth-first ourselves */
+	walk_dir(wk, fd, path, depth);   /* enough queued: go depth-first ourselves */
 	free(path);
 }
 
-static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name)
+/* The xattrs and ACLs of e (name in dfd). A failure is said and counted,
+ * and e goes without them (got 0: the receiver leaves its own alone);
+ * -ENOENT when e vanished (said and counted). */
+static int read_extra(struct worker *wk, int dfd, const char *name, struct idx_entry *e)
+{
+	char shown[512];
+	int rc = idx_read_extra(dfd, name, e, wk->w->meta);
+	wk->st.extra_read++;
+	if (rc == 0)
+		return 0;
+	wk->st.errors++;
+	if (rc == -ENOENT) {
+		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, e->path));
+		return rc;
+	}
+	log_err("%s: cannot read its %s: %s", log_path(shown, sizeof shown, e->path),
+	        wk->w->meta == IDX_SCAN_XATTRS ? "xattrs" : wk->w->meta == IDX_SCAN_ACLS
+	        ? "ACLs" : "xattrs and ACLs",
+	        rc == -E2BIG ? "over rdcp's bounds (64 KiB a value, 1 MiB an entry, 8191 "
+	        "ACL entries)" : strerror(-rc));
+	e->got = 0;
+	return 0;
+}
+
+/* How one_entry() takes an entry: found in a directory being listed, a
+ * root of opts->roots, or a directory above one (recorded only). */
+enum { ENT_FOUND, ENT_ROOT, ENT_ABOVE };
+
+/* Record entry name of directory dfd (path dpath); a directory is listed
+ * `depth` levels down (0: not at all). */
+static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name,
+                      int depth, int how)
 {
 	char shown[512];
 	struct stat st;
@@ -289,7 +352,14 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		return;
 	}
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
+		if (how != ENT_FOUND && errno == ENOENT && wk->w->roots_optional) {
+			free(path);
+			return;
+		}
+		if (how != ENT_FOUND)
+			log_err("%s: %s (a path asked for)", log_path(shown, sizeof shown, path),
+			        strerror(errno));
+		else if (errno == ENOENT)
 			log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
 		else
 			log_err("%s: cannot stat: %s", log_path(shown, sizeof shown, path), strerror(errno));
@@ -297,10 +367,20 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		free(path);
 		return;
 	}
-	if (wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode), wk->w->skip_ctx)) {
+	if (how != ENT_ABOVE && wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode),
+	                                                    wk->w->skip_ctx)) {
 		free(path);   /* filtered out: not recorded, not descended */
 		return;
 	}
+	if (S_ISDIR(st.st_mode) && wk->w->one_fs && st.st_dev != wk->w->root_dev) {
+		if (wk->w->one_fs > 1) {   /* -xx: mount points left out */
+			free(path);
+			return;
+		}
+		depth = 0;   /* -x: the mount point, empty (its own metadata), as rsync */
+	}
+	if (how == ENT_ABOVE)
+		depth = 0;
 	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
 		wk->w->nomem = 1;
 		free(path);
@@ -308,15 +388,24 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	}
 	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
 	fill_meta(e, &st);
+	const struct idx_entry *old = unchanged(wk->w, e);
+	if (!reuse_extra(wk->w, e, old) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
+		wk->out.n--;   /* vanished */
+		free(e->path);
+		free(path);
+		return;
+	}
 	int rc = 0;
 	switch (e->type) {
 	case IDX_DIR: {
+		if (depth == 0)
+			break;
 		int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd < 0) {
 			rc = -errno;
 			break;   /* the directory itself stays listed; its contents are an error */
 		}
-		push_dir(wk, cfd, path);
+		push_dir(wk, cfd, path, depth);
 		path = NULL;
 		break;
 	}
@@ -327,6 +416,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 			rc = n < 0 ? -errno : -ENAMETOOLONG;
 			wk->out.n--;
 			free(e->path);
+			free(e->x);
 			break;
 		}
 		buf[n] = '\0';
@@ -336,7 +426,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		break;
 	}
 	case IDX_REG:
-		if (reuse_hash(wk->w, e)) {
+		if (reuse_hash(e, old)) {
 			wk->st.reused++;
 			break;
 		}
@@ -346,6 +436,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 			wk->out.n--;   /* an unreadable file is not in the manifest */
 			free(e->path);
 			free(e->chunks);
+			free(e->x);
 		}
 		break;
 	default:
@@ -358,7 +449,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	free(path);
 }
 
-static void walk_dir(struct worker *wk, int fd, const char *path)
+static void walk_dir(struct worker *wk, int fd, const char *path, int depth)
 {
 	char shown[512];
 	DIR *d = fdopendir(fd);
@@ -381,7 +472,7 @@ static void walk_dir(struct worker *wk, int fd, const char *path)
 			wk->st.temps++;   /* debris of an interrupted sync */
 			continue;
 		}
-		one_entry(wk, fd, path, n);
+		one_entry(wk, fd, path, n, depth < 0 ? -1 : depth - 1, ENT_FOUND);
 		errno = 0;
 	}
 	if (errno) {
@@ -390,6 +481,64 @@ static void walk_dir(struct worker *wk, int fd, const char *path)
 		wk->st.errors++;
 	}
 	closedir(d);
+}
+
+/* opts->roots: each root, and the directories above it (recorded, not
+ * listed, not filtered). A root's directories are queued for the threads.
+ * Runs before the threads start. */
+static void seed_roots(struct worker *wk, int root_fd, const struct idx_scan_opts *opts)
+{
+	char shown[512];
+	for (size_t i = 0; i < opts->nroots; i++) {
+		const struct idx_root *r = &opts->roots[i];
+		char *p = strdup(r->path), *comp = p;
+		int dfd = dup(root_fd);
+		if (!p || dfd < 0) {
+			wk->w->nomem = 1;
+			free(p);
+			if (dfd >= 0)
+				close(dfd);
+			return;
+		}
+		if (!*p) {   /* the root itself: recorded by the caller */
+			char *top = strdup("");
+			if (r->depth && top)
+				push_dir(wk, dfd, top, r->depth);
+			else {
+				free(top);
+				close(dfd);
+			}
+			free(p);
+			continue;
+		}
+		for (char *slash; dfd >= 0 && (slash = strchr(comp, '/'));) {
+			*slash = '\0';
+			if (comp > p)
+				comp[-1] = '\0';
+			one_entry(wk, dfd, comp > p ? p : "", comp, 0, ENT_ABOVE);
+			if (comp > p)
+				comp[-1] = '/';
+			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd < 0 && errno == ENOENT && opts->roots_optional) {
+				/* not there: nothing below it either */
+			} else if (nfd < 0) {
+				log_err("%s: %s (a directory above a path asked for)",
+				        log_path(shown, sizeof shown, p), strerror(errno));
+				wk->st.errors++;
+			}
+			close(dfd);
+			dfd = nfd;
+			*slash = '/';
+			comp = slash + 1;
+		}
+		if (dfd >= 0) {
+			if (comp > p)
+				comp[-1] = '\0';
+			one_entry(wk, dfd, comp > p ? p : "", comp, r->depth, ENT_ROOT);
+			close(dfd);
+		}
+		free(p);
+	}
 }
 
 static void *worker_main(void *arg)
@@ -422,7 +571,7 @@ static void *worker_main(void *arg)
 			struct dirjob j = w->stack[--w->nstack];
 			w->active++;
 			pthread_mutex_unlock(&w->mu);
-			walk_dir(wk, j.fd, j.path);
+			walk_dir(wk, j.fd, j.path, j.depth);
 			free(j.path);
 			pthread_mutex_lock(&w->mu);
 			w->active--;
@@ -472,6 +621,7 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 		st->hashed += wk->st.hashed;
 		st->hashed_bytes += wk->st.hashed_bytes;
 		st->reused += wk->st.reused;
+		st->extra_read += wk->st.extra_read;
 		st->errors += wk->st.errors;
 		st->temps += wk->st.temps;
 	}
@@ -483,7 +633,8 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
              struct idx_stats *st)
 {
 	struct walker w = { .old = old, .only = opts->only, .skip = opts->skip,
-	                    .skip_ctx = opts->skip_ctx, .trust_before = trust_before_ns };
+	                    .skip_ctx = opts->skip_ctx, .trust_before = trust_before_ns,
+	                    .meta = opts->meta, .want_got = idx_got_for(opts->meta) };
 	int rc = 0;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
@@ -493,19 +644,34 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 		rc = -ENOMEM;
 		goto out;
 	}
-	int dfd = dup(root_fd);
-	if (dfd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	w.stack[w.nstack++] = (struct dirjob){ dfd, strdup("") };
-	int started = 0;
+	struct stat rst;
+	if (fstat(root_fd, &rst) == 0)
+		w.root_dev = rst.st_dev;
+	w.one_fs = opts->one_fs;
+	w.roots_optional = opts->roots_optional;
 	for (int t = 0; t < threads; t++) {
-		struct worker *wk = &w.workers[t];
-		wk->w = &w;
-		wk->id = t;
-		wk->buf = malloc(HASH_BUF);
-		if (!wk->buf || pthread_create(&wk->tid, NULL, worker_main, wk) != 0) {
+		w.workers[t].w = &w;
+		w.workers[t].id = t;
+		if (!(w.workers[t].buf = malloc(HASH_BUF)))
+			rc = -ENOMEM;
+	}
+	if (rc == 0 && opts->roots) {
+		seed_roots(&w.workers[0], root_fd, opts);   /* before any thread runs */
+	} else if (rc == 0) {
+		int dfd = dup(root_fd);
+		char *top = strdup("");
+		if (dfd < 0 || !top) {
+			rc = dfd < 0 ? -errno : -ENOMEM;
+			if (dfd >= 0)
+				close(dfd);
+			free(top);
+		} else {
+			w.stack[w.nstack++] = (struct dirjob){ dfd, top, -1 };
+		}
+	}
+	int started = 0;
+	for (int t = 0; t < threads && rc == 0; t++) {
+		if (pthread_create(&w.workers[t].tid, NULL, worker_main, &w.workers[t]) != 0) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -513,10 +679,11 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 	}
 	for (int t = 0; t < started; t++)
 		pthread_join(w.workers[t].tid, NULL);
-	if (started == 0) {
-		close(w.stack[0].fd);
-		free(w.stack[0].path);
-	}
+	if (started == 0)
+		for (size_t i = 0; i < w.nstack; i++) {
+			close(w.stack[i].fd);
+			free(w.stack[i].path);
+		}
 	if (rc == 0 && w.nomem)
 		rc = -ENOMEM;
 	if (rc == 0)

@@ -45,9 +45,12 @@ int pipe_setup_send(struct ctl *c, const struct pipe_setup *s);
  * are NULL. */
 int pipe_setup_decode(const uint8_t *b, size_t n, struct pipe_setup *s);
 
-/* READY, segment -> controller: the port (not 0) it listens on. */
-int pipe_ready_send(struct ctl *c, uint16_t port);
-int pipe_ready_decode(const uint8_t *b, size_t n, uint16_t *port);
+/* READY, segment -> controller: the port (not 0) it listens on, and the
+ * address the controller's ssh reached it on (common/rsh.h
+ * rsh_server_addr(): an IP literal, or "" when unknown). decode: -EPROTO
+ * unless addr is "" or an IP literal that fits in cap bytes with its NUL. */
+int pipe_ready_send(struct ctl *c, uint16_t port, const char *addr);
+int pipe_ready_decode(const uint8_t *b, size_t n, uint16_t *port, char *addr, size_t cap);
 
 /* GO, controller -> segment: where the next listener is (port not 0, an
  * address that is not empty and fits in cap bytes with its NUL). */

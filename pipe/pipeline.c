@@ -307,8 +307,8 @@ static int listen_for_output(struct run *r)
 {
 	r->feed = (struct local_hop){ .fd = STDIN_FILENO, .note = r->note[1], .tp = &r->tp };
 	r->coll = (struct local_hop){ .fd = STDOUT_FILENO, .note = r->note[1], .tp = &r->tp };
-	int rc = local_addr_for(r->g[r->n - 1].sp.addr, r->me, sizeof r->me);
-	if (rc == 0 && (rc = tp_listen(NULL, 0, &r->tp, &r->coll.l)) < 0)
+	int rc = tp_listen(NULL, 0, &r->tp, &r->coll.l);
+	if (rc < 0)
 		log_err("cannot listen for the pipeline's output: %s", strerror(-rc));
 	if (rc < 0) {
 		teardown(r->g, r->n);
@@ -325,6 +325,13 @@ static void wire(struct run *r)
 {
 	struct seg *g = r->g;
 	int n = r->n;
+	/* the last segment comes back to us: our address on its route, known
+	 * now that every segment said the address its ssh reached */
+	if (local_addr_for(g[n - 1].sp.addr, r->me, sizeof r->me) < 0) {
+		r->why = "no route";
+		r->code = RD_EXIT_CONN;
+		return;
+	}
 	for (int i = 0; i < n; i++)
 		if (pipe_go_send(&g[i].c, i + 1 < n ? g[i + 1].port : tp_listener_port(r->coll.l),
 		                 i + 1 < n ? g[i + 1].sp.addr : r->me) < 0)
@@ -419,6 +426,7 @@ static int take_message(struct run *r, int i)
 	uint8_t type;
 	size_t len;
 	uint16_t port;
+	char addr[64];
 	if (ctl_recv(&g->c, &type, &len) < 0) {
 		segment_lost(r, i);
 	} else if (type == CTL_ERROR && len >= 4) {
@@ -430,8 +438,15 @@ static int take_message(struct run *r, int i)
 		if (r->code <= 0 || r->code > 125)
 			r->code = RD_EXIT_PROTO;
 	} else if (type == CTL_SEG_READY && !g->ready &&
-	           pipe_ready_decode(g->c.buf, len, &port) == 0) {
+	           pipe_ready_decode(g->c.buf, len, &port, addr, sizeof addr) == 0) {
 		g->port = port;
+		/* the address its ssh reached: the host name may be an ssh_config
+		 * alias that only ssh knows */
+		char *known = *addr ? strdup(addr) : NULL;
+		if (known) {
+			free(g->sp.addr);
+			g->sp.addr = known;
+		}
 		g->ready = 1;
 		r->nready++;
 	} else if (type == CTL_SEG_DONE && g->ready) {

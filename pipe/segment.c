@@ -30,6 +30,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "pipe/pipe_int.h"
 
 #define STILL_RUNNING (-2)   /* the command's status while it runs */
@@ -312,7 +313,7 @@ static int agent_listen(struct agent *a)
 		       "cannot listen for the input", rc);
 		return RD_EXIT_CONN;
 	}
-	if (pipe_ready_send(&a->c, tp_listener_port(a->lin)) < 0)
+	if (pipe_ready_send(&a->c, tp_listener_port(a->lin), rsh_server_addr()) < 0)
 		return RD_EXIT_CONN;
 	return RD_EXIT_OK;
 }

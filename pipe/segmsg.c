@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/rsh.h"
 #include "common/wire.h"
 #include "pipe/pipe_int.h"
 
@@ -128,19 +129,26 @@ int pipe_setup_decode(const uint8_t *b, size_t n, struct pipe_setup *s)
 	return 0;
 }
 
-int pipe_ready_send(struct ctl *c, uint16_t port)
+int pipe_ready_send(struct ctl *c, uint16_t port, const char *addr)
 {
-	uint8_t b[2];
-	put_u16(b, port);
-	return ctl_send(c, CTL_SEG_READY, b, sizeof b);
+	struct wire_wr w = { 0 };
+	wr_u16(&w, port);
+	wr_str16(&w, addr);
+	return send_frame(c, CTL_SEG_READY, &w);
 }
 
-int pipe_ready_decode(const uint8_t *b, size_t n, uint16_t *port)
+int pipe_ready_decode(const uint8_t *b, size_t n, uint16_t *port, char *addr, size_t cap)
 {
-	if (n != 2 || !get_u16(b))
-		return -EPROTO;
-	*port = get_u16(b);
-	return 0;
+	struct wire_rd r = { b, b + n, 0 };
+	*port = rd_u16(&r);
+	char *a = rd_str16(&r);
+	/* peer input: an IP literal or nothing, never a name to resolve */
+	int bad = r.bad || r.p != r.end || !a || strlen(a) >= cap || !*port ||
+	          (*a && !rsh_is_ip(a));
+	if (!bad)
+		snprintf(addr, cap, "%s", a);
+	free(a);
+	return bad ? -EPROTO : 0;
 }
 
 int pipe_go_send(struct ctl *c, uint16_t port, const char *addr)

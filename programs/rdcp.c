@@ -1,6 +1,5 @@
 /* rdcp: command line front end. Parses options, calls the library, maps the
  * result to an exit code. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +13,13 @@
 #include "sync/sync.h"
 
 static const char usage[] =
-"Usage: rdcp [OPTIONS] SRC DST\n"
-"       rdcp --scan [-v] [--index PATH | --no-index] DIR\n"
+"Usage: rdcp [OPTIONS] SRC... DST\n"
+"       rdcp --scan [-v] [-X] [-A] [--index PATH | --no-index] DIR\n"
 "\n"
 "Copy or mirror files and directory trees between machines, over RDMA\n"
 "(InfiniBand, RoCE) where the network has it, else TCP. SRC and DST are\n"
-"local paths or [user@]host:path (one side local). The far side is started\n"
+"local paths or [user@]host:path (one side local; several SRC all on one\n"
+"side, into the directory DST). The far side is started\n"
 "with ssh (rdcp --server), as rsync does; data connections are\n"
 "authenticated with a fresh secret exchanged over ssh.\n"
 "\n"
@@ -29,18 +29,49 @@ static const char usage[] =
 "                    idempotent: a second run transfers nothing\n"
 "  -a, --archive     keep permissions, mtimes (ns), symlinks; owner/group as root\n"
 "  -H, --hard-links  keep hard links\n"
-"      --delete      delete what SRC no longer has (refused if SRC had read errors)\n"
-"  -n, --dry-run     print what would change, change nothing\n"
+"  -X, --xattrs      keep extended attributes (user.*; as root all but system.*)\n"
+"  -A, --acls        keep POSIX ACLs (implies -p)\n"
+"      --numeric-ids owners by number (default: by user and group name)\n"
+"      --chown U:G   make DST's entries owned by U:G (names or numbers)\n"
+"      --chmod CHMOD change DST's modes as rsync: 'D2775,F664', 'g+rX,o-w'\n"
+"      --delete      delete what SRC no longer has (refused if SRC had read errors;\n"
+"                    --sync --delete A DST: refused when DST shares no name with A)\n"
+"      --max-delete N  at most N deletions, then stop and exit 25, as rsync\n"
+"      --delete-before  delete before the data (room on a full disk);\n"
+"      --delete-after, --delete-during  rdcp's --delete (after the data)\n"
+"  -b, --backup      keep what is replaced or deleted as NAME~ (--suffix SUF)\n"
+"      --backup-dir D  ... as D/PATH instead (relative: to DST)\n"
+"      --link-dest D hard-link unchanged files from D (snapshots; up to 20)\n"
+"      --remove-source-files  remove from SRC what landed (not directories)\n"
+"      --mkpath      create DST's missing parent directories\n"
+"      --bwlimit R   at most R KiB/s (suffixes K, M, G; 0: no limit)\n"
+"  -n, --dry-run     change nothing (with -i or -v: say what would change)\n"
 "  -c, --checksum    compare content hashes instead of size and mtime\n"
 "      --exclude PAT leave out what matches PAT (rsync rules: 'x' any level,\n"
 "                    '/x' at the top, 'd/' directories, '**' across '/');\n"
-"      --include PAT the first matching --include/--exclude decides; excluded\n"
-"                    files in DST are neither compared nor deleted\n"
-"  -v, --verbose     print each change and a summary with the bandwidth\n"
-"      --progress    one live line on a terminal: bytes, rate, files, ETA\n"
+"      --include PAT the first matching rule decides; excluded files in DST\n"
+"                    are neither compared nor deleted\n"
+"  -f, --filter R    an rsync filter rule (- + H S P R ! . merge : dir-merge)\n"
+"  -F                --filter='dir-merge /.rsync-filter'; twice: hide them too\n"
+"      --exclude-from F, --include-from F  patterns, one a line ('-': stdin)\n"
+"      --files-from F  only the paths listed in F (relative to SRC; '-': stdin)\n"
+"      --delete-excluded  delete excluded files from DST too\n"
+"      --min-size S, --max-size S  skip smaller/larger files (1.5M, 10KB...)\n"
+"  -u, --update      skip files newer in DST;  --ignore-existing  skip all\n"
+"                    that DST has\n"
+"  -x                do not cross filesystems in SRC (-xx: no mount points)\n"
+"  -v, --verbose     names of what changes, then rsync's summary lines\n"
+"  -i, --itemize-changes  each change as rsync: YXcstpoguax name\n"
+"  -q, --quiet       nothing but errors\n"
+"      --stats       rsync's figures at the end\n"
+"      --json        one JSON object at the end (docs/rdcp.1, OUTPUT)\n"
+"      --progress    one live line on a terminal: bytes, %, rate, time, files\n"
+"  -P                --partial --progress, as rsync\n"
+"      --partial     accepted for rsync's sake; an interrupted file is not\n"
+"                    kept or resumed yet (the next run sends it again)\n"
 "  -e, --rsh CMD     remote shell (default: ssh)\n"
 "      --rdcp-path P rdcp on the remote side (default: rdcp)\n"
-"  -P, --streams N   parallel data streams, 1..16 (default 1)\n"
+"      --streams N   parallel data streams, 1..16 (default 1)\n"
 "      --transport T rdma, tcp or auto (default auto)\n"
 "      --encrypt     seal the data connection (TCP: AES-256-GCM or ChaCha20-\n"
 "                    Poly1305, keys made per run); without it, file data\n"
@@ -60,13 +91,16 @@ static const char usage[] =
 "  --index-prune[=DAYS]  remove the index files whose tree is gone or that\n"
 "                    were unused for DAYS days (default 90; runs do it daily)\n"
 "  --threads N       worker threads for walking and hashing (default: CPUs)\n"
-"  -h, --help        this text;  --version  the version\n"
+"  -h, --human-readable  numbers as 1.23M (-hh: powers of 1024);  --help (or\n"
+"                    -h alone)  this\n"
+"                    text;  --version  the version\n"
 "\n"
 "Exit status: 0 success, 1 usage, 3 SRC or DST unusable, 5 could not start\n"
 "the remote side, 7 another rdcp is writing DST (or SRC) now, 10 connection\n"
 "failed or lost, 11 file I/O error, 12 protocol error, 15 authentication\n"
-"failed, 16 RDMA unavailable, 23 partial transfer (some entries failed),\n"
-"24 source files vanished, 30 timeout (--timeout).\n"
+"failed, 16 RDMA unavailable, 20 interrupted (SIGINT, SIGTERM, SIGHUP),\n"
+"23 partial transfer (some entries failed), 24 source files vanished,\n"
+"25 --max-delete stopped deletions, 30 timeout (--timeout).\n"
 "\n"
 "Examples:\n"
 "  rdcp -r project host:backup/       # host:backup/project\n"
@@ -109,178 +143,63 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 	printf("hashed %" PRIu64 " files (%s), reused %" PRIu64 " from the index; "
 	       "%.3f s, %.0f files/s\n", st.hashed, log_bytes(b2, st.hashed_bytes),
 	       st.reused, st.seconds, st.seconds > 0 ? (double)st.entries / st.seconds : 0.0);
+	if (o->meta)
+		printf("read the xattrs/ACLs of %" PRIu64 " entries, the others' came from the "
+		       "index\n", st.extra_read);
 	if (st.errors)
 		printf("%" PRIu64 " entries could not be read (see above)\n", st.errors);
 	idx_manifest_free(&m);
 	return st.errors ? RD_EXIT_PARTIAL : RD_EXIT_OK;
 }
 
-enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
-       OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
-       OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT, OPT_ENCRYPT,
-       OPT_INDEX_LIST, OPT_INDEX_PRUNE };
-static const struct option lo[] = {
-	{ "scan", no_argument, NULL, OPT_SCAN },
-	{ "index", required_argument, NULL, OPT_INDEX },
-	{ "no-index", no_argument, NULL, OPT_NOINDEX },
-	{ "index-list", no_argument, NULL, OPT_INDEX_LIST },
-	{ "index-prune", optional_argument, NULL, OPT_INDEX_PRUNE },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "recursive", no_argument, NULL, 'r' },
-	{ "sync", no_argument, NULL, OPT_SYNC },
-	{ "archive", no_argument, NULL, 'a' },
-	{ "hard-links", no_argument, NULL, 'H' },
-	{ "delete", no_argument, NULL, OPT_DELETE },
-	{ "dry-run", no_argument, NULL, 'n' },
-	{ "checksum", no_argument, NULL, 'c' },
-	{ "rsh", required_argument, NULL, 'e' },
-	{ "rdcp-path", required_argument, NULL, OPT_RDCP_PATH },
-	{ "streams", required_argument, NULL, 'P' },
-	{ "transport", required_argument, NULL, OPT_TRANSPORT },
-	{ "data-addr", required_argument, NULL, OPT_DATA_ADDR },
-	{ "server", no_argument, NULL, OPT_SERVER },
-	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
-	{ "include", required_argument, NULL, OPT_INCLUDE },
-	{ "progress", no_argument, NULL, OPT_PROGRESS },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "encrypt", no_argument, NULL, OPT_ENCRYPT },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ 0 },
-};
-
-/* What the command line says. */
-struct cmdline {
-	struct idx_scan_opts so;
-	struct sync_opts o;
-	int scan;                   /* --scan DIR: DIR is the operand */
-	int cache_cmd;              /* OPT_INDEX_LIST or OPT_INDEX_PRUNE */
-	long prune_days;
-	struct sync_rule rules[256];
-};
-
-/* One option into cl: -1 to go on, else the exit code to leave with now. */
-static int take_opt(int c, struct cmdline *cl)
-{
-	struct sync_opts *o = &cl->o;
-	struct idx_scan_opts *so = &cl->so;
-	switch (c) {
-	case OPT_SCAN: cl->scan = 1; break;
-	case OPT_INDEX: so->index_path = optarg; break;
-	case OPT_NOINDEX: so->no_index = 1; o->flags |= SYNC_F_NO_INDEX; break;
-	case OPT_INDEX_LIST: cl->cache_cmd = c; break;
-	case OPT_INDEX_PRUNE: {
-		char *end = NULL;
-		cl->cache_cmd = c;
-		cl->prune_days = optarg ? strtol(optarg, &end, 10) : IDX_PRUNE_DAYS;
-		if (optarg && (*end || end == optarg || cl->prune_days < 0 ||
-		               cl->prune_days > 100000)) {
-			log_err("--index-prune: expected days, 0..100000, got '%s'", optarg);
-			return RD_EXIT_USAGE;
-		}
-		break;
-	}
-	case OPT_THREADS: {
-		char *end;
-		long n = strtol(optarg, &end, 10);
-		if (*end || n < 1 || n > 64) {
-			log_err("--threads: expected 1..64, got '%s'", optarg);
-			return RD_EXIT_USAGE;
-		}
-		so->threads = (int)n;
-		break;
-	}
-	case 'r': o->flags |= SYNC_F_RECURSIVE; break;
-	case OPT_SYNC:
-		o->flags |= SYNC_F_MIRROR | SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES |
-		            SYNC_F_OWNER;
-		break;
-	case 'a': o->flags |= SYNC_F_RECURSIVE | SYNC_F_PERMS | SYNC_F_TIMES | SYNC_F_OWNER; break;
-	case 'H': o->flags |= SYNC_F_HARDLINKS; break;
-	case OPT_DELETE: o->flags |= SYNC_F_DELETE; break;
-	case 'n': o->flags |= SYNC_F_DRYRUN | SYNC_F_ITEMIZE; break;
-	case 'c': o->flags |= SYNC_F_CHECKSUM; break;
-	case 'e': o->rsh = optarg; break;
-	case OPT_RDCP_PATH: o->rdcp_path = optarg; break;
-	case OPT_DATA_ADDR: o->data_addr = optarg; break;
-	case 'P':
-		return tp_opt_streams(optarg, &o->tp.streams) < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_TRANSPORT:
-		return tp_opt_transport(optarg, &o->tp.kind) < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_EXCLUDE:
-	case OPT_INCLUDE:
-		if (o->nrules == 256 || !*optarg || strlen(optarg) > 4000) {
-			log_err("--%s: at most 256 rules of 1..4000 bytes",
-			        c == OPT_EXCLUDE ? "exclude" : "include");
-			return RD_EXIT_USAGE;
-		}
-		cl->rules[o->nrules++] = (struct sync_rule){ c == OPT_INCLUDE, optarg };
-		o->rules = cl->rules;
-		break;
-	case OPT_PROGRESS: o->progress = 1; break;
-	case OPT_ENCRYPT:
-		o->flags |= SYNC_F_ENCRYPT;
-		o->tp.encrypt = 1;
-		break;
-	case OPT_TIMEOUT: {
-		char *end;
-		long n = strtol(optarg, &end, 10);
-		if (*end || end == optarg || n < 0 || n > SYNC_TIMEOUT_MAX) {
-			log_err("--timeout: expected seconds, 0..%d, got '%s'", SYNC_TIMEOUT_MAX, optarg);
-			return RD_EXIT_USAGE;
-		}
-		o->timeout = (int)n;
-		break;
-	}
-	case OPT_SERVER:
-		log_prog = "rdcp (remote)";
-		return sync_server();
-	case 'v': so->verbose++; o->verbose++; o->flags |= SYNC_F_ITEMIZE; break;
-	case 'h': fputs(usage, stdout); return RD_EXIT_OK;
-	case OPT_VERSION: puts("rdcp " RDCP_VERSION); return RD_EXIT_OK;
-	default:
-		fputs("Try 'rdcp --help'.\n", stderr);
-		return RD_EXIT_USAGE;
-	}
-	return -1;
-}
-
 int main(int argc, char **argv)
 {
-	static struct cmdline cl = { .o = { .tp = { .streams = 1 } } };
-	int c;
+	static struct sync_args a;
 	log_prog = "rdcp";
-	while ((c = getopt_long(argc, argv, "raHncve:P:h", lo, NULL)) != -1) {
-		int code = take_opt(c, &cl);
-		if (code >= 0)
-			return code;
-	}
-	if (cl.cache_cmd) {
-		struct idx_prune_result pr = { 0 };
-		if (argc != optind) {
-			log_err("--index-list and --index-prune take no SRC, DST or DIR");
-			return RD_EXIT_USAGE;
-		}
-		int rc = cl.cache_cmd == OPT_INDEX_LIST ? idx_cache_list(stdout)
-		         : idx_cache_prune((int)cl.prune_days, stdout, &pr);
-		return rc < 0 ? RD_EXIT_SELECT : pr.errors ? RD_EXIT_FILEIO : RD_EXIT_OK;
-	}
-	if (cl.scan) {
-		if (argc - optind != 1) {
+	sync_args_init(&a);
+	int code = sync_args_parse(argc, argv, &a);
+	if (code >= 0)
+		return code;
+	switch (a.mode) {
+	case SYNC_MODE_HELP:
+		fputs(usage, stdout);
+		return RD_EXIT_OK;
+	case SYNC_MODE_VERSION:
+		puts("rdcp " RDCP_VERSION);
+		return RD_EXIT_OK;
+	case SYNC_MODE_SERVER:
+		log_prog = "rdcp (remote)";
+		return sync_server();
+	case SYNC_MODE_SCAN:
+		if (a.noperands != 1) {
 			log_err("--scan takes one directory (and no SRC DST)");
 			return RD_EXIT_USAGE;
 		}
-		return do_scan(argv[optind], &cl.so);
+		return do_scan(a.operands[0], &a.so);
+	case SYNC_MODE_INDEX_LIST:
+	case SYNC_MODE_INDEX_PRUNE: {
+		struct idx_prune_result pr = { 0 };
+		if (a.noperands) {
+			log_err("--index-list and --index-prune take no SRC, DST or DIR");
+			return RD_EXIT_USAGE;
+		}
+		int rc = a.mode == SYNC_MODE_INDEX_LIST ? idx_cache_list(stdout)
+		         : idx_cache_prune(a.prune_days, stdout, &pr);
+		return rc < 0 ? RD_EXIT_SELECT : pr.errors ? RD_EXIT_FILEIO : RD_EXIT_OK;
 	}
-	if (argc - optind != 2) {
-		log_err(argc == optind ? "SRC and DST are missing" : "expected exactly SRC and DST");
+	}
+	if (a.noperands < 2) {
+		log_err(a.noperands == 0 ? "SRC and DST are missing" : "DST is missing");
 		fputs("Try 'rdcp --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
-	if (tp_opts_check(&cl.o.tp) < 0)
-		return RD_EXIT_USAGE;
-	cl.o.src = argv[optind];
-	cl.o.dst = argv[optind + 1];
-	return sync_client(&cl.o);
+	a.o.srcs = (const char *const *)a.operands;
+	a.o.nsrc = a.noperands - 1;
+	a.o.src = a.operands[0];
+	a.o.dst = a.operands[a.noperands - 1];
+	if ((code = sync_opts_check(&a.o)) != 0 || tp_opts_check(&a.o.tp) < 0)
+		return code ? code : RD_EXIT_USAGE;
+	code = sync_client(&a.o);
+	sync_opts_free(&a.o);
+	return code;
 }

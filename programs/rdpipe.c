@@ -33,7 +33,7 @@ static const char usage[] =
 "  --rdpipe-path PATH   rdpipe on the hosts (default: rdpipe on their PATH)\n"
 "  --transport T        rdma, tcp or auto (default: auto)\n"
 "  -P, --streams N      parallel streams per hop, 1..16 (default 1)\n"
-"  -h, --help           this text\n"
+"  -h, --help           this text;  --version  the version\n"
 "\n"
 "Exit status: 0 when every command exited 0 and every hop delivered all of\n"
 "its bytes. Else, as with `set -o pipefail`, the status of the rightmost\n"
@@ -51,7 +51,7 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-	enum { O_TRANSPORT = 256, O_PATH, O_SEGMENT };
+	enum { O_TRANSPORT = 256, O_PATH, O_SEGMENT, O_VERSION };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "dry-run", no_argument, NULL, 'n' },
@@ -61,6 +61,7 @@ int main(int argc, char **argv)
 		{ "streams", required_argument, NULL, 'P' },
 		{ "segment", no_argument, NULL, O_SEGMENT },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
 		{ 0 },
 	};
 	struct pipe_opts o = { .tp = { .streams = 1 } };
@@ -83,6 +84,7 @@ int main(int argc, char **argv)
 			break;
 		case O_SEGMENT: return pipe_segment();
 		case 'h': fputs(usage, stdout); return RD_EXIT_OK;
+		case O_VERSION: puts("rdpipe " RDCP_VERSION); return RD_EXIT_OK;
 		default: fputs("Try 'rdpipe --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
 	}

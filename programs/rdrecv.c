@@ -46,6 +46,7 @@ static const char usage[] =
 "                     (a stopped or stuck sender); 0: none (default)\n"
 "  --contimeout SEC   give up if no sender comes within SEC seconds\n"
 "                     (default, or 0: wait forever)\n"
+"  -h, --help         this text;  --version  the version\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE cannot be created, 10 connection\n"
 "failed or lost (or no sender within --contimeout), 11 I/O error writing\n"
@@ -66,7 +67,7 @@ struct args {
 static int parse(int argc, char **argv, struct args *a)
 {
 	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
-	       O_LISTEN, O_ALLOW, O_ENCRYPT };
+	       O_LISTEN, O_ALLOW, O_ENCRYPT, O_VERSION };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "transport", required_argument, NULL, O_TRANSPORT },
@@ -79,6 +80,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
 		{ 0 },
 	};
 	const char *key_file = NULL;
@@ -101,6 +103,7 @@ static int parse(int argc, char **argv, struct args *a)
 				a->accept_ms = -1;
 			break;
 		case 'h': fputs(usage, stdout); a->help = 1; return 0;
+		case O_VERSION: puts("rdrecv " RDCP_VERSION); a->help = 1; return 0;
 		default: fputs("Try 'rdrecv --help'.\n", stderr); return RD_EXIT_USAGE;
 		}
 	}
@@ -109,7 +112,13 @@ static int parse(int argc, char **argv, struct args *a)
 	if (rc < 0)
 		return RD_EXIT_USAGE;
 	if (argc - optind < 2 || argc - optind > 3) {
-		fputs(usage, stderr);
+		if (argc - optind < 2)
+			log_err("%s missing (KEY: the secret the sender will give, or '-' to take "
+			        "it from $RDCP_KEY or --key-file)",
+			        argc == optind ? "PORT and KEY are" : "KEY is");
+		else
+			log_err("too many operands: PORT KEY [FILE]");
+		fputs("Usage: rdrecv [OPTIONS] PORT KEY [FILE]; try 'rdrecv --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
 	char *end;

@@ -35,6 +35,7 @@ static const char usage[] =
 "  --timeout SEC      I/O timeout: fail if nothing moves for SEC seconds\n"
 "                     (a stopped or stuck receiver); 0: none (default)\n"
 "  --contimeout SEC   how long to retry connecting (default, or 0: 10)\n"
+"  -h, --help         this text;  --version  the version\n"
 "\n"
 "Exit status: 0 ok, 1 usage, 3 FILE unreadable, 10 connection failed or\n"
 "lost, 11 I/O error (ours or the receiver's, e.g. its disk is full or the\n"
@@ -46,7 +47,8 @@ static const char usage[] =
 "  [hostB]$ RDCP_KEY=s3cret rdrecv 12345 - > copy\n"
 "  [hostA]$ RDCP_KEY=s3cret rdsend -v hostB 12345 - < myfile\n";
 
-enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT, O_ENCRYPT };
+enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT, O_ENCRYPT,
+       O_VERSION };
 static const struct option lo[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "streams", required_argument, NULL, 'P' },
@@ -58,6 +60,7 @@ static const struct option lo[] = {
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
 	{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
 	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, O_VERSION },
 	{ 0 },
 };
 
@@ -78,6 +81,7 @@ static int take_opt(int c, struct tp_opts *o, const char **key_file)
 		return tp_opt_seconds("--contimeout", optarg, &o->connect_timeout_ms) < 0
 		       ? RD_EXIT_USAGE : -1;
 	case 'h': fputs(usage, stdout); return RD_EXIT_OK;
+	case O_VERSION: puts("rdsend " RDCP_VERSION); return RD_EXIT_OK;
 	default: fputs("Try 'rdsend --help'.\n", stderr); return RD_EXIT_USAGE;
 	}
 }
@@ -96,7 +100,15 @@ int main(int argc, char **argv)
 	if (tp_opts_check(&o) < 0)
 		return RD_EXIT_USAGE;
 	if (argc - optind < 3 || argc - optind > 4) {
-		fputs(usage, stderr);
+		static const char *const missing[] = { "HOST, PORT and KEY are", "PORT and KEY are",
+		                                       "KEY is" };
+		if (argc - optind < 3)
+			log_err("%s missing (KEY: the secret rdrecv was given, or '-' to take it "
+			        "from $RDCP_KEY or --key-file)", missing[argc - optind]);
+		else
+			log_err("too many operands: HOST PORT KEY [FILE]");
+		fputs("Usage: rdsend [OPTIONS] HOST PORT KEY [FILE]; try 'rdsend --help'.\n",
+		      stderr);
 		return RD_EXIT_USAGE;
 	}
 	const char *host = argv[optind], *file = argc - optind == 4 ? argv[optind + 3] : NULL;

@@ -6,7 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 demo=${DEMO_DIR:-/tmp/rdcp-demo}
+# one stream, so rdcp's messages (stderr) and its listing (stdout) come out
+# in the order they happen, even through a pipe; and no sample tree left over
+exec 2>&1
 rm -rf "$demo"
+trap 'rm -rf "$demo"' EXIT
 mkdir -p "$demo/src/blobs" "$demo/src/snapshots/rev1"
 echo "== a sample tree in $demo/src: 2 blobs of 48 MiB, 2000 small files, symlinks"
 for i in 1 2; do head -c $((48 << 20)) /dev/urandom >"$demo/src/blobs/blob$i"; done
@@ -18,7 +22,7 @@ ln -s ../../blobs/blob1 "$demo/src/snapshots/rev1/model.bin"
 ln -s ../../blobs/blob2 "$demo/src/snapshots/rev1/tokenizer.bin"
 export XDG_CACHE_HOME=$demo/cache
 echo "== rdcp --sync -r: the first run copies everything"
-"$BUILD/rdcp" --sync -r -v "$demo/src" "$demo/dst" | tail -3
+"$BUILD/rdcp" --sync -r -v "$demo/src" "$demo/dst" 2>&1 | tail -3
 echo "== the same command again: nothing to do"
 "$BUILD/rdcp" --sync -r -v "$demo/src" "$demo/dst"
 echo "== one file changed: one file is sent"

@@ -3,9 +3,9 @@
 # Idempotent and silent when everything is already there.
 set -eu
 PKGS="build-essential pkg-config
-libxxhash-dev libsqlite3-dev libarchive-dev libsodium-dev
+libxxhash-dev libsqlite3-dev libarchive-dev libsodium-dev libacl1-dev
 libibverbs-dev librdmacm-dev libcmocka-dev
-bats bc python3 rsync openssh-server openssh-client netcat-openbsd iperf3 xxhash
+bats bc python3 rsync attr acl openssh-server openssh-client netcat-openbsd iperf3 xxhash
 time openssl iproute2 procps util-linux
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"

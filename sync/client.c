@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -86,11 +87,93 @@ static void reap(pid_t pid, int *status, int failed)
 	waitpid(pid, status, 0);
 }
 
-static double now_s(void)
+/* Ctrl-C (SIGINT), SIGTERM and SIGHUP, as rsync: stop the far side and
+ * exit 20. They are blocked in every thread of the run and taken by one
+ * thread that waits for them, so no handler runs amid a malloc. The far
+ * side is given the end of the control channel first (a receiver then
+ * unwinds and removes its named temp files), a second to leave, then
+ * SIGTERM and SIGKILL. Unnamed (O_TMPFILE) files vanish with us. */
+struct interrupt {
+	sigset_t set;
+	pid_t far;
+	struct ctl *c;
+	int fired;   /* the run is being stopped: its result is 20, not its own */
+};
+
+static int gone_within(pid_t pid, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	for (int i = 0; i < ms / 20; i++) {
+		if (waitpid(pid, NULL, WNOHANG) != 0)
+			return 1;
+		usleep(20000);
+	}
+	return 0;
+}
+
+static void *interrupt_main(void *arg)
+{
+	struct interrupt *in = arg;
+	int sig;
+	if (sigwait(&in->set, &sig) != 0)
+		return NULL;
+	__atomic_store_n(&in->fired, 1, __ATOMIC_SEQ_CST);
+	log_err("interrupted by %s: stopping the other side", sigabbrev_np(sig));
+	shutdown(in->c->out, SHUT_RDWR);   /* a socketpair (local) */
+	close(in->c->out);                 /* the remote shell's stdin */
+	if (!gone_within(in->far, 1000)) {
+		kill(in->far, SIGTERM);
+		if (!gone_within(in->far, 1000)) {
+			kill(in->far, SIGKILL);
+			waitpid(in->far, NULL, 0);
+		}
+	}
+	_exit(RD_EXIT_SIGNAL);
+}
+
+/* Block the signals above in this thread (and every thread it starts) and
+ * start the one that takes them. */
+static void catch_interrupts(struct interrupt *in)
+{
+	pthread_t th;
+	sigemptyset(&in->set);
+	sigaddset(&in->set, SIGINT);
+	sigaddset(&in->set, SIGTERM);
+	sigaddset(&in->set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &in->set, NULL) != 0)
+		return;
+	if (pthread_create(&th, NULL, interrupt_main, in) == 0)
+		pthread_detach(th);
+	else
+		pthread_sigmask(SIG_UNBLOCK, &in->set, NULL);
+}
+
+/* Every SRC's path into paths[] (o->nsrc of them, at least 1); all must
+ * be on one side: local, or on the same host as rsync requires. */
+static int parse_sources(const struct sync_opts *o, struct endpoint *src, const char **paths)
+{
+	paths[0] = src->path;
+	for (int k = 1; k < o->nsrc; k++) {
+		struct endpoint ep;
+		if (parse_endpoint(o->srcs[k], &ep) < 0)
+			return -ENOMEM;
+		int same = !ep.host == !src->host && (!ep.host || !strcmp(ep.host, src->host));
+		free(ep.host);
+		if (!same) {
+			log_err("every SRC must be on the same side (all local, or all on one "
+			        "host): '%s' and '%s' are not", o->srcs[0], o->srcs[k]);
+			free(ep.path);
+			return -EINVAL;
+		}
+		paths[k] = ep.path;
+	}
+	return 0;
+}
+
+static void free_sources(const struct sync_opts *o, const char **paths)
+{
+	for (int k = 1; paths && k < o->nsrc; k++)
+		free((char *)paths[k]);
+	free(paths);
 }
 
 int sync_client(const struct sync_opts *o)
@@ -98,38 +181,68 @@ int sync_client(const struct sync_opts *o)
 	struct endpoint src, dst;
 	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };
-	double t0 = now_s();
-	if (parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0)
+	for (int i = 0; i < (o->srcs ? o->nsrc : 1); i++)
+		if (!*(o->srcs ? o->srcs[i] : o->src)) {
+			log_err("SRC is empty (''): name a file or directory, e.g. '.'");
+			return RD_EXIT_USAGE;
+		}
+	if (o->index_path) {
+		/* one file cannot be the index of both trees, and a remote side's
+		 * path is not ours to name */
+		log_err("--index PATH names one index, for --scan; a sync has two trees, each "
+		        "with its own index (the default), or none (--no-index)");
 		return RD_EXIT_USAGE;
+	}
+	if (!*o->dst) {   /* as rsync: "Empty destination arg specified", exit 1 */
+		log_err("DST is empty (''): name a directory, e.g. '.'");
+		return RD_EXIT_USAGE;
+	}
+	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
+	const char **paths = calloc((size_t)nsrc, sizeof *paths);
+	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
+	    parse_sources(o, &src, paths) < 0) {
+		free_sources(o, paths);
+		return RD_EXIT_USAGE;
+	}
+	double t0 = sync_report_begin(o, !src.host);
 	if (src.host && dst.host) {
 		log_err("SRC and DST are both remote: one side must be local");
-		return RD_EXIT_USAGE;
+		return sync_report(o, &res, RD_EXIT_USAGE, t0);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	/* decided (and warned about) once, before a local run forks its other side */
-	if (!(o->flags & SYNC_F_NO_INDEX))
+	if (!o->no_index)
 		idx_cache_dir_warn();
 	const char *remote = src.host ? src.host : dst.host;
 	pid_t pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c);
 	if (pid < 0) {
 		log_err("cannot start the other side: %s", strerror(errno));
-		return RD_EXIT_START;
+		return sync_report(o, &res, RD_EXIT_START, t0);
 	}
-	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1,
-	                  .verbose = o->verbose, .rules = o->rules, .nrules = o->nrules,
+	static struct interrupt in;
+	in.far = pid;
+	in.c = &c;
+	catch_interrupts(&in);
+	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
+	                  .srcs = paths, .nsrc = nsrc,
+	                  .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	int rc;
 	if (src.host) {   /* remote -> local: we receive */
-		rc = hello_send(&c, ROLE_SENDER, o, src.path, o->data_addr ? o->data_addr : "");
+		rc = hello_send(&c, ROLE_SENDER, o, paths, nsrc, o->data_addr ? o->data_addr : "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(&c, o);
 		r.path = dst.path;
 		r.announce_addr = o->data_addr ? o->data_addr : "";
 		if (rc == 0)
 			sync_receiver(&r, &res);
 	} else {          /* local -> remote or local: we send */
-		rc = hello_send(&c, ROLE_RECEIVER, o, dst.path, "");
+		rc = hello_send(&c, ROLE_RECEIVER, o, (const char **)&dst.path, 1, "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(&c, o);
 		r.path = src.path;
 		r.connect_addr = o->data_addr ? o->data_addr
 		                 : remote ? bare_host(remote) : "127.0.0.1";
@@ -147,7 +260,9 @@ int sync_client(const struct sync_opts *o)
 	int status = 0;
 	reap(pid, &status, res.code != 0 || rc < 0);
 	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
+	if (remote && xs == RD_EXIT_START && r.frames == 0) {
+		code = RD_EXIT_START;   /* the remote shell itself could not run (said) */
+	} else if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
 		/* the remote shell could not run rdcp, or ssh itself failed */
 		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
 		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
@@ -155,19 +270,13 @@ int sync_client(const struct sync_opts *o)
 	} else if (!code && (rc < 0 || xs != 0)) {
 		code = xs > 0 ? xs : RD_EXIT_PROTO;
 	}
-	if (o->verbose) {
-		double s = now_s() - t0;
-		char b[16];
-		fprintf(stderr, "%s: %llu files (%s) transferred, %llu metadata updates, "
-		        "%llu deleted, %llu errors in %.3f s (%.1f MB/s%s%s)\n", log_prog,
-		        (unsigned long long)res.files, log_bytes(b, res.bytes),
-		        (unsigned long long)res.meta, (unsigned long long)res.deleted,
-		        (unsigned long long)res.errors, s, s > 0 ? (double)res.bytes / s / 1e6 : 0.0,
-		        res.transport ? " over " : "", res.transport ? res.transport : "");
-	}
+	free_sources(o, paths);
 	free(src.host);
 	free(src.path);
 	free(dst.host);
 	free(dst.path);
+	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
+	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
+		pause();   /* the interrupt thread exits 20 for the run */
 	return code;
 }

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,6 +21,29 @@ int sync_open_beneath(int root, const char *path, int flags)
 	                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 	                                   RESOLVE_NO_MAGICLINKS };
 	return (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+}
+
+int sync_mkpath(const char *path)
+{
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	int rc = 0;
+	for (char *c = p + 1; rc == 0; c++) {
+		if (*c != '/' && *c)
+			continue;
+		char was = *c;
+		*c = '\0';
+		if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+			rc = -errno;
+			log_err("%s: cannot create (--mkpath): %s", p, strerror(errno));
+		}
+		*c = was;
+		if (!was)
+			break;
+	}
+	free(p);
+	return rc;
 }
 
 int sync_lock(int rootfd, const char *path, int writer)

@@ -24,15 +24,6 @@
 #include "common/log.h"
 #include "sync/recv_int.h"
 
-void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e)
-{
-	char shown[4096];
-	if (!s->log)
-		return;
-	fprintf(s->log, "%s %s%s\n", code, log_path(shown, sizeof shown, e->path),
-	        e->type == IDX_DIR ? "/" : "");
-}
-
 /* "... and N entries below it": the tail of a failed directory. */
 static void say_below(struct rstate *s)
 {
@@ -128,8 +119,16 @@ int recv_remove(struct rstate *s, const char *path)
 		int d = recv_open_parent(s->root, p, &name);
 		if (d < 0)
 			return -errno;
-		int rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
-		int err = errno;
+		int rc, err;
+		if ((s->r->flags & SYNC_F_BACKUP) && s->dm.e[i].type != IDX_DIR) {
+			rc = recv_backup(s, d, name, p, 1);   /* said if it failed */
+			close(d);
+			if (rc < 0)
+				return -EIO;
+			continue;
+		}
+		rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
+		err = errno;
 		close(d);
 		if (rc < 0 && err != ENOENT) {
 			recv_fail(s, p, "cannot remove", err);
@@ -137,26 +136,6 @@ int recv_remove(struct rstate *s, const char *path)
 		}
 	}
 	return 0;
-}
-
-/* Metadata on an open file or directory (before it is renamed into place). */
-static void apply_meta_fd(struct rstate *s, int fd, const struct idx_entry *e)
-{
-	unsigned f = s->r->flags;
-	STAT_ADD(s->actions, 1);
-	if ((f & SYNC_F_OWNER) && geteuid() == 0 && fchown(fd, e->uid, e->gid) < 0)
-		recv_fail(s, e->path, "cannot set owner", errno);
-	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
-	if (e->type == IDX_DIR && !(f & SYNC_F_PERMS))
-		mode = 0777 & ~s->umask;
-	if (fchmod(fd, mode) < 0)
-		recv_fail(s, e->path, "cannot set mode", errno);
-	if (f & SYNC_F_TIMES) {
-		struct timespec ts[2] = { { 0, UTIME_OMIT },
-		                          { e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 } };
-		if (futimens(fd, ts) < 0)
-			recv_fail(s, e->path, "cannot set times", errno);
-	}
 }
 
 /* Tests: $RDCP_TEST_NO_TMPFILE set makes every file take the named-temp
@@ -247,7 +226,7 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	const struct idx_entry *e = &s->sm.e[i];
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
-	apply_meta_fd(s, f->fd, e);
+	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
 	int cerr = close(f->fd) < 0 ? errno : 0;
 	f->fd = -1;
@@ -256,14 +235,20 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	} else if (cerr) {
 		recv_fail(s, e->path, "write failed", cerr);
 		unlinkat(f->dirfd, linked ? name : f->tmp, 0);   /* new: nothing was there */
+	} else if (!linked && f->existed && (s->r->flags & SYNC_F_BACKUP) &&
+	           recv_backup(s, f->dirfd, name, e->path, 0) < 0) {
+		unlinkat(f->dirfd, f->tmp, 0);   /* the old file stays, unreplaced */
 	} else if (!linked && renameat(f->dirfd, f->tmp, f->dirfd, name) < 0) {
 		recv_fail(s, e->path, "cannot rename into place", errno);
 		unlinkat(f->dirfd, f->tmp, 0);
 	} else {
 		f->done = 1;
 		s->written[i] = 1;
-		STAT_ADD(s->res->files, 1);
-		recv_itemize(s, f->existed ? ">f.st......" : ">f+++++++++", e);
+		if (!f->existed)
+			STAT_ADD(s->res->created[SYNC_K_REG], 1);
+		recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
+		          e->path) : NULL, 1));
+		STAT_ADD(s->res->files, 1);   /* after its line: --progress counts landed files */
 	}
 	close(f->dirfd);
 	f->dirfd = -1;
@@ -321,19 +306,13 @@ static int make_entry(struct rstate *s, const struct idx_entry *e, int follower,
 static void entry_meta(struct rstate *s, const struct idx_entry *e, int follower, int pd,
                        const char *tmp)
 {
-	unsigned f = s->r->flags;
 	if (e->type == IDX_LNK) {
-		if ((f & SYNC_F_OWNER) && geteuid() == 0)
-			fchownat(pd, tmp, e->uid, e->gid, AT_SYMLINK_NOFOLLOW);
-		if (f & SYNC_F_TIMES) {
-			struct timespec ts[2] = { { 0, UTIME_OMIT },
-			        { e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 } };
-			utimensat(pd, tmp, ts, AT_SYMLINK_NOFOLLOW);
-		}
+		recv_apply_link(s, pd, tmp, e, RECV_NEW_INODE);
 	} else if (!follower) {
-		int fd = openat(pd, tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		/* a path, never opened for I/O: a device's driver is not asked */
+		int fd = openat(pd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0) {
-			apply_meta_fd(s, fd, e);
+			recv_apply_special(s, fd, e, RECV_NEW_INODE);
 			close(fd);
 		}
 	}
@@ -348,14 +327,20 @@ void recv_make_links(struct rstate *s)
 		const struct idx_entry *e = &s->sm.e[i];
 		int follower = e->type == IDX_REG && (f & SYNC_F_HARDLINKS) && e->hlink &&
 		               e->hlink != i + 1;
-		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK)
+		if ((e->type == IDX_REG && !follower) || e->type == IDX_DIR || e->type == IDX_SOCK ||
+		    s->change[i] == SKIPPED)
 			continue;
 		if (link_current(s, i, follower))
 			continue;
-		recv_itemize(s, e->type == IDX_LNK ? "cL+++++++++" : follower ? "hf+++++++++"
-		                                                   : "cD+++++++++", e);
-		if (f & SYNC_F_DRYRUN)
+		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+		unsigned bits = recv_item_bits(s, e, d, 0);
+		char how = follower ? 'h' : 'c';
+		if (f & SYNC_F_DRYRUN) {
+			recv_item(s, how, e, bits);
+			if (bits & SYNC_ITEM_NEW)
+				s->res->created[sync_kind(e->type)]++;
 			continue;
+		}
 		const char *name;
 		char tmp[IDX_TEMP_NAME_LEN + 1];
 		int pd = recv_open_parent(s->root, e->path, &name);
@@ -372,12 +357,19 @@ void recv_make_links(struct rstate *s)
 			continue;
 		}
 		entry_meta(s, e, follower, pd, tmp);
-		if (renameat(pd, tmp, pd, name) < 0) {
+		const struct idx_entry *old = idx_manifest_find(&s->dm, e->path);
+		if ((f & SYNC_F_BACKUP) && old && !(old->flags & GONE) && old->type != IDX_DIR &&
+		    recv_backup(s, pd, name, e->path, 0) < 0) {
+			unlinkat(pd, tmp, 0);
+		} else if (renameat(pd, tmp, pd, name) < 0) {
 			recv_fail(s, e->path, "cannot rename into place", errno);
 			unlinkat(pd, tmp, 0);
 		} else {
 			s->written[i] = 1;
 			STAT_ADD(s->actions, 1);
+			if (bits & SYNC_ITEM_NEW)
+				STAT_ADD(s->res->created[sync_kind(e->type)], 1);
+			recv_item(s, how, e, bits);
 		}
 		close(pd);
 	}
@@ -392,6 +384,35 @@ static void touch_parent(struct rstate *s, const char *path, uint8_t *touched)
 	if (p)
 		touched[p - s->sm.e] = 1;
 	free(dir);
+}
+
+/* Metadata of e, which DST has (what: as recv_apply_fd()). */
+static void fix_one(struct rstate *s, const struct idx_entry *e, unsigned what)
+{
+	const char *shown = *e->path ? e->path : ".";
+	if (e->type == IDX_LNK) {
+		const char *name;
+		int pd = recv_open_parent(s->root, e->path, &name);
+		if (pd < 0) {
+			recv_fail(s, e->path, "cannot open its directory", errno);
+			return;
+		}
+		recv_apply_link(s, pd, name, e, what);
+		close(pd);
+		return;
+	}
+	int special = e->type != IDX_REG && e->type != IDX_DIR;
+	int fd = sync_open_beneath(s->root, e->path, special ? O_PATH : O_RDONLY |
+	                           (e->type == IDX_DIR ? O_DIRECTORY : O_NONBLOCK));
+	if (fd < 0) {
+		recv_fail(s, shown, "cannot open to set metadata", errno);
+		return;
+	}
+	if (special)
+		recv_apply_special(s, fd, e, what);
+	else
+		recv_apply_fd(s, fd, e, what);
+	close(fd);
 }
 
 /* Metadata of files whose content was already right, then of directories,
@@ -410,14 +431,17 @@ void recv_fix_meta(struct rstate *s)
 	for (size_t k = 0; k < s->dm.n; k++)
 		if (s->dm.e[k].flags & GONE)
 			touch_parent(s, s->dm.e[k].path, touched);
+	unsigned df = recv_diff_flags(s);
 	for (size_t k = s->sm.n; k-- > 0;) {
 		const struct idx_entry *e = &s->sm.e[k];
-		if (e->type != IDX_DIR && (e->type != IDX_REG || s->written[k]))
+		if (e->type == IDX_SOCK || (e->type != IDX_DIR && s->written[k]) ||
+		    (!*e->path && s->keep_root_meta))
 			continue;
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		/* a file whose content did not arrive keeps its old metadata too:
-		 * the new mtime on old content would hide it from the next run */
-		if (e->type == IDX_REG && s->change[k] != IDX_META)
+		 * the new mtime on old content would hide it from the next run;
+		 * links and specials made this run have theirs already */
+		if (e->type != IDX_DIR && s->change[k] != IDX_META)
 			continue;
 		if (e->type == IDX_DIR && d && d->type == IDX_DIR && !(d->flags & GONE) &&
 		    !touched[k] && !s->written[k] && s->change[k] != IDX_META)
@@ -425,16 +449,87 @@ void recv_fix_meta(struct rstate *s)
 		if (e->type == IDX_REG && (s->r->flags & SYNC_F_HARDLINKS) && e->hlink &&
 		    e->hlink != k + 1)
 			continue;
-		int fd = sync_open_beneath(s->root, e->path, O_RDONLY |
-		                           (e->type == IDX_DIR ? O_DIRECTORY : O_NONBLOCK));
-		if (fd < 0) {
-			recv_fail(s, *e->path ? e->path : ".", "cannot open to set metadata", errno);
-			continue;
-		}
-		apply_meta_fd(s, fd, e);
-		close(fd);
+		/* what of ACLs and xattrs differs (a new directory: everything) */
+		unsigned what = d && d->type == e->type && !(d->flags & GONE)
+		                ? idx_meta_changes(e, d, df) : RECV_NEW_INODE;
+		uint64_t errors = s->res->errors;
+		fix_one(s, e, what);
+		if (e->type == IDX_REG && s->res->errors == errors)   /* dirs: said in the plan */
+			recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 	}
 	free(touched);
+}
+
+/* The directories holding a protected entry are not deleted either. */
+static void keep_parents(struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	for (char *slash; p && (slash = strrchr(p, '/'));) {
+		*slash = '\0';
+		struct idx_entry *d = (struct idx_entry *)idx_manifest_find(&s->dm, p);
+		if (d)
+			d->flags |= KEPT;
+	}
+	free(p);
+}
+
+/* Is DST's path part of what the sender sent: is its nearest ancestor in
+ * the sender's manifest a directory of it? Several named SRCs (rdcp -r A B
+ * DST) send no root: the rest of DST is not theirs to delete, as rsync. */
+static int in_transfer(const struct rstate *s, const char *path)
+{
+	char *p = strdup(path);
+	int in = 0;
+	while (p) {
+		char *slash = strrchr(p, '/');
+		if (slash)
+			*slash = '\0';
+		else
+			*p = '\0';
+		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
+		if (e || !*p) {
+			in = e && e->type == IDX_DIR;
+			break;
+		}
+	}
+	free(p);
+	return in;
+}
+
+/* Delete DST's entry d (its children went first), or, in a dry run, say
+ * it would be. */
+static void delete_one(struct rstate *s, struct idx_entry *d)
+{
+	unsigned f = s->r->flags;
+	if (f & SYNC_F_DRYRUN) {
+		recv_item_deleted(s, d);
+		s->res->deleted++;
+		s->res->removed[sync_kind(d->type)]++;
+		return;
+	}
+	const char *name;
+	int pd = recv_open_parent(s->root, d->path, &name);
+	int gone = 0, err = 0;
+	if (pd >= 0 && (f & SYNC_F_BACKUP) && d->type != IDX_DIR)
+		gone = recv_backup(s, pd, name, d->path, 1) == 0;   /* kept, or said */
+	else if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
+		err = errno;
+	else
+		gone = 1;
+	if (pd >= 0)
+		close(pd);
+	if (err == ENOTEMPTY && d->type == IDX_DIR)
+		return;   /* it holds what the scan left out (excluded files, a run's
+		             own temp files): kept, as rsync keeps it, not an error */
+	d->flags |= GONE;
+	STAT_ADD(s->actions, 1);
+	if (err && err != ENOENT)
+		recv_fail(s, d->path, "cannot delete", err);
+	if (gone) {
+		recv_item_deleted(s, d);
+		s->res->deleted++;
+		s->res->removed[sync_kind(d->type)]++;
+	}
 }
 
 void recv_delete_extra(struct rstate *s)
@@ -449,35 +544,37 @@ void recv_delete_extra(struct rstate *s)
 	if (bad) {
 		log_err("not deleting anything: %llu entries could not be read, sent or "
 		        "written (see the messages above)", (unsigned long long)bad);
-		if (s->sender_errors)
-			STAT_ADD(s->res->errors, 1);
 		return;
 	}
 	/* deepest first: what the diff found only in DST, in reverse order */
+	long long max = s->r->o ? s->r->o->max_delete : -1;
 	for (size_t k = s->diff.n; k-- > 0;) {
 		if (s->diff.c[k].kind != IDX_REMOVED)
 			continue;
 		struct idx_entry *d = (struct idx_entry *)s->diff.c[k].dst;
-		if (!*d->path || (d->flags & GONE))
+		if (!*d->path || (d->flags & (GONE | KEPT)) || !in_transfer(s, d->path) ||
+		    recv_backup_protected(s, d->path))
 			continue;
-		if (s->log) {
-			char shown[4096];
-			fprintf(s->log, "*deleting   %s%s\n", log_path(shown, sizeof shown, d->path),
-			        d->type == IDX_DIR ? "/" : "");
+		if (s->filter && !s->filter_scanned &&
+		    sync_filter_protects(s->filter, d->path, d->type == IDX_DIR)) {
+			keep_parents(s, d->path);   /* excluded here: kept, and its directories */
+			continue;
 		}
-		s->res->deleted++;
-		if (f & SYNC_F_DRYRUN)
+		if (sync_filter_error(s->filter)) {   /* a dir-merge file of DST (said) */
+			log_err("not deleting anything: a filter file of the destination could "
+			        "not be used");
+			STAT_ADD(s->res->errors, 1);
+			return;
+		}
+		if (max >= 0 && s->res->deleted >= (uint64_t)max) {
+			s->del_skipped++;   /* --max-delete: the rest stays (exit 25) */
 			continue;
-		d->flags |= GONE;
-		STAT_ADD(s->actions, 1);
-		const char *name;
-		int pd = recv_open_parent(s->root, d->path, &name);
-		if (pd < 0 || unlinkat(pd, name, d->type == IDX_DIR ? AT_REMOVEDIR : 0) < 0)
-			if (errno != ENOENT)
-				recv_fail(s, d->path, "cannot delete", errno);
-		if (pd >= 0)
-			close(pd);
+		}
+		delete_one(s, d);
 	}
+	if (s->del_skipped)   /* rsync's words */
+		log_err("Deletions stopped due to --max-delete limit (%llu skipped)",
+		        (unsigned long long)s->del_skipped);
 }
 
 /* Remove the temp files an interrupted run left in the directories we know:
@@ -524,6 +621,8 @@ void recv_save_index(struct rstate *s)
 		             : fstat(s->root, &st) < 0)
 			continue;
 		struct idx_entry n = *e;
+		n.x = NULL;   /* xattrs and ACLs as set are not vouched for: read next time */
+		n.got = 0;
 		n.dev = st.st_dev;
 		n.ino = st.st_ino;
 		n.nlink = (uint32_t)st.st_nlink;

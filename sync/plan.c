@@ -8,30 +8,18 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "sync/recv_int.h"
-
-/* idx_diff() flags for this run's options. */
-static unsigned diff_flags(unsigned f)
-{
-	unsigned df = 0;
-	if (!(f & SYNC_F_CHECKSUM))
-		df |= IDX_DIFF_QUICK;
-	if (!(f & SYNC_F_PERMS))
-		df |= IDX_DIFF_NO_PERMS;
-	df |= (f & SYNC_F_TIMES) ? IDX_DIFF_MTIME_DIRS : IDX_DIFF_NO_TIMES;
-	if ((f & SYNC_F_OWNER) && geteuid() == 0)
-		df |= IDX_DIFF_OWNER;
-	return df;
-}
 
 /* s->diff and s->change[]: how each sender entry differs from DST's. */
 static int classify(struct rstate *s)
 {
-	int rc = idx_diff(&s->sm, &s->dm, diff_flags(s->r->flags), &s->diff);
+	int rc = idx_diff(&s->sm, &s->dm, recv_diff_flags(s), &s->diff);
 	if (rc < 0)
 		return rc;
 	s->change = calloc(s->sm.n ? s->sm.n : 1, 1);
@@ -46,16 +34,27 @@ static int classify(struct rstate *s)
 static void make_dir(struct rstate *s, size_t i)
 {
 	const struct idx_entry *e = &s->sm.e[i];
-	recv_itemize(s, "cd+++++++++", e);
-	if (s->r->flags & SYNC_F_DRYRUN)
+	if (s->r->flags & SYNC_F_DRYRUN) {
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+		recv_item(s, 'c', e, SYNC_ITEM_NEW);
 		return;
+	}
 	const char *name;
 	int pd = recv_open_parent(s->root, e->path, &name);
 	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
-		recv_fail(s, e->path, RECV_NO_DIR, errno);
+		int err = errno;
+		if (s->mapto && !strcmp(e->path, s->mapto) && !s->res->code) {
+			/* DST itself (rdcp -r A DST): as rsync, exit 11, nothing more */
+			log_err("%s: cannot create: %s", s->r->path, strerror(err));
+			s->res->code = RD_EXIT_FILEIO;
+		} else {
+			recv_fail(s, e->path, RECV_NO_DIR, err);
+		}
 	} else {
 		s->written[i] = 1;
 		STAT_ADD(s->actions, 1);
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+		recv_item(s, 'c', e, SYNC_ITEM_NEW);
 	}
 	if (pd >= 0)
 		close(pd);
@@ -63,15 +62,18 @@ static void make_dir(struct rstate *s, size_t i)
 
 /* Regular file i needs its content: a slot in files[], or made at once
  * when it is empty. 0, or -ENOMEM. */
-static int want_file(struct rstate *s, size_t i, int exists, uint32_t *want,
+static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint32_t *want,
                      uint32_t *nwant)
 {
 	const struct idx_entry *e = &s->sm.e[i];
 	struct rfile *rf = &s->files[s->nfiles];
 	rf->fd = rf->dirfd = -1;
-	rf->existed = exists;
-	if (s->r->flags & SYNC_F_DRYRUN)   /* else said when it lands (land.c) */
-		recv_itemize(s, exists ? ">f.st......" : ">f+++++++++", e);
+	rf->existed = d != NULL;
+	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
+		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
+		s->res->files++;   /* would be: as rsync -n --stats counts them */
+		s->res->created[SYNC_K_REG] += !d;
+	}
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
@@ -84,6 +86,30 @@ static int want_file(struct rstate *s, size_t i, int exists, uint32_t *want,
 	}
 	want[(*nwant)++] = (uint32_t)i;
 	return 0;
+}
+
+static int64_t sec_of(int64_t ns)
+{
+	return ns / 1000000000 - (ns % 1000000000 < 0);
+}
+
+/* Is sender entry e (DST's d, or NULL) one the options leave alone? rsync's
+ * -u (DST's file is newer), --ignore-existing (DST has it, unless both are
+ * directories), --min-size and --max-size (regular files out of range:
+ * not sent, but not deleted either). */
+static int left_alone(const struct sync_opts *o, const struct idx_entry *e,
+                      const struct idx_entry *d)
+{
+	if ((o->flags & SYNC_F_IGNORE_EXISTING) && d && !(e->type == IDX_DIR && d->type == IDX_DIR))
+		return 1;
+	if (e->type != IDX_REG)
+		return 0;
+	if ((o->min_size >= 0 && e->size < (uint64_t)o->min_size) ||
+	    (o->max_size >= 0 && e->size > (uint64_t)o->max_size))
+		return 1;
+	/* rsync compares whole seconds here */
+	return (o->flags & SYNC_F_UPDATE) && d && d->type == IDX_REG &&
+	       sec_of(d->mtime_ns) > sec_of(e->mtime_ns);
 }
 
 int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
@@ -102,15 +128,25 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		const struct idx_entry *e = &s->sm.e[i];
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		s->fetch[i] = -1;
-		if (s->change[i] == IDX_TYPE) {
-			recv_itemize(s, e->type == IDX_DIR ? "cd+++++++++" : "*replacing ", d);
+		if (*e->path && left_alone(s->r->o, e, d)) {
+			s->change[i] = SKIPPED;
+			continue;
+		}
+		if (s->change[i] == IDX_TYPE) {   /* as rsync: e's line says it is new */
 			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0)
 				continue;
 			d = NULL;
 		}
 		if (e->type == IDX_DIR) {
-			if (!d && *e->path)
+			if (!*e->path && (s->root_made || !d)) {   /* DST itself, made now */
+				STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+				recv_item(s, 'c', e, SYNC_ITEM_NEW);
+			} else if (!d)
 				make_dir(s, i);
+			else if (d && s->change[i] == IDX_META)   /* set at the end (land.c) */
+				recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
+			if (s->res->code)
+				return -EIO;   /* DST itself could not be made */
 			continue;
 		}
 		if (e->type != IDX_REG)
@@ -118,13 +154,16 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		if ((f & SYNC_F_HARDLINKS) && e->hlink && e->hlink != i + 1)
 			continue;   /* a follower: linked to its leader later */
 		if (d && s->change[i] != IDX_CONTENT) {
-			if (s->change[i] == IDX_META) {
-				recv_itemize(s, ".f..t.p....", e);
+			if (s->change[i] == IDX_META) {   /* said when set (land.c) */
+				if (f & SYNC_F_DRYRUN)
+					recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 				s->res->meta++;
 			}
 			continue;
 		}
-		rc = want_file(s, i, d != NULL, *want, nwant);
+		if (s->nld && recv_link_dest(s, i, d != NULL))
+			continue;   /* the same file in a --link-dest DIR: linked */
+		rc = want_file(s, i, d, *want, nwant);
 	}
 	return rc;
 }

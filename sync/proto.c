@@ -11,80 +11,74 @@
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
-/* HELLO: magic, version, the server's role, flags, transport, path, address */
-int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *path,
-                      const char *addr)
+/* HELLO: magic, version, the server's role, path, address, then the
+ * server's options as strings (sync/opts.c parses them), and after "--"
+ * the sender's other SRC paths, if any (paths[1..npath-1]). */
+int hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *const *paths,
+               int npath, const char *addr)
 {
-	size_t pl = strlen(path), al = strlen(addr), fl = 2;
-	for (int i = 0; i < o->nrules; i++)
-		fl += 3 + strlen(o->rules[i].pattern);
-	uint8_t *b = malloc(16 + pl + al + fl + 4);
+	int nargs = o->nfwd + (npath > 1 ? npath : 0);
+	size_t pl = strlen(paths[0]), al = strlen(addr), len = 12 + pl + al;
+	if (nargs > HELLO_MAX_ARGS) {
+		log_err("too many options and SRC arguments for one run (at most %d)",
+		        HELLO_MAX_ARGS);
+		return -E2BIG;
+	}
+	for (int i = 0; i < nargs; i++) {
+		const char *a = i < o->nfwd ? o->fwd[i] : i == o->nfwd ? "--" : paths[i - o->nfwd];
+		if (strlen(a) > UINT16_MAX || !*a) {
+			log_err("an argument for the far side is empty or over 65535 bytes");
+			return -EINVAL;
+		}
+		len += 2 + strlen(a);
+	}
+	if (pl > UINT16_MAX || al > UINT16_MAX) {
+		log_err("a path for the far side is over 65535 bytes");
+		return -ENAMETOOLONG;
+	}
+	uint8_t *b = malloc(len), *p = b;
 	if (!b)
 		return -ENOMEM;
-	put_u32(b, CTL_MAGIC);
-	b[4] = CTL_VERSION;
-	b[5] = (uint8_t)role;
-	put_u32(b + 6, o->flags);
-	b[10] = (uint8_t)(o->tp.streams > 0 ? o->tp.streams : 1);
-	b[11] = (uint8_t)o->tp.kind;
-	put_u16(b + 12, (uint16_t)pl);
-	memcpy(b + 14, path, pl);
-	put_u16(b + 14 + pl, (uint16_t)al);
-	memcpy(b + 16 + pl, addr, al);
-	uint8_t *p = b + 16 + pl + al;
-	put_u16(p, (uint16_t)o->nrules);
+	put_u32(p, CTL_MAGIC);
+	p[4] = CTL_VERSION;
+	p[5] = (uint8_t)role;
+	put_u16(p + 6, (uint16_t)pl);
+	memcpy(p + 8, paths[0], pl);
+	p += 8 + pl;
+	put_u16(p, (uint16_t)al);
+	memcpy(p + 2, addr, al);
+	p += 2 + al;
+	put_u16(p, (uint16_t)nargs);
 	p += 2;
-	for (int i = 0; i < o->nrules; i++) {
-		size_t n = strlen(o->rules[i].pattern);
-		*p++ = (uint8_t)o->rules[i].include;
+	for (int i = 0; i < nargs; i++) {
+		const char *a = i < o->nfwd ? o->fwd[i] : i == o->nfwd ? "--" : paths[i - o->nfwd];
+		size_t n = strlen(a);
 		put_u16(p, (uint16_t)n);
-		memcpy(p + 2, o->rules[i].pattern, n);
+		memcpy(p + 2, a, n);
 		p += 2 + n;
 	}
-	put_u32(p, (uint32_t)o->timeout);
-	int rc = ctl_send(c, CTL_HELLO, b, 16 + pl + al + fl + 4);
+	int rc = ctl_send(c, CTL_HELLO, b, len);
 	free(b);
 	return rc;
-}
-
-/* The rules at the end of HELLO: count (2), then include (1), length (2),
- * pattern; every length bounded by the frame. */
-static int parse_rules(const uint8_t *p, size_t len, struct sync_rule **out, int *n)
-{
-	struct wire_rd r = { p, p + len, 0 };
-	int count = rd_u16(&r);
-	if (count > 10000)
-		return -EPROTO;
-	struct sync_rule *v = calloc((size_t)count + 1, sizeof *v);
-	if (!v)
-		return -ENOMEM;
-	for (int i = 0; i < count; i++) {
-		v[i].include = rd_u8(&r) != 0;
-		size_t l = rd_u16(&r);
-		const uint8_t *s = rd_take(&r, l);
-		if (r.bad || !l || memchr(s, 0, l) || !(v[i].pattern = strndup((const char *)s, l))) {
-			for (int k = 0; k < i; k++)
-				free((char *)v[k].pattern);
-			free(v);
-			return -EPROTO;
-		}
-	}
-	if (r.p != r.end) {
-		for (int k = 0; k < count; k++)
-			free((char *)v[k].pattern);
-		free(v);
-		return -EPROTO;
-	}
-	*out = v;
-	*n = count;
-	return 0;
 }
 
 /* h->why for a malformed HELLO; returns -EPROTO. */
 static int hello_bad(struct hello *h, const char *why)
 {
+	hello_free(h);
 	h->why = why;
 	return -EPROTO;
+}
+
+/* A string of the HELLO: length (2), bytes without NUL; NULL if malformed
+ * (or empty when nonempty is set). */
+static char *take_str(struct wire_rd *r, int nonempty)
+{
+	size_t l = rd_u16(r);
+	const uint8_t *s = rd_take(r, l);
+	if (r->bad || (nonempty && !l) || memchr(s, 0, l))
+		return NULL;
+	return strndup((const char *)s, l);
 }
 
 int hello_decode(const uint8_t *b, size_t n, struct hello *h)
@@ -94,44 +88,31 @@ int hello_decode(const uint8_t *b, size_t n, struct hello *h)
 		return hello_bad(h, "it is not an rdcp hello");
 	if (b[4] != CTL_VERSION)
 		return -EPROTONOSUPPORT;
-	if (n < 22)
-		return hello_bad(h, "it is too short");
-	h->timeout = (int)get_u32(b + n - 4);   /* last: after the rules */
-	if (h->timeout < 0 || h->timeout > SYNC_TIMEOUT_MAX)
-		return hello_bad(h, "its timeout is out of range");
-	n -= 4;
-	size_t pl = get_u16(b + 12);
-	if (14 + pl + 2 > n)
-		return hello_bad(h, "its path is longer than the message");
-	size_t al = get_u16(b + 14 + pl);
-	if (16 + pl + al + 2 > n)
-		return hello_bad(h, "its address is longer than the message");
-	h->role = b[5];
-	h->flags = get_u32(b + 6);
-	h->streams = b[10] >= 1 && b[10] <= TP_MAX_STREAMS ? b[10] : 1;
-	h->kind = b[11] <= TP_RDMA ? (enum tp_kind)b[11] : TP_AUTO;
+	struct wire_rd r = { b + 5, b + n, 0 };
+	h->role = rd_u8(&r);
 	if (h->role != ROLE_SENDER && h->role != ROLE_RECEIVER)
 		return hello_bad(h, "it gives an unknown role");
-	if (h->flags & ~SYNC_F_ALL)
-		return hello_bad(h, "it has unknown option flags");
-	if (pl == 0 || memchr(b + 14, 0, pl) || memchr(b + 16 + pl, 0, al))
-		return hello_bad(h, "its path is empty, or its path or address has a NUL byte");
-	if (parse_rules(b + 16 + pl + al, n - 16 - pl - al, &h->rules, &h->nrules) < 0)
-		return hello_bad(h, "its --exclude/--include rules are malformed");
-	h->path = strndup((const char *)b + 14, pl);
-	h->addr = strndup((const char *)b + 16 + pl, al);
-	if (!h->path || !h->addr) {
-		hello_free(h);
-		return -ENOMEM;
-	}
+	if (!(h->path = take_str(&r, 1)) || !(h->addr = take_str(&r, 0)))
+		return hello_bad(h, "its path is empty or malformed, or its address is");
+	int argc = rd_u16(&r);
+	if (r.bad || argc > HELLO_MAX_ARGS)
+		return hello_bad(h, "its option count is malformed");
+	if (!(h->argv = calloc((size_t)argc + 2, sizeof *h->argv)))
+		return hello_bad(h, "it is too large");
+	h->argv[h->argc++] = strdup("rdcp");
+	for (int i = 0; i < argc; i++)
+		if (!(h->argv[h->argc++] = take_str(&r, 1)))
+			return hello_bad(h, "its options are malformed");
+	if (r.p != r.end || !h->argv[0])
+		return hello_bad(h, "it has bytes after its options");
 	return 0;
 }
 
 void hello_free(struct hello *h)
 {
-	for (int i = 0; i < h->nrules; i++)
-		free((char *)h->rules[i].pattern);
-	free(h->rules);
+	for (int i = 0; h->argv && i < h->argc; i++)
+		free(h->argv[i]);
+	free(h->argv);
 	free(h->path);
 	free(h->addr);
 	memset(h, 0, sizeof *h);
@@ -145,6 +126,10 @@ void result_put(uint8_t *p, const struct sync_result *r)
 	put_u64(p + 20, r->deleted);
 	put_u64(p + 28, r->errors);
 	put_u64(p + 36, r->meta);
+	for (int k = 0; k < SYNC_KINDS; k++) {
+		put_u64(p + 44 + 8 * k, r->created[k]);
+		put_u64(p + 44 + 8 * (SYNC_KINDS + k), r->removed[k]);
+	}
 }
 
 int result_get(const uint8_t *p, struct sync_result *r)
@@ -155,6 +140,10 @@ int result_get(const uint8_t *p, struct sync_result *r)
 	r->deleted = get_u64(p + 20);
 	r->errors = get_u64(p + 28);
 	r->meta = get_u64(p + 36);
+	for (int k = 0; k < SYNC_KINDS; k++) {
+		r->created[k] = get_u64(p + 44 + 8 * k);
+		r->removed[k] = get_u64(p + 44 + 8 * (SYNC_KINDS + k));
+	}
 	if (r->code > 255) {   /* an exit status: 256 would exit 0 */
 		r->code = RD_EXIT_PROTO;
 		return -EPROTO;

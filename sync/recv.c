@@ -102,6 +102,7 @@ static int read_manifest(struct rstate *s)
 	}
 	if (rc == 0) {
 		struct idx_why why;
+		s->res->flist_bytes = len;
 		rc = idx_manifest_decode(all, len, &s->sm, &why);
 		if (rc == -EBADMSG)
 			rc = recv_reject(s, "the sender's file list %s", why.text);
@@ -143,6 +144,7 @@ static void drop_root(struct idx_manifest *m)
 	free(m->e[0].path);
 	free(m->e[0].link);
 	free(m->e[0].chunks);
+	free(m->e[0].x);
 	memmove(m->e, m->e + 1, (m->n - 1) * sizeof *m->e);
 	m->n--;
 	for (size_t i = 0; i < m->n; i++)
@@ -161,14 +163,30 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	size_t len = strlen(dst);
 	int slash = len > 1 && dst[len - 1] == '/';
 	*only = *mapto = NULL;
+	int mkpath = (s->r->flags & SYNC_F_MKPATH) && !dry;
+	if (named && is_dir && exists && !isdir) {
+		/* rsync -r A file: refused (3), never the file replaced by A */
+		log_err("%s: not a directory: refusing to replace this file with the directory "
+		        "'%s' (remove it, or name another DST)", dst, top);
+		return -ENOTDIR;
+	}
 	if (!named || isdir || slash) {
-		if (!exists && !dry && mkdir(dst, 0777) < 0 && errno != EEXIST) {
-			log_err("%s: cannot create: %s", dst, strerror(errno));
-			return -errno;
+		if (!exists && mkpath && sync_mkpath(dst) < 0)
+			return -EIO;
+		if (!exists && !dry && !mkpath && mkdir(dst, 0777) < 0 && errno != EEXIST) {
+			/* as rsync: exit 11 (its parent is missing: --mkpath makes it) */
+			int err = errno;
+			log_err("%s: cannot create: %s%s", dst, strerror(err),
+			        err == ENOENT ? " (--mkpath creates missing parents)" : "");
+			return -EIO;
 		}
 		if (exists && !isdir) {
 			log_err("%s: not a directory", dst);
 			return -ENOTDIR;
+		}
+		if (!exists) {   /* as rsync, which says so with -v and -i */
+			s->root_made = 1;
+			recv_item_created_root(s, dst);
 		}
 		s->root_path = strdup(dst);
 		if (named)
@@ -188,27 +206,17 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	*only = strdup(base);
 	*mapto = strdup(base);
 	free(copy);
-	if (exists && is_dir && !isdir) {
-		/* replacing a file by a directory: the plan handles the type change */
+	if (mkpath && s->root_path && access(s->root_path, F_OK) < 0 &&
+	    sync_mkpath(s->root_path) < 0)
+		return -EIO;
+	if (!exists && is_dir && s->root_path && stat(s->root_path, &st) < 0) {
+		/* rsync -r A nodir/A: mkdir DST failed, exit 11 */
+		int err = errno;
+		log_err("%s: cannot create: %s%s", dst, strerror(err),
+		        err == ENOENT ? " (--mkpath creates missing parents)" : "");
+		return -EIO;
 	}
 	return *only && s->root_path ? 0 : -ENOMEM;
-}
-
-static void send_log(struct rstate *s)
-{
-	if (!s->log)
-		return;
-	fclose(s->log);
-	s->log = NULL;
-	if (s->r->is_client) {
-		fwrite(s->logbuf, 1, s->loglen, stdout);
-		fflush(stdout);
-		return;
-	}
-	for (size_t off = 0; off < s->loglen; off += CTL_FRAME_MAX) {
-		size_t n = s->loglen - off < CTL_FRAME_MAX ? s->loglen - off : CTL_FRAME_MAX;
-		ctl_send(s->r->ctl, CTL_LOG, s->logbuf + off, n);
-	}
 }
 
 /* READY (n bytes at b, zeros after them): named (0 or 1), is dir (0 or 1),
@@ -223,12 +231,12 @@ static int ready_check(struct rstate *s, uint8_t type, const uint8_t *b, size_t 
 	if (n < 4 || n != 4 + l)
 		return recv_reject(s, "the sender's READY is malformed (%zu bytes)", n);
 	log_path(shown, sizeof shown, name);
-	if (b[0] > 1 || b[1] > 1)
-		return recv_reject(s, "the sender's READY has flags that are not 0 or 1");
-	if (!b[0] && l)
+	if (b[0] > READY_MIRROR || b[1] > 1)
+		return recv_reject(s, "the sender's READY has flags out of range");
+	if (b[0] == READY_CONTENTS && l)
 		return recv_reject(s, "the sender's READY names '%s' but sends a directory's "
 		                   "contents", shown);
-	if (!b[0])
+	if (b[0] == READY_CONTENTS)
 		return 0;
 	if (l == 0)
 		return recv_reject(s, "the sender's READY says it sends one entry but names none");
@@ -255,13 +263,49 @@ static int read_ready(struct rstate *s)
 	}
 	if (rc < 0 || (rc = ready_check(s, type, c->buf, n)) < 0)
 		return rc;
-	s->named = c->buf[0];
+	s->named = c->buf[0] == READY_NAMED;
+	s->mirror = c->buf[0] == READY_MIRROR;
 	s->top = strndup((char *)c->buf + 4, get_u16(c->buf + 2));
 	if (!s->top)
 		return -ENOMEM;
 	if ((rc = choose_root(s, s->named, c->buf[1], s->top, &s->only, &s->mapto)) < 0)
-		s->res->code = RD_EXIT_SELECT;
+		s->res->code = rc == -EIO ? RD_EXIT_FILEIO : RD_EXIT_SELECT;
 	return rc;
+}
+
+/* The scan's options: the filter rules (when both sides exclude the same
+ * paths, excluded files of DST are neither compared nor deleted, nor even
+ * scanned; else --delete asks the rules, with DST's dir-merge files, path
+ * by path), --files-from's paths, -x. 0 or -ENOMEM. */
+static int scan_opts(struct rstate *s)
+{
+	const struct sync_opts *o = s->r->o;
+	int rc;
+	s->so.only = s->only;
+	s->so.one_fs = o->one_fs;
+	s->so.meta = sync_scan_meta(s->r->flags);
+	s->so.no_index = o->no_index;   /* --no-index: both sides */
+	if (o->nrules) {
+		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
+		                           s->only ? "" : NULL)) < 0)
+			return rc;
+		if ((s->filter_scanned = sync_filter_simple(o))) {
+			s->so.skip = sync_filter_skip;
+			s->so.skip_ctx = s->filter;
+		}
+	}
+	if (o->files_from) {
+		if ((rc = sync_files_roots(o, &s->roots, &s->nroots)) < 0)
+			return rc;
+		s->so.roots = s->roots;
+		s->so.nroots = s->nroots;
+		s->so.roots_optional = 1;
+		/* rsync sets DST's own metadata only when the list names "." */
+		s->keep_root_meta = 1;
+		for (size_t i = 0; i < s->nroots; i++)
+			s->keep_root_meta &= *s->roots[i].path != '\0';
+	}
+	return 0;
 }
 
 /* 2. Our side, scanned while the sender scans its own. */
@@ -269,18 +313,16 @@ static int scan_dst(struct rstate *s)
 {
 	struct role *r = s->r;
 	struct idx_stats st;
-	s->so.only = s->only;
-	s->so.no_index = (r->flags & SYNC_F_NO_INDEX) != 0;
-	if (r->nrules) {   /* excluded files of DST are neither compared nor deleted */
-		s->so.skip = sync_filter_skip;
-		s->so.skip_ctx = r;
-	}
 	s->root = open(s->root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->root < 0 && !(errno == ENOENT && (r->flags & SYNC_F_DRYRUN))) {
 		int err = errno;
 		log_err("%s: %s", s->root_path, strerror(err));
 		s->res->code = RD_EXIT_SELECT;
 		return -err;
+	}
+	if (scan_opts(s) < 0) {
+		s->res->code = RD_EXIT_FILEIO;
+		return -ENOMEM;
 	}
 	if (s->root < 0)
 		return 0;   /* a dry run into nothing */
@@ -321,9 +363,19 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 {
 	if (s->root < 0)
 		s->root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);   /* dry run into nothing */
-	int rc = recv_plan(s, &s->want, &s->nwant);
-	if (rc < 0)
+	int rc = recv_backup_start(s);
+	if (rc < 0) {
+		s->res->code = RD_EXIT_FILEIO;
 		return rc;
+	}
+	recv_link_dest_start(s);
+	if ((rc = recv_plan(s, &s->want, &s->nwant)) < 0)
+		return rc;
+	/* --delete-before: room made before any data comes (the sender waits
+	 * for the plan); what the sender could not read is known, what will
+	 * fail later cannot be */
+	if (s->r->flags & SYNC_F_DELETE_BEFORE)
+		recv_delete_extra(s);
 	uint8_t *pl = malloc(4 + (size_t)s->nwant * 4);
 	if (!pl)
 		return -ENOMEM;
@@ -333,6 +385,8 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 		put_u32(pl + 4 + 4 * k, s->want[k] + s->shift);
 	rc = ctl_send(s->r->ctl, CTL_PLAN, pl, 4 + (size_t)*send_n * 4);
 	free(pl);
+	if (rc == 0)
+		recv_log_start(s);   /* the lines may go now: PLAN went first */
 	return rc;
 }
 
@@ -394,7 +448,42 @@ static int scan_and_read(struct rstate *s)
 		pthread_join(th, NULL);
 	if (d.rc < 0)
 		return d.rc;   /* our side first: DST unusable, locked */
-	return rc < 0 ? rc : name_manifest(s);
+	if (rc == 0 && (rc = name_manifest(s)) == 0)
+		sync_count_entries(s->res, &s->sm, 0);   /* --stats, --json */
+	return rc;
+}
+
+/* rsync's habit, `--sync --delete A backup/` meaning backup/A, would empty
+ * backup/ of everything else: when SRC was named without a trailing '/'
+ * (READY_MIRROR) and DST holds entries of which not one top-level name is
+ * SRC's, refuse before anything changes (exit 3). 0 or -EEXIST (said). */
+static int check_disjoint(struct rstate *s)
+{
+	if (!s->mirror || !(s->r->flags & SYNC_F_DELETE) || s->root < 0)
+		return 0;
+	uint64_t top = 0;
+	for (size_t i = 0; i < s->dm.n; i++) {
+		const char *p = s->dm.e[i].path;
+		if (!*p || strchr(p, '/'))
+			continue;
+		if (idx_manifest_find(&s->sm, p))
+			return 0;   /* a name in common: a mirror being refreshed */
+		top++;
+	}
+	if (!top)
+		return 0;
+	const char *dst = s->r->path;
+	size_t dl = strlen(dst);
+	char shown[300], name[300];
+	log_path(shown, sizeof shown, dst);
+	log_path(name, sizeof name, s->top);
+	log_err("refusing --sync --delete: %s has %llu entr%s and not one of them is in "
+	        "SRC '%s', so all would be deleted. To copy %s into it, write DST as "
+	        "'%s%s%s'; to make %s a mirror of %s's contents anyway, write SRC as '%s/'",
+	        shown, (unsigned long long)top, top == 1 ? "y" : "ies", name, name, shown,
+	        dl && dst[dl - 1] == '/' ? "" : "/", name, shown, name, name);
+	s->res->code = RD_EXIT_SELECT;
+	return -EEXIST;
 }
 
 static int receive(struct rstate *s)
@@ -402,7 +491,13 @@ static int receive(struct rstate *s)
 	uint32_t send_n;
 	int rc;
 	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0 ||
-	    (rc = plan_and_ask(s, &send_n)) < 0)
+	    (rc = check_disjoint(s)) < 0)
+		return rc;
+	if ((rc = recv_prepare_meta(s)) < 0) {
+		s->res->code = rc == -EINVAL ? RD_EXIT_USAGE : 0;
+		return rc;
+	}
+	if ((rc = plan_and_ask(s, &send_n)) < 0)
 		return rc;
 	/* 5. the data, and what the sender could not send */
 	if (send_n && (rc = recv_take(s, s->want, s->nwant)) < 0) {
@@ -414,11 +509,14 @@ static int receive(struct rstate *s)
 		return rc;
 	/* 6. links, deletions, metadata, and the index for next time */
 	recv_make_links(s);
-	recv_delete_extra(s);
+	if (!(s->r->flags & SYNC_F_DELETE_BEFORE))
+		recv_delete_extra(s);   /* after the data, --delete-after and -during too */
 	recv_fix_meta(s);
+	if ((s->r->flags & SYNC_F_REMOVE_SOURCE) && !(s->r->flags & SYNC_F_DRYRUN))
+		recv_send_landed(s);
 	/* the scan stored what DST held; only a changed DST needs it again */
-	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions)
-		recv_save_index(s);
+	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && !s->roots)
+		recv_save_index(s);   /* (a scan of some paths keeps the index whole) */
 	return 0;
 }
 
@@ -429,8 +527,6 @@ static void rstate_free(struct rstate *s)
 			recv_drop_file(&s->files[k]);
 		free(s->files[k].seen);
 	}
-	if (s->log)
-		fclose(s->log);
 	free(s->logbuf);
 	free(s->want);
 	free(s->fetch);
@@ -443,6 +539,14 @@ static void rstate_free(struct rstate *s)
 	free(s->top);
 	free(s->root_path);
 	free(s->cdir);
+	sync_chmod_free(s->chmod);
+	sync_filter_free(s->filter);
+	sync_files_roots_free(s->roots, s->nroots);
+	free(s->bprotect);
+	if (s->bfd >= 0)
+		close(s->bfd);
+	for (int k = 0; k < s->nld; k++)
+		close(s->ldfd[k]);
 	if (s->cfd >= 0)
 		close(s->cfd);
 	if (s->root >= 0)
@@ -453,30 +557,36 @@ static void rstate_free(struct rstate *s)
 
 int sync_receiver(struct role *r, struct sync_result *res)
 {
-	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1,
+	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1, .bfd = -1,
 	                    .mu = PTHREAD_MUTEX_INITIALIZER,
-	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER };
+	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .log_mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .ctl_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);
 	s.umask = umask(022);
 	umask(s.umask);
-	if (r->flags & SYNC_F_ITEMIZE)
-		s.log = open_memstream(&s.logbuf, &s.loglen);
+	recv_log_init(&s);
 	int rc = receive(&s);
 	recv_fail_end(&s);
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
-	if (!res->code && (res->errors || s.sender_errors))
+	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
+	if (!res->code && res->errors)
 		res->code = RD_EXIT_PARTIAL;
 	else if (!res->code && s.unsent)
 		res->code = RD_EXIT_VANISHED;
-	send_log(&s);
+	else if (!res->code && s.del_skipped)
+		res->code = RD_EXIT_DEL_LIMIT;   /* rsync's order: 23, 24, then 25 */
+	recv_log_end(&s);
 	uint8_t done[RESULT_LEN];
 	const char *transport = res->transport;
 	result_put(done, res);
 	res->transport = transport;
 	if (rc != -ECONNRESET && rc != -ETIME)   /* a stalled peer would stall this too */
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
+	res->ctl_tx = r->ctl->tx_bytes;
+	res->ctl_rx = r->ctl->rx_bytes;
 	rstate_free(&s);
 	return res->code;
 }

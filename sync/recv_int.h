@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "sync/sync_int.h"
@@ -42,9 +43,18 @@ struct rstate {
 	struct rfile *files;
 	uint32_t nfiles;
 	uint8_t *written;        /* sm index -> written (or made) this run */
-	FILE *log;               /* itemized changes */
+	/* lines for the user (itemize.c): any thread adds, the log thread
+	 * prints or sends them */
+	int out;                 /* RECV_OUT_* */
+	char mark;               /* '>' received; '<' when a client sent (push) */
+	pthread_mutex_t log_mu;  /* logbuf */
+	pthread_cond_t log_cv;
+	pthread_t log_th;
+	int log_on, log_stop, log_landed;
 	char *logbuf;
-	size_t loglen;
+	size_t loglen, logcap;
+	uint64_t landed_said;    /* files landed, as last told the sender */
+	pthread_mutex_t ctl_mu;  /* frames the receiver sends while it runs */
 	uint64_t sender_errors;  /* entries the sender's scan could not read */
 	uint64_t unsent;         /* planned files the sender could not send */
 	uint64_t incomplete;     /* files whose data stopped short */
@@ -57,6 +67,8 @@ struct rstate {
 	mode_t umask;
 	/* what READY said, and the run's shape */
 	int named;               /* one named entry, not a directory's contents */
+	int mirror;              /* READY_MIRROR: contents of a directory named top */
+	int root_made;           /* DST's root did not exist: made (or would be) */
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
@@ -64,12 +76,32 @@ struct rstate {
 	char *failed_dir;        /* the last directory that could not be made */
 	uint64_t failed_below;   /* failures below it, not said one by one */
 	int rejected;            /* recv_reject() has said why */
+	struct filter *filter;   /* the filter rules on our side, if any */
+	int filter_scanned;      /* 1: applied by the scan (excluded paths are
+	                            not in dm); 0: --delete asks it per path */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
+	int keep_root_meta;      /* DST's own metadata is left as it is */
+	int bfd;                 /* --backup-dir, open (-1: none) */
+	char *bprotect;          /* --backup-dir as a path of DST, if it is one */
+	const char *bsuffix;     /* the backups' suffix */
+	int ldfd[SYNC_MAX_LINK_DEST];   /* --link-dest directories, open */
+	int nld;
+	uint64_t del_skipped;    /* deletions --max-delete stopped (exit 25) */
+	/* metadata (meta.c, ids.c) */
+	struct sync_chmod *chmod;   /* --chmod, parsed */
+	int set_uid, set_gid;    /* owners are ours to set (root, -o/-g, --chown) */
+	int xattr_all;           /* both sides read xattrs of every namespace
+	                            but system.* (as root), else user.* only */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
 #define STAT_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
 
 #define GONE 0x80   /* dm entry flag: removed from DST by this run */
+#define KEPT 0x40   /* dm entry flag: holds an entry the filter protects */
+#define SKIPPED 0x40   /* change[] value: left alone (-u, --ignore-existing,
+                          --min-size, --max-size), as if the same */
 
 /* recv.c: the sender broke the protocol: the first time in the run, say
  * how in one line (fmt is the whole message, naming the sender, peer
@@ -84,8 +116,55 @@ int  recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant);
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 
+/* ids.c: the sender's uids and gids (owners, ACL entries) made ours: by
+ * name unless --numeric-ids (sm->names), --chown's, and as non-root
+ * IDX_ID_NONE for a group we are not in; sets set_uid and set_gid.
+ * 0, -EINVAL (--chown names no one here; said), -ENOMEM. */
+int  recv_map_ids(struct rstate *s);
+
+/* meta.c: the sender's entries made what DST should hold (recv_map_ids(),
+ * --chmod, ACL base entries from the mode, the xattrs both sides read);
+ * before the plan. 0 or an error (said). */
+int  recv_prepare_meta(struct rstate *s);
+/* 1 when the open file fd (st its stat) has the xattrs and ACLs e should
+ * have, as far as the run keeps them (-X, -A; else 1): --link-dest. */
+int  recv_extra_same(struct rstate *s, int fd, const struct stat *st, const struct idx_entry *e);
+/* idx_diff() flags for this run's options. */
+unsigned recv_diff_flags(const struct rstate *s);
+/* Sort ACL entries; a second entry of one (tag, id) is dropped. */
+void recv_acl_canon(struct idx_ace *a, uint16_t *n);
+/* Owner, mode, ACLs, xattrs and mtime of e on what DST has: an open file
+ * or directory (fd), a symlink (name in pd), a fifo or device (an O_PATH
+ * fd). what: which of IDX_M_ACL, IDX_M_XATTR to set (a new inode: both);
+ * the rest is always set. Failures are recv_fail()ed. */
+#define RECV_NEW_INODE (IDX_M_ACL | IDX_M_XATTR)
+void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what);
+void recv_apply_link(struct rstate *s, int pd, const char *name, const struct idx_entry *e,
+                     unsigned what);
+void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
+                        unsigned what);
+/* itemize.c: the user's lines. */
+enum { RECV_OUT_NONE, RECV_OUT_NAMES, RECV_OUT_CODES };
+/* s->out and s->mark from the options. */
+void recv_log_init(struct rstate *s);
+/* The bits of sender entry e against d (DST's, NULL or removed: new);
+ * sent: its content is transferred. */
+unsigned recv_item_bits(const struct rstate *s, const struct idx_entry *e,
+                        const struct idx_entry *d, int sent);
+/* e's line once its change is done: how '>' (received; '<' in a push),
+ * 'c', 'h' or '.'; bits from recv_item_bits(). Any thread. */
+void recv_item(struct rstate *s, char how, const struct idx_entry *e, unsigned bits);
+void recv_item_deleted(struct rstate *s, const struct idx_entry *d);
+/* DST's root was made ("created directory DST", as rsync). */
+void recv_item_created_root(struct rstate *s, const char *path);
+/* Start the log thread (after PLAN: the sender reads a LOG before it as
+ * the receiver's failure); recv_log_end() stops it and flushes the rest. */
+void recv_log_start(struct rstate *s);
+void recv_log_end(struct rstate *s);
+/* ctl_send() under ctl_mu. */
+int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
+
 /* land.c: put things into DST. */
-void recv_itemize(struct rstate *s, const char *code, const struct idx_entry *e);
 /* One line: path, what failed, why; counted in res->errors. After a
  * directory could not be made (what == RECV_NO_DIR), failures below it are
  * only counted, and recv_fail_end() says how many. Any thread. */
@@ -116,6 +195,30 @@ void recv_fix_meta(struct rstate *s);
 void recv_clean_temps(struct rstate *s);
 /* The receiver's index: what it holds now, with the hashes it verified. */
 void recv_save_index(struct rstate *s);
+
+/* backup.c: -b, --backup-dir, --suffix. start: before the plan, open (and
+ * make) the backup directory; 0 or an error (said). */
+int  recv_backup_start(struct rstate *s);
+/* Keep DST's path (name in dirfd) as its backup before this run replaces
+ * it (move 0: linked, the caller renames over it) or deletes it (move 1:
+ * renamed). 0 (also when nothing is there), or -1 (said, counted): then it
+ * must be neither replaced nor deleted. Any thread. */
+int  recv_backup(struct rstate *s, int dirfd, const char *name, const char *path, int move);
+/* 1 when --delete must leave path alone: the backup directory, or with -b
+ * alone a name ending in the suffix (rsync's protect rules). */
+int  recv_backup_protected(const struct rstate *s, const char *path);
+
+/* linkdest.c: --link-dest. start: before the plan, open each DIR (one
+ * that cannot be opened is said and left out). recv_link_dest: sm entry i,
+ * which the plan would fetch (exists: DST has a file by its name), hard-
+ * linked from the first DIR holding the same file; 1 when it was (or, in a
+ * dry run, would be), 0 when it must be fetched. */
+void recv_link_dest_start(struct rstate *s);
+int  recv_link_dest(struct rstate *s, size_t i, int exists);
+
+/* remove.c: --remove-source-files: tell the sender (CTL_LANDED) which of
+ * its non-directories DST now holds, landed this run or already there. */
+void recv_send_landed(struct rstate *s);
 
 /* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
  * phase without a network, on an rstate the test planned with recv_plan().

@@ -7,56 +7,44 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/exitcode.h"
 #include "common/iopool.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
-/* Split SRC into the root to scan and, unless its contents are meant, the
- * one name to send. */
-static int source_root(const struct role *r, char **root, char **only, int *is_dir)
+/* The name of a directory SRC given without a trailing '/' ("A", "x/A"),
+ * or NULL: "A/", "A/.", ".", "..", "/" say "its contents" outright. */
+static char *mirror_name(const char *src)
 {
-	const char *src = r->path;
 	size_t len = strlen(src);
-	struct stat st;
-	if (stat(src, &st) < 0) {
-		log_err("%s: %s", src, strerror(errno));
-		return -errno;
-	}
-	*is_dir = S_ISDIR(st.st_mode);
-	if (*is_dir && !(r->flags & (SYNC_F_RECURSIVE | SYNC_F_MIRROR))) {
-		log_err("%s: is a directory (use -r)", src);
-		return -EISDIR;
-	}
-	int contents = *is_dir && ((r->flags & SYNC_F_MIRROR) || src[len - 1] == '/' ||
-	               (len >= 2 && !strcmp(src + len - 2, "/.")) || !strcmp(src, "."));
-	*only = NULL;
-	if (contents) {
-		*root = strdup(src);
-		return *root ? 0 : -ENOMEM;
-	}
-	char *copy = strdup(src);
-	if (!copy)
-		return -ENOMEM;
-	while (len > 1 && copy[len - 1] == '/')
-		copy[--len] = '\0';
-	char *cut = strrchr(copy, '/');
-	*only = strdup(cut ? cut + 1 : copy);
-	*root = cut == copy ? strdup("/") : cut ? (*cut = '\0', strdup(copy)) : strdup(".");
-	free(copy);
-	return *only && *root ? 0 : -ENOMEM;
+	if (!len || src[len - 1] == '/')
+		return NULL;
+	const char *base = strrchr(src, '/');
+	base = base ? base + 1 : src;
+	if (!strcmp(base, ".") || !strcmp(base, "..") || strlen(base) > 255)
+		return NULL;
+	return strdup(base);
 }
 
-static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t errors)
+/* The manifest, with the names of its owners unless --numeric-ids (as
+ * rsync), and the sender's count of unreadable entries; *bytes: its size. */
+static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
+                         uint64_t *bytes)
 {
+	struct ctl *c = r->ctl;
 	uint8_t *buf;
 	size_t len;
-	int rc = idx_manifest_encode(m, &buf, &len);
-	if (rc < 0)
+	int rc = 0;
+	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)))
+		rc = sync_names_collect(m);
+	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
+	*bytes = len;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
@@ -72,6 +60,7 @@ static int send_manifest(struct ctl *c, const struct idx_manifest *m, uint64_t e
 struct dircache {
 	char *dir;
 	int fd;
+	int root;   /* what dir is under (several SRCs: several roots) */
 };
 
 static int open_file(struct dircache *c, int root, const char *path)
@@ -80,7 +69,8 @@ static int open_file(struct dircache *c, int root, const char *path)
 	if (!slash)
 		return sync_open_beneath(root, path, O_RDONLY);
 	size_t n = (size_t)(slash - path);
-	if (!c->dir || strlen(c->dir) != n || strncmp(c->dir, path, n)) {
+	if (!c->dir || c->root != root || strlen(c->dir) != n || strncmp(c->dir, path, n)) {
+		c->root = root;
 		free(c->dir);
 		if (c->fd >= 0)
 			close(c->fd);
@@ -135,6 +125,24 @@ struct chunk_rd {
 	int last;            /* the file's last chunk: its fd is closed with it */
 };
 
+/* The receiver's frames while we send: its lines (CTL_LOG) printed as they
+ * come, its landed count (CTL_PROGRESS) for --progress; any other frame (its
+ * DONE or ERROR) is kept in ctl->buf for await_done(). */
+#define WATCH_KEEP 4   /* DATA, then DONE or ERROR: never more than two */
+struct watch {
+	struct role *r;
+	struct progress pg;
+	uint64_t landed;         /* files the receiver has landed */
+	struct kept {            /* frames read early, in order, for next_frame() */
+		uint8_t type;
+		size_t n;
+		uint8_t *buf;    /* payload and its 8 zero bytes */
+	} kept[WATCH_KEEP];
+	int nkept;
+	int stop;                /* the channel failed, or no room to keep more */
+	double next;             /* when to look again */
+};
+
 /* What is being sent: small files into the archive, large ones chunk by
  * chunk, interleaved so both kinds are on the wire at the same time. The
  * chunks are read ahead by the I/O pool's threads (across file boundaries,
@@ -143,8 +151,10 @@ struct sendq {
 	struct tp_session *ts;
 	struct dircache dc;
 	int root;
+	const struct srcset *ss;       /* several SRCs: each entry's own root */
 	const struct idx_manifest *m;
 	struct sync_result *res;
+	struct watch *w;
 	uint64_t changed, big_bytes;   /* changed: vanished or changed since the scan */
 	uint64_t failed;               /* could not be read (EACCES, EIO...) */
 	uint32_t files_done;
@@ -157,7 +167,14 @@ struct sendq {
 	uint64_t off;            /* its next chunk */
 	uint32_t bad;            /* a file whose read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
+	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 };
+
+/* The directory entry i's path is relative to. */
+static int root_of(const struct sendq *q, uint32_t i)
+{
+	return q->ss->n ? srcs_root(q->ss, i) : q->root;
+}
 
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
 static int queue_reads(struct sendq *q)
@@ -165,7 +182,7 @@ static int queue_reads(struct sendq *q)
 	while (q->count < q->depth && (q->fd >= 0 || q->bi < q->nb)) {
 		const struct idx_entry *e = &q->m->e[q->big[q->bi]];
 		if (q->fd < 0) {
-			q->fd = open_planned(&q->dc, q->root, e);
+			q->fd = open_planned(&q->dc, root_of(q, q->big[q->bi]), e);
 			q->off = 0;
 			if (q->fd < 0) {
 				*(q->fd == -2 ? &q->failed : &q->changed) += 1;
@@ -227,6 +244,8 @@ static int send_next(struct sendq *q, int drop)
 	if (c->last) {
 		close(c->j.fd);
 		q->files_done++;
+		if (q->sent && !drop && c->file != q->bad && rc == 0)
+			q->sent[c->file] = 1;
 	}
 	return rc;
 }
@@ -237,7 +256,7 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	const struct idx_entry *e = &q->m->e[i];
 	char shown[4096];
 	q->files_done++;
-	int fd = open_planned(&q->dc, q->root, e);
+	int fd = open_planned(&q->dc, root_of(q, i), e);
 	if (fd < 0) {
 		*(fd == -2 ? &q->failed : &q->changed) += 1;
 		return 0;
@@ -252,13 +271,16 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
 	int rc = packer_add(pk, i, buf, e->size);
 	if (rc == 0)
 		q->res->bytes += e->size;
+	if (rc == 0 && q->sent)
+		q->sent[i] = 1;
 	return rc;
 }
 
 /* Small files first in the archive until it is ahead of the large files'
  * bytes, then a large chunk, and so on. 0 or an error. */
-static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns,
-                      struct progress *pg)
+static void watch_peer(struct watch *w);
+
+static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns)
 {
 	uint8_t *buf = ns ? malloc(SYNC_SMALL) : NULL;
 	uint32_t si = 0;
@@ -270,7 +292,8 @@ static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small,
 		} else if ((rc = queue_reads(q)) == 0 && q->count) {
 			rc = send_next(q, 0);
 		}
-		progress_update(pg, q->res->bytes, q->files_done, 0);
+		watch_peer(q->w);
+		progress_update(&q->w->pg, q->res->bytes, q->w->landed, 0);
 	}
 	free(buf);
 	return rc;
@@ -283,7 +306,6 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 	uint32_t ns = 0;
 	uint64_t total = 0;
 	struct packer *pk = NULL;
-	struct progress pg;
 	int rc = small && big ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
 		const struct idx_entry *e = &q->m->e[plan[k]];
@@ -301,9 +323,9 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 		rc = io_pool_start(&q->io, READ_THREADS);
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
-	progress_start(&pg, r->progress, total, nplan);
+	progress_start(&q->w->pg, r, total, nplan);
 	if (rc == 0)
-		rc = send_mixed(q, pk, small, ns, &pg);
+		rc = send_mixed(q, pk, small, ns);
 	while (q->count)
 		send_next(q, 1);   /* after an error: let the reads in flight end */
 	if (q->fd >= 0)
@@ -314,7 +336,6 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 		if (rc == 0)
 			rc = prc;
 	}
-	progress_update(&pg, q->res->bytes, q->files_done, 1);
 	free(small);
 	free(big);
 	return rc;
@@ -333,6 +354,58 @@ static void print_log(const uint8_t *p, size_t n)
 	}
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A frame of the receiver's that needs no answer: its lines, its landed
+ * count. 1 if it was one (taken), else 0. */
+static int take_news(struct watch *w, uint8_t type, size_t n)
+{
+	if (type == CTL_LOG) {
+		print_log(w->r->ctl->buf, n);
+		fflush(stdout);
+		return 1;
+	}
+	if (type == CTL_PROGRESS && n == 16) {
+		w->landed = get_u64(w->r->ctl->buf);
+		return 1;
+	}
+	return 0;
+}
+
+/* While sending: what the receiver said meanwhile, without waiting (at most
+ * every 20 ms). A frame that is not news is kept for await_done(). */
+static void watch_peer(struct watch *w)
+{
+	double t = mono_s();
+	if (!w || w->stop || t < w->next)
+		return;
+	w->next = t + 0.02;
+	uint8_t type;
+	size_t n;
+	int rc = 0;
+	while (w->nkept < WATCH_KEEP && (rc = ctl_poll(w->r->ctl, &type, &n)) == 1) {
+		if (take_news(w, type, n))
+			continue;
+		/* a copy: the lines after it may come before it is wanted */
+		struct kept *k = &w->kept[w->nkept];
+		if (!(k->buf = malloc(n + 8))) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(k->buf, w->r->ctl->buf, n + 8);
+		k->type = type;
+		k->n = n;
+		w->nkept++;
+	}
+	if (rc < 0 || w->nkept == WATCH_KEEP)   /* the next read sees the failure */
+		w->stop = 1;
+}
+
 /* The receiver's DONE: its result. 0, or -EPROTO (said). */
 static int take_result(const uint8_t *p, struct sync_result *res)
 {
@@ -342,17 +415,41 @@ static int take_result(const uint8_t *p, struct sync_result *res)
 	return -EPROTO;
 }
 
-/* Read CTL_LOG lines (printing them) until the receiver's CTL_DONE. */
-static int await_done(struct role *r, struct sync_result *res)
+/* The receiver's next frame: the one watch_peer() kept, if any, else the
+ * next to come (as sync_recv()). */
+static int next_frame(struct watch *w, uint8_t *type, size_t *n)
 {
+	if (!w->nkept)
+		return sync_recv(w->r, "receiver", type, n);
+	struct kept k = w->kept[0];
+	memmove(w->kept, w->kept + 1, (size_t)--w->nkept * sizeof k);
+	*type = k.type;
+	*n = k.n;
+	memcpy(w->r->ctl->buf, k.buf, k.n + 8);   /* came from it: it only grows */
+	free(k.buf);
+	return 0;
+}
+
+/* Read CTL_LOG lines (printing them) and CTL_LANDED (removing what it
+ * names, rm) until the receiver's CTL_DONE; w (may be NULL): frames
+ * watch_peer() kept come first. */
+static int await_done(struct role *r, struct sync_result *res, struct src_remover *rm,
+                      struct watch *w)
+{
+	struct watch none = { .r = r };
+	if (!w)
+		w = &none;
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		int rc = sync_recv(r, "receiver", &type, &n);
+		int rc = next_frame(w, &type, &n);
 		if (rc < 0)
 			return rc;
-		if (type == CTL_LOG) {
-			print_log(r->ctl->buf, n);
+		if (take_news(w, type, n))
+			continue;
+		if (type == CTL_LANDED) {
+			if ((rc = landed_take(rm, r->ctl->buf, n)) < 0)
+				return rc;
 			continue;
 		}
 		if (type == CTL_ERROR) {
@@ -379,10 +476,65 @@ struct sstate {
 	struct sync_result *res;
 	struct idx_manifest m;
 	char *root, *only;       /* where SRC is scanned; the one name sent */
+	struct srcset ss;        /* several SRCs (ss.n > 1), else ss.n is 0 */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
+	struct watch w;          /* the receiver, while we send */
 	struct tp_session *ts;
 	int lockfd;              /* SRC's root, locked shared for the run */
+	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
+	struct src_remover rm;
+	struct filter *filter;   /* the filter rules, on our side */
+	struct idx_root *roots;  /* --files-from */
+	size_t nroots;
 };
+
+/* The scan's options: filter rules, --files-from, -x. 0 or -ENOMEM. */
+static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
+{
+	const struct sync_opts *o = s->r->o;
+	int rc;
+	so->only = s->only;
+	so->one_fs = o->one_fs;
+	so->meta = sync_scan_meta(s->r->flags);
+	so->no_index = o->no_index;   /* --no-index: both sides */
+	if (o->nrules) {
+		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : sync_filter_open(&s->filter, o, SYNC_RM_SENDER, fd,
+		                                        s->only ? "" : NULL);
+		if (fd >= 0)
+			close(fd);
+		if (rc < 0)
+			return rc;
+		so->skip = sync_filter_skip;
+		so->skip_ctx = s->filter;
+	}
+	if (o->files_from) {
+		if ((rc = sync_files_roots(o, &s->roots, &s->nroots)) < 0)
+			return rc;
+		so->roots = s->roots;
+		so->nroots = s->nroots;
+	}
+	return 0;
+}
+
+/* Several SRCs: READY for a directory's contents, then their entries,
+ * merged (sources.c), as one manifest. */
+static int scan_many(struct sstate *s)
+{
+	uint64_t errors = 0;
+	uint8_t ready[4] = { 0, 1, 0, 0 };
+	int rc = ctl_send(s->r->ctl, CTL_READY, ready, sizeof ready);
+	if (rc == 0 && (rc = srcs_scan(s->r, &s->ss, &s->m, &errors)) < 0) {
+		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
+		ctl_error(s->r->ctl, code, rc == -EWOULDBLOCK ? "a source is being written by "
+		          "another rdcp" : "the sources cannot be scanned");
+		s->res->code = code;
+		return rc;
+	}
+	if (rc == 0)
+		sync_count_entries(s->res, &s->m, 0);   /* --stats, --json */
+	return rc ? rc : send_manifest(s->r, &s->m, errors, &s->res->flist_bytes);
+}
 
 /* READY, the scan of SRC and the manifest. */
 static int scan_and_send(struct sstate *s)
@@ -391,25 +543,31 @@ static int scan_and_send(struct sstate *s)
 	struct idx_scan_opts so = { 0 };
 	struct idx_stats st;
 	int is_dir = 0, rc;
-	if ((rc = source_root(r, &s->root, &s->only, &is_dir)) < 0) {
+	if (r->nsrc > 1)
+		return scan_many(s);
+	rc = r->o->files_from ? sync_files_root(r->path, &s->root, &is_dir)
+	                      : src_split(r->path, r->flags, &s->root, &s->only, &is_dir);
+	if (rc < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
-	size_t tl = s->only ? strlen(s->only) : 0;
+	/* --sync of a directory named without a trailing '/': its contents,
+	 * but its name goes along (READY_MIRROR) so that a receiver told to
+	 * --delete can refuse a DST that has nothing in common with it */
+	char *base = NULL;
+	if (!s->only && is_dir && (r->flags & SYNC_F_MIRROR))
+		base = mirror_name(r->path);
+	const char *name = s->only ? s->only : base ? base : "";
+	size_t tl = strlen(name);
 	uint8_t ready[4 + 256];
-	ready[0] = s->only != NULL;
+	ready[0] = s->only ? READY_NAMED : base ? READY_MIRROR : READY_CONTENTS;
 	ready[1] = (uint8_t)is_dir;
-	put_u16(ready + 2, (uint16_t)tl);
-	memcpy(ready + 4, s->only ? s->only : "", tl > 255 ? 255 : tl);
+	put_u16(ready + 2, (uint16_t)(tl > 255 ? 255 : tl));
+	memcpy(ready + 4, name, tl > 255 ? 255 : tl);
+	free(base);
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
-	so.only = s->only;
-	so.no_index = (r->flags & SYNC_F_NO_INDEX) != 0;
-	if (r->nrules) {
-		so.skip = sync_filter_skip;
-		so.skip_ctx = r;
-	}
 	/* not while another run writes into SRC: what we read would be a mix */
 	s->lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->lockfd >= 0 && s->only) {   /* one named entry: its own tree, if any */
@@ -424,12 +582,19 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
-	if ((rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
+	if ((rc = scan_opts(s, &so)) < 0 || (rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
-	return send_manifest(r->ctl, &s->m, st.errors);
+	if ((rc = sync_filter_error(s->filter)) != 0) {   /* a dir-merge file (said) */
+		ctl_error(r->ctl, rc, "the sender could not use a dir-merge filter file "
+		          "(see above)");
+		s->res->code = (uint32_t)rc;
+		return -ECANCELED;
+	}
+	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
+	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes);
 }
 
 /* The receiver's plan: which entries to send. 0, 1 when the receiver gave
@@ -450,7 +615,7 @@ static int read_plan(struct sstate *s)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_LOG) {   /* its reasons, then its DONE */
 		print_log(c->buf, n);
-		rc = await_done(s->r, s->res);
+		rc = await_done(s->r, s->res, &s->rm, NULL);
 		return rc < 0 ? rc : 1;
 	}
 	if (type != CTL_PLAN || n < 4 || (n - 4) / 4 != get_u32(c->buf) || n % 4) {
@@ -488,8 +653,8 @@ static int connect_data(struct sstate *s)
 	uint8_t type;
 	size_t n;
 	int rc;
-	while ((rc = sync_recv(r, "receiver", &type, &n)) == 0 && type == CTL_LOG)
-		print_log(r->ctl->buf, n);
+	while ((rc = next_frame(&s->w, &type, &n)) == 0 && take_news(&s->w, type, n))
+		;
 	if (rc < 0)
 		return rc;
 	if (type == CTL_DONE && n == RESULT_LEN)
@@ -507,13 +672,25 @@ static int connect_data(struct sstate *s)
 		log_err("the receiver's data-connection message %s", cd.why);
 		return -EPROTO;
 	}
+	/* the client: its --data-addr, else the address the server says its
+	 * ssh was reached on (an IP literal, nothing else: peer input), else
+	 * the ssh host. The server: the client's --data-addr, else its own idea. */
+	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
+	if (r->is_client && r->o && r->o->data_addr) {
+		addr = r->connect_addr;
+	} else if (r->is_client && *cd.addr && !rsh_is_ip(cd.addr)) {
+		char shown[300];
+		log_err("the receiver's data-connection message has an address that is not an "
+		        "IP address: '%s'", log_path(shown, sizeof shown, cd.addr));
+		return -EPROTO;
+	}
 	struct tp_opts o = r->tp;
 	tp_key_derive(cd.key, 32, o.key);
 	explicit_bzero(cd.key, sizeof cd.key);
-	const char *addr = *cd.addr ? cd.addr : r->connect_addr;
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
 	o.io_timeout_ms = r->timeout * 1000;
+	o.rate = r->o ? r->o->bwlimit : 0;   /* --bwlimit: paced over all streams */
 	rc = tp_connect(addr, cd.port, &o, &s->ts);
 	if (rc == -ETIMEDOUT && r->timeout > 0)
 		rc = -ETIME;   /* it listened, then went silent: --timeout's case */
@@ -521,6 +698,10 @@ static int connect_data(struct sstate *s)
 		char why[400];
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
 		         cd.port);
+		if (r->is_client && rc != -ETIME)   /* the one we can fix: the address */
+			log_err("%s: %s (if the far side is reached at another address, such as "
+			        "its IPoIB or RoCE address, give it with --data-addr)", why,
+			        strerror(-rc));
 		ctl_error(r->ctl, rd_exit_code(rc), why);
 	}
 	return rc;
@@ -529,30 +710,34 @@ static int connect_data(struct sstate *s)
 /* For tests: with $RDCP_TEST_PAUSE naming a path, create it and wait until
  * it is removed (60 s at most), so a test can change SRC between the scan
  * and the reads, as a busy tree does. Nothing else reads the variable. */
-static void test_pause(void)
+static void test_pause(struct watch *w)
 {
 	const char *p = getenv("RDCP_TEST_PAUSE");
 	int fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
 	if (fd < 0)
 		return;
 	close(fd);
-	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++)
+	for (int i = 0; i < 6000 && access(p, F_OK) == 0; i++) {
 		usleep(10000);
+		watch_peer(w);   /* the receiver's lines meanwhile */
+	}
 }
 
 /* The planned files over the data session, then the receiver's verdict. */
 static int send_data(struct sstate *s)
 {
-	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0)
+	int rootfd = s->ss.n ? -1 : open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0 && !s->ss.n)
 		return -errno;
-	struct sendq q = { .ts = s->ts, .dc = { NULL, -1 }, .root = rootfd, .m = &s->m,
-	                   .res = s->res, .fd = -1, .bad = UINT32_MAX };
+	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
+	                   .m = &s->m, .res = s->res, .w = &s->w, .fd = -1, .bad = UINT32_MAX,
+	                   .sent = s->sent };
 	int rc = send_all(&q, s->plan, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)
 		close(q.dc.fd);
-	close(rootfd);
+	if (rootfd >= 0)
+		close(rootfd);
 	if (rc == 0)
 		rc = tp_finish(s->ts);
 	if (rc < 0) {
@@ -574,29 +759,52 @@ static int sender_run(struct sstate *s)
 		return 1;   /* the receiver stopped early: its reason came first */
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
+	/* --remove-source-files: what the receiver may say landed (remove.c) */
+	s->rm = (struct src_remover){ .on = (s->r->flags & SYNC_F_REMOVE_SOURCE) != 0,
+	                              .m = &s->m, .plan = s->plan, .nplan = s->nplan,
+	                              .root = -1, .ss = &s->ss, .last = -1 };
+	if (s->rm.on && !s->ss.n)
+		s->rm.root = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->rm.on && !(s->rm.sent = s->sent = calloc(s->m.n ? s->m.n : 1, 1)))
+		return -ENOMEM;
 	if (s->nplan) {
-		test_pause();
+		test_pause(&s->w);
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}
-	rc = await_done(s->r, s->res);
+	rc = await_done(s->r, s->res, &s->rm, &s->w);
+	progress_update(&s->w.pg, s->res->bytes, s->res->files, 1);
 	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;
+	if (s->rm.errors && !s->res->code)
+		s->res->code = RD_EXIT_PARTIAL;   /* a source file could not be removed */
 	return rc;
 }
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res, .lockfd = -1 };
+	struct sstate s = { .r = r, .res = res, .lockfd = -1, .rm = { .root = -1 },
+	                    .w = { .r = r } };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
+	res->we_sent = 1;
+	res->ctl_tx = r->ctl->tx_bytes;
+	res->ctl_rx = r->ctl->rx_bytes;
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
 	tp_close(s.ts);
+	for (int k = 0; k < s.w.nkept; k++)
+		free(s.w.kept[k].buf);
 	if (s.lockfd >= 0)
 		close(s.lockfd);
 	free(s.plan);
+	free(s.sent);
+	if (s.rm.root >= 0)
+		close(s.rm.root);
 	free(s.root);
 	free(s.only);
+	sync_filter_free(s.filter);
+	sync_files_roots_free(s.roots, s.nroots);
+	srcs_free(&s.ss);
 	idx_manifest_free(&s.m);
 	return res->code;
 }

@@ -2,6 +2,7 @@
  * remote shell (or forked for a local run), its control channel on stdin
  * and stdout. It takes the role the client's HELLO gives it. */
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "sync/sync_int.h"
 
 #define RD_STR2(x) #x
@@ -20,42 +22,144 @@ int sync_server(void)
 	return sync_serve(0);
 }
 
+/* The HELLO's options into a; 0, or the exit code after telling the
+ * client why (in an ERROR: the client prints it). */
+static int take_hello(struct ctl *c, struct hello *h, struct sync_args *a)
+{
+	char why[300];
+	sync_args_init(a);
+	a->mode = SYNC_MODE_FAR;
+	int code = sync_args_parse(h->argc, h->argv, a);
+	/* operands: a sender's other SRCs (after "--"), nothing else */
+	if (code < 0 && a->noperands && h->role != ROLE_SENDER) {
+		snprintf(a->why, sizeof a->why, "it gives a receiver an operand");
+		code = RD_EXIT_PROTO;
+	}
+	if (code < 0 && (code = sync_opts_check(&a->o)) == 0)
+		return 0;
+	snprintf(why, sizeof why, "the server refused the hello: %s",
+	         a->why[0] ? a->why : "its options are not valid (see above)");
+	ctl_error(c, code, why);
+	return code;
+}
+
+/* The client's HELLO; 0, or the exit code after saying why. */
+static int read_hello(struct ctl *c, struct hello *h)
+{
+	uint8_t type;
+	size_t n;
+	int rc = ctl_recv(c, &type, &n);
+	if (rc < 0 || type != CTL_HELLO) {
+		log_err("--server: the client did not say hello (%s)",
+		        rc < 0 ? strerror(-rc) : "wrong first message");
+		return RD_EXIT_PROTO;
+	}
+	rc = hello_decode(c->buf, n, h);
+	if (rc < 0) {
+		char why[200];
+		int code = rc == -EPROTONOSUPPORT ? RD_EXIT_INCOMPAT : RD_EXIT_PROTO;
+		snprintf(why, sizeof why, "the server refused the hello: %s", h->why ? h->why : "?");
+		ctl_error(c, code, rc == -EPROTONOSUPPORT
+		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : why);
+		return code;
+	}
+	return 0;
+}
+
+/* host:~/x and host:~user/x, as the remote login shell expands them for
+ * rsync (the path comes in the HELLO, not on a command line, so no shell
+ * sees it): ~ is $HOME (else the password file's), ~user that user's home.
+ * Returns a malloc'd path (path itself copied when it has no ~), or NULL
+ * after saying why in *why. */
+static char *expand_home(const char *path, const char **why)
+{
+	if (path[0] != '~')
+		return strdup(path);
+	const char *rest = strchrnul(path, '/');
+	const char *home = NULL;
+	char user[256];
+	struct passwd *pw;
+	if (rest == path + 1) {
+		home = getenv("HOME");
+		if ((!home || !*home) && (pw = getpwuid(getuid())))
+			home = pw->pw_dir;
+	} else if ((size_t)(rest - path) <= sizeof user) {
+		snprintf(user, sizeof user, "%.*s", (int)(rest - path - 1), path + 1);
+		if ((pw = getpwnam(user)))
+			home = pw->pw_dir;
+	}
+	if (!home || !*home) {
+		*why = rest == path + 1 ? "this user has no home directory"
+		                        : "no such user on this host";
+		return NULL;
+	}
+	char *out;
+	return asprintf(&out, "%s%s", home, rest) < 0 ? NULL : out;
+}
+
 int sync_serve(int local)
 {
 	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
 	struct sync_result res = { 0 };
+	static struct sync_args a;
 	struct hello h;
-	uint8_t type;
-	size_t n;
 	signal(SIGPIPE, SIG_IGN);
-	int rc = ctl_recv(&c, &type, &n);
-	if (rc < 0 || type != CTL_HELLO) {
-		log_err("--server: the client did not say hello (%s)",
-		        rc < 0 ? strerror(-rc) : "wrong first message");
-		ctl_free(&c);
-		return RD_EXIT_PROTO;
-	}
-	rc = hello_decode(c.buf, n, &h);
-	if (rc < 0) {
-		char why[200];
-		int code = rc == -EPROTONOSUPPORT ? RD_EXIT_INCOMPAT : RD_EXIT_PROTO;
-		snprintf(why, sizeof why, "the server refused the hello: %s", h.why ? h.why : "?");
-		ctl_error(&c, code, rc == -EPROTONOSUPPORT
-		          ? "rdcp versions differ: this rdcp speaks protocol " RD_STR(CTL_VERSION) : why);
+	int code = read_hello(&c, &h);
+	if (!code && (code = take_hello(&c, &h, &a)) != 0)
+		hello_free(&h);
+	if (code) {
 		ctl_free(&c);
 		return code;
 	}
-	struct role r = { .ctl = &c, .path = h.path, .flags = h.flags,
-	                  .rules = h.rules, .nrules = h.nrules, .timeout = h.timeout };
-	ctl_set_timeout(&c, h.timeout * 1000);
+	const char *why = "out of memory";
+	char *path = local ? strdup(h.path) : expand_home(h.path, &why);
+	if (!path) {
+		char msg[300], shown[200];
+		snprintf(msg, sizeof msg, "%s: %s", log_path(shown, sizeof shown, h.path), why);
+		ctl_error(&c, RD_EXIT_SELECT, msg);
+		hello_free(&h);
+		sync_opts_free(&a.o);
+		ctl_free(&c);
+		return RD_EXIT_SELECT;
+	}
+	free(h.path);
+	h.path = path;
+	const struct sync_opts *o = &a.o;
+	/* the sender's SRCs: HELLO's path, then its operands */
+	const char **srcs = calloc((size_t)a.noperands + 1, sizeof *srcs);
+	if (!srcs) {
+		hello_free(&h);
+		ctl_free(&c);
+		return RD_EXIT_FILEIO;
+	}
+	srcs[0] = h.path;
+	for (int k = 0; k < a.noperands; k++)
+		srcs[k + 1] = a.operands[k];
+	struct role r = { .ctl = &c, .path = h.path, .flags = o->flags, .o = o,
+	                  .srcs = srcs, .nsrc = a.noperands + 1,
+	                  .timeout = o->timeout };
+	ctl_set_timeout(&c, o->timeout * 1000);
+	if (o->files_from && sync_files_recv(&r, &a.o) < 0) {   /* --files-from's list */
+		ctl_error(&c, RD_EXIT_PROTO, "the server could not read the --files-from list "
+		          "(see above)");
+		free(srcs);
+		hello_free(&h);
+		sync_opts_free(&a.o);
+		ctl_free(&c);
+		return RD_EXIT_PROTO;
+	}
 	int role = h.role;
 	char *addr = h.addr;
-	r.tp.streams = h.streams;
-	r.tp.kind = h.kind;
-	r.tp.encrypt = (h.flags & SYNC_F_ENCRYPT) != 0;
+	r.tp.streams = o->tp.streams;
+	r.tp.kind = o->tp.kind;
+	r.tp.encrypt = (o->flags & SYNC_F_ENCRYPT) != 0;
+	r.tp.verbose = o->tp.verbose;   /* -v: the TCP fallback notice */
+	r.local = local;
 	r.verbose = 1;   /* the client decides what to show */
 	if (role == ROLE_RECEIVER) {
-		r.announce_addr = "";
+		/* the sender (the client) dials the address its ssh reached us on,
+		 * which it may not know: an ssh_config alias, a ProxyJump */
+		r.announce_addr = local ? "" : rsh_server_addr();
 		/* a local run's sender is on this machine: listen on loopback only,
 		 * and take data connections only from it. Over ssh the data may come
 		 * from another address than ssh's (IPoIB, a jump host): the
@@ -77,7 +181,9 @@ int sync_serve(int local)
 		r.verbose = 0;
 		sync_sender(&r, &res);
 	}
+	free(srcs);
 	hello_free(&h);
+	sync_opts_free(&a.o);
 	ctl_free(&c);
 	return (int)res.code;
 }

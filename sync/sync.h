@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "index/index.h"
 #include "transport/transport.h"
 
 /* --- a sync run: rdcp [OPTIONS] SRC DST --- */
@@ -22,31 +23,77 @@
 enum {
 	SYNC_F_RECURSIVE = 1 << 0,   /* -r: directories too */
 	SYNC_F_MIRROR    = 1 << 1,   /* --sync: DST becomes a mirror of SRC's contents */
-	SYNC_F_PERMS     = 1 << 2,   /* -a: permissions */
-	SYNC_F_TIMES     = 1 << 3,   /* -a: modification times (ns) */
-	SYNC_F_OWNER     = 1 << 4,   /* -a as root: owner and group */
+	SYNC_F_PERMS     = 1 << 2,   /* -a, -p: permissions */
+	SYNC_F_TIMES     = 1 << 3,   /* -a, -t: modification times (ns) */
+	SYNC_F_OWNER     = 1 << 4,   /* -a, -o, -g as root: owner and group */
 	SYNC_F_HARDLINKS = 1 << 5,   /* -H */
 	SYNC_F_DELETE    = 1 << 6,   /* --delete */
 	SYNC_F_DRYRUN    = 1 << 7,   /* -n */
 	SYNC_F_CHECKSUM  = 1 << 8,   /* -c: compare content hashes, not size+mtime */
-	SYNC_F_ITEMIZE   = 1 << 9,   /* -v or -n: report each change */
+	SYNC_F_ITEMIZE   = 1 << 9,   /* -v, -i or -n: report each change */
 	SYNC_F_ENCRYPT   = 1 << 10,  /* --encrypt: seal the data connection (TCP) */
-	SYNC_F_NO_INDEX  = 1 << 11,  /* --no-index: neither side reads or writes one */
-	SYNC_F_ALL       = (1 << 12) - 1,
+	SYNC_F_XATTRS    = 1 << 11,  /* -X */
+	SYNC_F_ACLS      = 1 << 12,  /* -A */
+	SYNC_F_NUMERIC_IDS = 1 << 13,   /* --numeric-ids: no user/group names */
+	SYNC_F_UPDATE    = 1 << 14,  /* -u: skip files newer on DST */
+	SYNC_F_IGNORE_EXISTING = 1 << 15,
+	SYNC_F_ONE_FS    = 1 << 16,  /* -x */
+	SYNC_F_DELETE_BEFORE = 1 << 17,
+	SYNC_F_DELETE_AFTER = 1 << 18,
+	SYNC_F_DELETE_EXCLUDED = 1 << 19,
+	SYNC_F_BACKUP    = 1 << 20,  /* -b, --backup-dir */
+	SYNC_F_REMOVE_SOURCE = 1 << 21,   /* --remove-source-files */
+	SYNC_F_MKPATH    = 1 << 22,  /* --mkpath: create DST's missing parents */
+	SYNC_F_PARTIAL   = 1 << 23,  /* --partial, -P */
+	SYNC_F_INPLACE   = 1 << 24,
+	SYNC_F_APPEND    = 1 << 25,
+	SYNC_F_APPEND_VERIFY = 1 << 26,
+	SYNC_F_SPARSE    = 1 << 27,  /* -S */
+	SYNC_F_DELETE_DURING = 1 << 28,   /* --delete-during: rdcp's --delete */
 };
 
-/* --exclude / --include, in command-line order (rules in sync/filter.c) */
-struct sync_rule {
-	int include;
-	const char *pattern;
+/* Filter rules (--exclude, --include, --filter, -F, --exclude-from,
+ * --include-from and the merge files they name), in command-line order:
+ * rsync's syntax (sync/rules.c), applied by sync/filter.c. */
+enum { SYNC_R_EXCLUDE = 1, SYNC_R_INCLUDE, SYNC_R_CLEAR, SYNC_R_DIRMERGE,
+       SYNC_R_MERGE /* read by the client, never in the list */ };
+enum {
+	SYNC_RM_NEGATE     = 1 << 0,   /* '!': the rule applies when the pattern does not match */
+	SYNC_RM_SENDER     = 1 << 1,   /* 's', hide/show: on the sending side only */
+	SYNC_RM_RECEIVER   = 1 << 2,   /* 'r', protect/risk: on the receiving side only */
+	SYNC_RM_NO_INHERIT = 1 << 3,   /* dir-merge 'n': not inherited by subdirectories */
+	SYNC_RM_EXCLUDES   = 1 << 4,   /* (dir-)merge '-': every line an exclude pattern */
+	SYNC_RM_INCLUDES   = 1 << 5,   /* (dir-)merge '+': every line an include pattern */
+	SYNC_RM_EXCL_SELF  = 1 << 6,   /* (dir-)merge 'e': while parsing only */
 };
+struct sync_rule {
+	int kind;                   /* SYNC_R_* */
+	unsigned mods;              /* SYNC_RM_* */
+	char *pattern;              /* owned; dir-merge: the file name */
+};
+
+#define SYNC_MAX_RULES     4096
+#define SYNC_MAX_LINK_DEST 20     /* rsync's limit */
+#define SYNC_TIMEOUT_MAX   1000000   /* seconds */
 
 struct sync_opts {
-	const char *src, *dst;      /* local paths or [user@]host:path */
-	const struct sync_rule *rules;
-	int nrules;
+	const char *const *srcs;    /* SRC operands: local paths or [user@]host:path */
+	int nsrc;
+	const char *src, *dst;      /* src: srcs[0] */
+	struct sync_rule *rules;    /* filter rules, in order (see above) */
+	int nrules, filter_F;
+	int stdin_taken;            /* a --*-from file was '-' (stdin reads once) */
+	const char *exclude_from, *include_from, *files_from;
+	char **files;               /* --files-from: the list, normalized (the
+	                               client reads it; a server sender gets it
+	                               in CTL_FILES) */
+	size_t nfiles;
+	int recursive_given;        /* -r itself: with --files-from, -a and --sync
+	                               do not recurse (rsync) */
+	int one_fs;                 /* -x: 1; -xx: 2 (mount points left out) */
+	long long min_size, max_size;   /* --min-size/--max-size, bytes; -1: none */
 	unsigned flags;             /* SYNC_F_* */
-	int verbose;
+	int verbose, quiet, itemize, human, stats, json;
 	int progress;               /* --progress: a live line on a terminal */
 	const char *rsh;            /* remote shell, default "ssh" */
 	const char *rdcp_path;      /* the remote rdcp, default "rdcp" */
@@ -54,9 +101,41 @@ struct sync_opts {
 	int timeout;                /* --timeout: seconds without I/O before giving
 	                               up (exit 30), 0: never; both sides */
 	struct tp_opts tp;          /* kind, streams */
+	long long max_delete;       /* --max-delete, -1: no limit */
+	const char *min_size_arg, *max_size_arg, *bwlimit_arg;   /* as typed */
+	uint64_t bwlimit;           /* --bwlimit in bytes/s, 0: none */
+	const char *chown, *chmod;
+	const char *link_dest[SYNC_MAX_LINK_DEST];
+	int nlink_dest;
+	const char *backup_dir, *backup_suffix;
+	const char *index_path;     /* --index (the client's side) */
+	int no_index;               /* --no-index, both sides */
+	char **fwd;                 /* the far side's options, --name[=value] */
+	int nfwd;
 };
 
-#define SYNC_TIMEOUT_MAX 1000000   /* seconds */
+/* The command line: rdcp's modes and the options of each. */
+enum sync_mode { SYNC_MODE_COPY, SYNC_MODE_SCAN, SYNC_MODE_SERVER, SYNC_MODE_HELP,
+                 SYNC_MODE_VERSION, SYNC_MODE_FAR,
+                 SYNC_MODE_INDEX_LIST, SYNC_MODE_INDEX_PRUNE };
+struct sync_args {
+	int mode;                   /* enum sync_mode; SYNC_MODE_FAR before parsing:
+	                               the server's options from the HELLO */
+	struct sync_opts o;
+	struct idx_scan_opts so;    /* --scan's options */
+	int prune_days;             /* --index-prune[=DAYS] */
+	char **operands;
+	int noperands;
+	char why[256];              /* SYNC_MODE_FAR: what was wrong, for the client */
+};
+/* Parse argv into a (a->o's defaults set by the caller: sync_args_init).
+ * Returns -1 to go on, else the exit code to leave with. With mode
+ * SYNC_MODE_FAR, only options the client forwards are taken. */
+void sync_args_init(struct sync_args *a);
+int  sync_args_parse(int argc, char **argv, struct sync_args *a);
+/* RD_EXIT_USAGE (said) for an option rdcp parses but cannot do yet */
+int  sync_opts_check(const struct sync_opts *o);
+void sync_opts_free(struct sync_opts *o);
 
 /* Run a sync from the client side; returns the exit code (common/exitcode.h). */
 int sync_client(const struct sync_opts *o);

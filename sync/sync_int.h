@@ -22,6 +22,8 @@
 struct role {
 	struct ctl *ctl;
 	const char *path;          /* SRC for the sender, DST for the receiver */
+	const char *const *srcs;   /* sender: every SRC (srcs[0] is path) */
+	int nsrc;                  /* sender: how many; 1 unless rdcp A B... DST */
 	unsigned flags;            /* SYNC_F_* */
 	struct tp_opts tp;
 	const char *connect_addr;  /* sender: where the receiver listens */
@@ -29,13 +31,33 @@ struct role {
 	const char *listen_addr;   /* receiver: the address to listen on (NULL: all) */
 	const char *allow_addr;    /* receiver: the only sender address (NULL: any) */
 	int is_client;             /* prints its own log lines */
+	int local;                 /* server: forked by a local run's client */
 	int verbose;
 	int progress;              /* client: --progress */
-	const struct sync_rule *rules;
-	int nrules;
 	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
 	uint64_t frames;           /* control frames received (sync_recv) */
+	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
 };
+
+/* What a scan reads besides (idx_scan_opts.meta) for the run's flags. */
+static inline unsigned sync_scan_meta(unsigned flags)
+{
+	return ((flags & SYNC_F_XATTRS) ? IDX_SCAN_XATTRS : 0) |
+	       ((flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
+}
+
+/* sync/ids.c: the sender's names for the uids and gids of m (owners and
+ * named ACL entries; never 0), each looked up once, into m->names (rsync's
+ * user and group lists). 0 or -ENOMEM. */
+int  sync_names_collect(struct idx_manifest *m);
+
+/* sync/chmod.c: --chmod (rsync's syntax). parse: 0, -EINVAL for a string
+ * rsync would refuse, -ENOMEM; umask_bits: for items without u/g/o/a.
+ * apply: the mode (07777 bits) of an entry, a directory or not. */
+struct sync_chmod;
+int  sync_chmod_parse(const char *arg, uint32_t umask_bits, struct sync_chmod **out);
+uint32_t sync_chmod_apply(const struct sync_chmod *ch, uint32_t mode, int is_dir);
+void sync_chmod_free(struct sync_chmod *ch);
 
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
@@ -67,31 +89,197 @@ int  unpacker_error(struct unpacker *u);
 /* After the last message: wait for the unpacker; 0 or an error. */
 int  unpacker_finish(struct unpacker *u);
 
+#define PROGRESS_SAMPLES 8
 struct progress {
-	int on;
+	int on, human;
 	double t0, last;
 	uint64_t total_bytes, total_files;
+	double st[PROGRESS_SAMPLES];     /* recent (time, bytes): the current rate */
+	uint64_t sb[PROGRESS_SAMPLES];
+	int ns;
 };
-/* --progress on a terminal (silent otherwise): totals, then updates. */
-void progress_start(struct progress *p, int wanted, uint64_t bytes, uint64_t files);
+struct role;
+/* --progress (r->progress) on a terminal, silent otherwise (or with -q):
+ * the totals, then updates with the bytes moved and the files landed. */
+void progress_start(struct progress *p, const struct role *r, uint64_t bytes, uint64_t files);
 void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int final);
 
 /* sync/fs.c: open path beneath root (an fd of a tree's root) without
  * following any symlink or leaving the tree; "" is root itself (a dup). */
 int sync_open_beneath(int root, const char *path, int flags);
+/* sync/fs.c: mkdir -p path (--mkpath); 0 or a negative errno (said). */
+int sync_mkpath(const char *path);
 /* sync/fs.c: lock the tree at rootfd for this run (writer: exclusive, the
  * receiver; else shared, the sender), never waiting. 0, or -EWOULDBLOCK when
  * another run holds it (said, naming path), or another error (said). */
 int sync_lock(int rootfd, const char *path, int writer);
 
-/* idx_scan_opts.skip for the role's --exclude/--include rules (ctx: role) */
-int sync_filter_skip(const char *path, int is_dir, void *ctx);
+/* sync/rules.c: rsync's filter rule syntax. */
+/* Parse one rule. dflt '-' or '+': text is a pattern of --exclude or
+ * --include (or "- PAT", "+ PAT", "!"); 'E' or 'I': an exclude or include
+ * pattern as it is (a merge file's line under '-' or '+'); 0: the full
+ * --filter syntax.
+ * inherit: SYNC_RM_* given to the rule (a merge file's sides). 0, or -1
+ * with why; r->pattern is then NULL. A merge rule is SYNC_R_MERGE. */
+int  sync_rule_parse(const char *text, int dflt, unsigned inherit, struct sync_rule *r,
+                     char *why, size_t cap);
+/* The rule as --filter text that parses back to it (into buf). */
+const char *sync_rule_text(const struct sync_rule *r, char *buf, size_t cap);
+/* Add rule text to o's list (a clear empties it). The client (far 0) reads
+ * merge files here and forwards each resulting rule (sync/opts.c); the far
+ * side refuses merge rules. from names the source in messages. 0 or -1
+ * (said, with the rule). */
+int  sync_rules_add(struct sync_opts *o, const char *text, int dflt, const char *from,
+                    int far);
+/* Every line of the file at path ('-': stdin, once) as a rule; *code: the
+ * exit code after a failure (11 when it cannot be read, as rsync). */
+int  sync_rules_file(struct sync_opts *o, const char *path, int dflt, unsigned inherit,
+                     int far, int depth, int *code);
+/* The whole file ('-': stdin, once per run: else errno EBUSY) in a malloc'd
+ * NUL-terminated buffer. 0, or -1 with errno. */
+int  sync_read_list(const char *path, struct sync_opts *o, char **buf, size_t *len);
+/* The next line of [*p, end) that is not empty or a '#'/';' comment, NUL
+ * terminated in place (NL, CR or CR LF end a line); NULL at the end.
+ * *lineno counts the lines passed. */
+char *sync_next_line(char **p, char *end, int *lineno);
+/* sync/opts.c: forward "--filter=text" to the far side. 0 or -1. */
+int  sync_opts_forward_rule(struct sync_opts *o, const char *text);
+
+/* sync/files.c: --files-from. */
+#define SYNC_FILES_MAX ((size_t)1 << 24)   /* entries in a list */
+/* The client: read the list at path ('-': stdin), normalized as rsync
+ * does, into o->files. 0 or -1 (said, naming the file). */
+int  sync_files_read(struct sync_opts *o, const char *path);
+/* The client: o->files as CTL_FILES frames, the last one empty. */
+int  sync_files_send(struct ctl *c, const struct sync_opts *o);
+/* One CTL_FILES payload (peer input) appended to o->files: 1 when it had
+ * entries, 0 for the empty one that ends the list, -EPROTO with *why when
+ * malformed (or -ENOMEM). */
+int  sync_files_decode(const uint8_t *buf, size_t len, struct sync_opts *o, const char **why);
+/* The server: the client's whole list into o->files. 0 or an error (said). */
+int  sync_files_recv(struct role *r, struct sync_opts *o);
+/* The sender's SRC with --files-from: a directory, scanned as a whole
+ * (its contents are sent). 0 or an error (said). */
+int  sync_files_root(const char *src, char **root, int *is_dir);
+/* The scan's roots for o->files (depth from -r and each trailing "/");
+ * free with sync_files_roots_free(). 0 or -ENOMEM. */
+int  sync_files_roots(const struct sync_opts *o, struct idx_root **roots, size_t *n);
+void sync_files_roots_free(struct idx_root *roots, size_t n);
+
+/* sync/filter.c: the rules applied to a tree's paths during a scan. */
+struct filter;
+/* side: SYNC_RM_SENDER or SYNC_RM_RECEIVER; root: the tree whose dir-merge
+ * files are read (an fd, dup'ed; -1: none); skip_file_dir: a directory
+ * whose dir-merge files are not read (NULL: none). 0 or -ENOMEM. */
+int  sync_filter_open(struct filter **f, const struct sync_opts *o, int side, int root,
+                      const char *skip_file_dir);
+/* idx_scan_opts.skip (ctx: a struct filter): 1 when path is excluded.
+ * Thread-safe. */
+int  sync_filter_skip(const char *path, int is_dir, void *ctx);
+/* 1 when path, or a directory above it, is excluded on f's side (for
+ * --delete: kept). */
+int  sync_filter_protects(struct filter *f, const char *path, int is_dir);
+/* The exit code of the first dir-merge file that could not be used
+ * (said), 0 when none. */
+int  sync_filter_error(const struct filter *f);
+void sync_filter_free(struct filter *f);
+/* 1 when both sides exclude exactly the same paths (no dir-merge file, no
+ * side modifiers, no --delete-excluded): the receiver may then leave
+ * excluded paths out of its scan of DST. */
+int  sync_filter_simple(const struct sync_opts *o);
+
+/* Entries by kind, as rsync's --stats counts them. */
+enum { SYNC_K_REG, SYNC_K_DIR, SYNC_K_LINK, SYNC_K_DEV, SYNC_K_SPECIAL, SYNC_KINDS };
+
+/* sync/sources.c: the sender's SRCs. src_split: SRC as the root to scan
+ * and, unless its contents are meant, the one name (*only) sent from it;
+ * 0 or a negative errno (said). */
+int src_split(const char *src, unsigned flags, char **root, char **only, int *is_dir);
+/* Several SRCs, merged into one manifest of a directory's contents (as
+ * rsync merges its file list): each SRC is locked (shared) and scanned; one
+ * that cannot be used is said and counted in *errors with the scans'
+ * unreadable entries, and the others go on. 0, or -ENOMEM, or
+ * -EWOULDBLOCK when a SRC is being written by another run (said). */
+struct srcset {
+	int n;
+	char **root;       /* per SRC: the directory its entries' paths are under */
+	int *fd, *lock;    /* per SRC: root open for reading; its lock (-1: none) */
+	uint32_t *of;      /* manifest index -> SRC */
+};
+int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_t *errors);
+/* The directory fd that manifest entry i's path is relative to (-1 when
+ * its SRC could not be opened: it has no entries then). */
+int  srcs_root(const struct srcset *ss, size_t i);
+void srcs_free(struct srcset *ss);
+
+/* sync/remove.c: --remove-source-files on the sender. landed_take: one
+ * CTL_LANDED frame (peer input, checked as docs/protocol.md says) and the
+ * removals it asks for; 0, or -EPROTO (said: nothing more is removed). */
+struct src_remover {
+	int on;                          /* --remove-source-files */
+	const struct idx_manifest *m;    /* the manifest we sent */
+	const uint32_t *plan;            /* the receiver's plan (increasing) */
+	uint32_t nplan;
+	const uint8_t *sent;             /* manifest index -> sent whole */
+	int root;                        /* one SRC: its root */
+	const struct srcset *ss;         /* several SRCs (ss->n > 1) */
+	int64_t last;                    /* the last index taken; -1 at first */
+	uint64_t removed, errors;
+};
+int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
 
 struct sync_result {
 	uint32_t code;             /* exit code */
+	/* the receiver's counts, carried in DONE: files landed, their bytes,
+	 * entries deleted, errors (the sender's unreadable entries included),
+	 * metadata-only updates; entries created and deleted by kind */
 	uint64_t files, bytes, deleted, errors, meta;
-	const char *transport;     /* local only: "rdma" or "tcp" if data moved */
+	uint64_t created[SYNC_KINDS], removed[SYNC_KINDS];
+	/* this side's own, for the report (not in DONE) */
+	const char *transport;     /* "rdma" or "tcp" if data moved */
+	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
+	uint64_t flist_bytes;      /* the file list's encoded size */
+	uint64_t ctl_tx, ctl_rx;   /* control channel bytes */
+	int we_sent;               /* this side was the sender */
 };
+
+/* sync/report.c: what the user sees (rsync's formats). */
+#define SYNC_NUM_LEN 32
+/* n as rsync prints it: human 0 "1,234,567", 1 (-h) "1.23M", 2 (-hh) in
+ * powers of 1024. Returns buf. */
+char *sync_num(char buf[SYNC_NUM_LEN], uint64_t n, int human);
+/* Itemized change bits: rsync's YXcstpoguax columns after the first two. */
+enum {
+	SYNC_ITEM_NEW      = 1 << 0,   /* "+++++++++" */
+	SYNC_ITEM_SUM      = 1 << 1,   /* c: checksum (-c), link target, device number */
+	SYNC_ITEM_SIZE     = 1 << 2,   /* s */
+	SYNC_ITEM_TIME     = 1 << 3,   /* t */
+	SYNC_ITEM_TIME_NOW = 1 << 4,   /* T: set to the transfer time (no -t) */
+	SYNC_ITEM_PERMS    = 1 << 5,   /* p */
+	SYNC_ITEM_OWNER    = 1 << 6,   /* o */
+	SYNC_ITEM_GROUP    = 1 << 7,   /* g */
+	SYNC_ITEM_ACL      = 1 << 8,   /* a */
+	SYNC_ITEM_XATTR    = 1 << 9,   /* x */
+};
+#define SYNC_ITEM_LEN 12
+/* "YXcstpoguax": how ('>' received, '<' sent, 'c' created, 'h' hard link,
+ * '.' attributes only), type (sync_item_type()), bits. Returns out. */
+char *sync_item_code(char out[SYNC_ITEM_LEN], char how, char type, unsigned bits);
+char sync_item_type(int idx_type);
+/* The bits for sender entry e against DST's d (NULL: new) under the run's
+ * flags; own: owners are kept (root); sent: its content is transferred.
+ * ACLs and xattrs are for the caller to add (the receiver adds them, and
+ * the owners, by its rules: sync/itemize.c). */
+unsigned sync_item_bits(const struct idx_entry *e, const struct idx_entry *d, unsigned flags,
+                        int own, int sent);
+int  sync_kind(int idx_type);   /* SYNC_K_* */
+/* Count m's entries into res->entries and total_size (skip_root: not "") */
+void sync_count_entries(struct sync_result *res, const struct idx_manifest *m, int skip_root);
+/* The client: -v's first line; returns the start time for sync_report(). */
+double sync_report_begin(const struct sync_opts *o, int client_sends);
+/* The client, at the end: -v's summary, --stats, --json (code is the exit
+ * code the process returns). Returns code. */
+int  sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0);
 
 int sync_sender(struct role *r, struct sync_result *res);
 /* The server's body; local: forked by a local run's client (loopback). */
@@ -100,19 +288,26 @@ int sync_receiver(struct role *r, struct sync_result *res);
 
 enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
 
-/* Send the HELLO that gives the server its role, with o's options. */
-int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *path,
-                const char *addr);
+/* READY's first byte: what the sender sends (docs/protocol.md) */
+enum { READY_CONTENTS = 0,   /* a directory's contents ("A/", "."), no name */
+       READY_NAMED = 1,      /* one named entry, the name given */
+       READY_MIRROR = 2 };   /* --sync of "A" (no trailing '/'): A's contents,
+                                its name given for --delete's check */
+
+/* Send the HELLO that gives the server its role, with o's options; paths:
+ * its path, and for a sender the other SRCs (npath in all). 0 or an
+ * error (said when the arguments do not fit). */
+int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *const *paths,
+                int npath, const char *addr);
 /* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
 struct hello {
-	int role, streams, nrules;
-	int timeout;               /* --timeout, seconds (0: none) */
-	unsigned flags;
-	enum tp_kind kind;
+	int role;
 	char *path, *addr;
-	struct sync_rule *rules;
+	int argc;          /* argv[0] "rdcp", then the options (not parsed yet) */
+	char **argv;
 	const char *why;   /* -EPROTO: what is wrong, "it has ..." */
 };
+#define HELLO_MAX_ARGS 10000
 /* 0, -EPROTO if malformed (h->why says why), -EPROTONOSUPPORT for another
  * version. */
 int  hello_decode(const uint8_t *buf, size_t len, struct hello *h);
@@ -122,7 +317,7 @@ void hello_free(struct hello *h);
  * r->code is RD_EXIT_PROTO). */
 void result_put(uint8_t *p, const struct sync_result *r);
 int  result_get(const uint8_t *p, struct sync_result *r);
-#define RESULT_LEN (4 + 5 * 8)
+#define RESULT_LEN (4 + (5 + 2 * SYNC_KINDS) * 8)
 
 /* CTL_DATA: where the sender connects, and the session's secret. */
 struct ctl_data {

@@ -203,7 +203,7 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 	put_u16(msg, tp_listener_port(l));
 	memcpy(msg + 2, key, 32);
 	memcpy(msg + 34, r->announce_addr, alen > 255 ? 255 : alen);
-	rc = ctl_send(r->ctl, CTL_DATA, msg, 34 + (alen > 255 ? 255 : alen));
+	rc = recv_ctl_send(s, CTL_DATA, msg, 34 + (alen > 255 ? 255 : alen));
 	explicit_bzero(key, sizeof key);
 	for (int waited = 0; rc == 0; waited++) {
 		rc = tp_accept(l, 500, ts);
@@ -254,6 +254,7 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 			unpacker_push(up, m);   /* it releases m */
 			if ((rc = unpacker_error(up)) < 0)
 				break;   /* the disk is full: stop, the sender hears why */
+			progress_update(pg, s->res->bytes, s->res->files, 0);
 			continue;
 		}
 		pthread_mutex_lock(&s->mu);
@@ -298,7 +299,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	uint64_t total = 0;
 	for (uint32_t k = 0; k < nwant; k++)
 		total += s->sm.e[want[k]].size;
-	progress_start(&pg, s->r->progress, total, nwant);
+	progress_start(&pg, s->r, total, nwant);
 	rc = take_all(s, ts, &pg);
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
 	if (rc == 1) {

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -113,8 +114,8 @@ void tp_listener_free(struct tp_listener *l)
 	free(l);
 }
 
-int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
-               struct tp_session **out)
+static int connect_kind(const char *host, uint16_t port, const struct tp_opts *o,
+                        struct tp_session **out)
 {
 	if (o->streams < 0 || o->streams > TP_MAX_STREAMS) {
 		log_err("streams: expected 1..%d, got %d", TP_MAX_STREAMS, o->streams);
@@ -137,6 +138,42 @@ int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	if (o->verbose >= 0)   /* rdpipe (-1) reports each hop's transport itself */
 		log_err("no RDMA device reaches %s: using TCP", host);
 	return tp_tcp_connect(host, port, o, out);
+}
+
+int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
+               struct tp_session **out)
+{
+	int rc = connect_kind(host, port, o, out);
+	if (rc == 0 && o->rate) {
+		(*out)->rate = o->rate;
+		(*out)->pace_next = 0;
+		pthread_mutex_init(&(*out)->pace_mu, NULL);
+	}
+	return rc;
+}
+
+/* --bwlimit: a virtual clock. Each message moves the time at which the
+ * bytes sent so far fit the rate by len / rate; the sender sleeps until
+ * then before it sends, so no prefix of the run is faster than the rate.
+ * Time left idle (the sender waiting for its disk) is not saved up. */
+static void pace(struct tp_session *s, uint32_t len)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	pthread_mutex_lock(&s->pace_mu);
+	if (s->pace_next < now)
+		s->pace_next = now;
+	s->pace_next += (double)len / (double)s->rate;
+	double until = s->pace_next;
+	pthread_mutex_unlock(&s->pace_mu);
+	while (now < until) {
+		double d = until - now;
+		struct timespec w = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+		nanosleep(&w, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	}
 }
 
 int tp_msg_get(struct tp_session *s, struct tp_msg **m)
@@ -165,6 +202,8 @@ int tp_msg_send(struct tp_session *s, struct tp_msg *m)
 	}
 	tp_hdr_put(b->hdr, &(struct tp_hdr){ .type = TP_DATA, .len = m->len,
 	                                     .id = m->id, .off = m->off });
+	if (s->rate)
+		pace(s, m->len);
 	return s->ops->send(s, b);
 }
 

@@ -192,6 +192,9 @@ struct tp_session {
 	int peer_status;     /* the receiver's verdict, when it was an error */
 	int io_timeout_ms;   /* tp_opts.io_timeout_ms: a wait with no progress this long fails */
 	void *be;            /* backend state */
+	uint64_t rate;       /* tp_opts.rate: bytes/s sent, 0: no limit */
+	double pace_next;    /* monotonic seconds: when the bytes sent so far fit the rate */
+	pthread_mutex_t pace_mu;
 };
 
 /* --- the buffer pool (pool.c) --- */

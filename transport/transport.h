@@ -85,6 +85,10 @@ struct tp_opts {
 	 * with encrypt uses TCP only (listens on TCP only). */
 	int encrypt;
 	uint8_t key[TP_KEY_LEN];   /* from tp_key_derive() */
+	/* Sender: at most this many payload bytes per second over all streams
+	 * (a pacer in tp_msg_send(), which sleeps before a message until the
+	 * bytes so far, this one included, fit the rate); 0: no limit. */
+	uint64_t rate;
 };
 
 struct tp_msg {

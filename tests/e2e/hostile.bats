@@ -56,6 +56,14 @@ attack() {
 
 # --- a sender's file list (manifest) that breaks the rules ---
 
+@test "attack: a file list with an xattr value over 64 KiB" {
+	attack pull manifest-xattr-oversized 12 "the sender's file list has an xattr value over 64 KiB: 'a'"
+}
+
+@test "attack: a file list with a trusted.* xattr from a sender that read user.* only" {
+	attack pull manifest-xattr-namespace 12 "the sender's file list has an xattr of a namespace it does not send: 'a'"
+}
+
 @test "attack: a file list entry '../x', outside the tree" {
 	attack pull manifest-dotdot 12 "rdcp: the sender's file list has an entry outside the tree: '../x'"
 }
@@ -103,6 +111,15 @@ attack() {
 }
 @test "attack: READY with a name over 255 bytes" {
 	attack pull ready-overlong 12 "the sender's top name is over 255 bytes: 'xxxx"
+}
+@test "attack: READY of a kind that does not exist (3)" {
+	attack pull ready-kind-3 12 "the sender's READY has flags out of range"
+}
+@test "attack: READY of a --sync mirror naming '..'" {
+	attack pull ready-mirror-dotdot 12 "the sender's top name is not one plain name: '..'"
+}
+@test "attack: READY of a --sync mirror naming nothing" {
+	attack pull ready-mirror-empty 12 "the sender's READY says it sends one entry but names none"
 }
 @test "attack: READY whose name length is longer than the message" {
 	attack pull ready-length-lies 12 "the sender's READY is malformed (5 bytes)"
@@ -197,11 +214,12 @@ attack() {
 	[ "$(cat "$T/out")" = '\033[2J>f+++++++++ f' ]
 }
 
-# hello FLAGS VERSION: a client's HELLO frame (receiver role, path "dst")
+# hello VERSION [OPTION...]: a client's HELLO frame (receiver role, path "dst")
 hello() {
 	python3 -c 'import struct,sys
-p = struct.pack(">IBBIBBH", 0x52444353, int(sys.argv[2]), 2, int(sys.argv[1]), 1, 1, 3) + b"dst"
-p += struct.pack(">HHI", 0, 0, 0)   # address, rules, timeout
+s = lambda x: struct.pack(">H", len(x.encode())) + x.encode()
+p = struct.pack(">IBB", 0x52444353, int(sys.argv[1]), 2) + s("dst") + s("")
+p += struct.pack(">H", len(sys.argv) - 2) + b"".join(s(a) for a in sys.argv[2:])
 sys.stdout.buffer.write(struct.pack(">IB", len(p), 1) + p)' "$@"
 }
 # the ERROR frame the server answered: "CODE TEXT"
@@ -213,16 +231,18 @@ assert t == 3, t
 print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 }
 
-@test "attack: a client's hello with unknown option flags: the server says why, exit 12" {
+@test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello $((1 << 31)) 2 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 4 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
-	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has unknown option flags" ]
+	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
+	hello 4 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
-	hello 0 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 2" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 4" ]]
 }

@@ -33,14 +33,14 @@ mk() {
 	mk "$T/src"
 	"$RDCP" --sync -e "$RSH" --rdcp-path "$RDCP" "$T/src" "127.0.0.1:$T/dst"
 	same "$T/src" "$T/dst"
-	run "$RDCP" --sync -v -e "$RSH" --rdcp-path "$RDCP" "$T/src" "root@127.0.0.1:$T/dst"
+	run "$RDCP" --sync --stats -e "$RSH" --rdcp-path "$RDCP" "$T/src" "root@127.0.0.1:$T/dst"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"0 files (0 B) transferred"* ]]
+	[[ "$output" == *"Number of regular files transferred: 0"* ]]
 }
 
 @test "remote -> local through ssh (the data connects back to us)" {
 	mk "$T/src"
-	"$RDCP" --sync -P 2 -e "$RSH" --rdcp-path "$RDCP" "127.0.0.1:$T/src" "$T/dst"
+	"$RDCP" --sync --streams 2 -e "$RSH" --rdcp-path "$RDCP" "127.0.0.1:$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 }
 

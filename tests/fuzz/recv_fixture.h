@@ -92,7 +92,11 @@ static void fx_start(struct fixture *f)
 	         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(f->dir))
 		abort();
+	static struct sync_args args;   /* the defaults of a plain run */
+	sync_args_init(&args);
+	args.o.flags = SYNC_F_RECURSIVE;
 	f->r.flags = SYNC_F_RECURSIVE;
+	f->r.o = &args.o;
 	f->s.r = &f->r;
 	f->s.res = &f->res;
 	f->s.cfd = -1;

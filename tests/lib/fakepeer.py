@@ -27,6 +27,7 @@ import traceback
 CTL_HELLO, CTL_READY, CTL_ERROR, CTL_MANIFEST, CTL_MANIFEST_END, CTL_PLAN, \
     CTL_DATA, CTL_DONE, CTL_LOG = range(1, 10)
 CTL_SENT = 14
+CTL_LANDED = 16
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 IDX_REG, IDX_DIR, IDX_LNK = 1, 2, 3
 CHUNK = 4 << 20
@@ -70,10 +71,9 @@ def send_frame(t, payload=b""):
 
 
 def decode_hello(p):
-    magic, version, role, flags, streams, kind, pl = struct.unpack(">IBBIBBH", p[:14])
-    path = p[14:14 + pl]
-    return {"magic": magic, "version": version, "role": role, "flags": flags,
-            "path": path}
+    magic, version, role, pl = struct.unpack(">IBBH", p[:8])
+    path = p[8:8 + pl]
+    return {"magic": magic, "version": version, "role": role, "path": path}
 
 
 # --- manifests (docs/protocol.md, "Manifest") ---
@@ -90,18 +90,19 @@ def xxh3_128(data):
 
 
 def entry(path, type=IDX_REG, content=None, size=None, mode=0o644, mtime_ns=None,
-          hlink=0, link=b"", rdev=0, hash=None):
+          hlink=0, link=b"", rdev=0, hash=None, xattrs=()):
     if isinstance(path, str):
         path = path.encode()
     if content is not None and size is None:
         size = len(content)
     return {"path": path, "type": type, "content": content, "size": size or 0,
             "mode": mode, "mtime_ns": mtime_ns if mtime_ns is not None else 1500000000 * 10**9,
-            "hlink": hlink, "link": link, "rdev": rdev, "hash": hash}
+            "hlink": hlink, "link": link, "rdev": rdev, "hash": hash, "xattrs": xattrs}
 
 
-def encode_manifest(entries, count=None):
-    out = bytearray(struct.pack(">IBBHIQ", 0x52444D46, 1, 0, 0, CHUNK,
+def encode_manifest(entries, count=None, flags=0):
+    """flags: the header's (0x02: xattrs were read, 0x04: of every namespace)."""
+    out = bytearray(struct.pack(">IBBHIQ", 0x52444D46, 1, flags, 0, CHUNK,
                                 len(entries) if count is None else count))
     prev = b""
     for e in entries:
@@ -109,7 +110,8 @@ def encode_manifest(entries, count=None):
         pre = 0
         while pre < len(prev) and pre < len(p) and prev[pre] == p[pre] and pre < 0xffff:
             pre += 1
-        out += struct.pack(">BBHH", e["type"], 0, pre, len(p) - pre) + p[pre:]
+        eflags = 0x02 if e["xattrs"] else 0
+        out += struct.pack(">BBHH", e["type"], eflags, pre, len(p) - pre) + p[pre:]
         out += struct.pack(">IIIq", e["mode"], os.getuid(), os.getgid(), e["mtime_ns"])
         if e["type"] == IDX_REG:
             size = e["size"]
@@ -129,14 +131,37 @@ def encode_manifest(entries, count=None):
             out += struct.pack(">H", len(e["link"])) + e["link"]
         elif e["type"] in (5, 6):
             out += struct.pack(">Q", e["rdev"])
+        if e["xattrs"]:
+            out += struct.pack(">H", len(e["xattrs"]))
+            for name, value in e["xattrs"]:
+                out += struct.pack(">B", len(name)) + name + struct.pack(">I", len(value)) + value
         prev = p
     return bytes(out)
+
+
+def skip_extras(b, pos, fl):
+    """Past an entry's xattrs (flag 0x02) and ACLs (0x04, 0x08)."""
+    if fl & 0x02:
+        n = struct.unpack(">H", b[pos:pos + 2])[0]
+        pos += 2
+        for _ in range(n):
+            pos += 1 + b[pos]
+            pos += 4 + struct.unpack(">I", b[pos:pos + 4])[0]
+    for bit in (0x04, 0x08):
+        if fl & bit:
+            pos += 2 + 6 * struct.unpack(">H", b[pos:pos + 2])[0]
+    return pos
 
 
 def decode_manifest(b):
     """Just enough for a receiver: [(path, type, size)]."""
     magic, version, flags, res, chunk, count = struct.unpack(">IBBHIQ", b[:20])
     pos, prev, out = 20, b"", []
+    if flags & 0x01:   # a table of user and group names
+        n = struct.unpack(">I", b[pos:pos + 4])[0]
+        pos += 4
+        for _ in range(n):
+            pos += 6 + b[pos + 5]
     for _ in range(count):
         t, fl, pre, sl = struct.unpack(">BBHH", b[pos:pos + 6])
         pos += 6
@@ -151,6 +176,7 @@ def decode_manifest(b):
             pos += 2 + struct.unpack(">H", b[pos:pos + 2])[0]
         elif t in (5, 6):
             pos += 8
+        pos = skip_extras(b, pos, fl)
         out.append((path, t, size))
         prev = path
     return out
@@ -312,6 +338,13 @@ MANIFEST = {
     "manifest-unsorted": mf(ROOT, entry("b", content=b"x"), entry("a", content=b"x")),
     "manifest-absurd-count": mf(ROOT, entry("a", content=b"x"), count=1 << 62),
     "manifest-trailing-junk": mf(ROOT, entry("a", content=b"x")) + b"JUNK",
+    # xattrs (-X): a value over Linux's largest, to make the receiver
+    # allocate; a namespace the sender says it did not read (trusted.* from
+    # a sender that read user.* only, for a root receiver to set)
+    "manifest-xattr-oversized": mf(ROOT, entry("a", content=b"x",
+                                               xattrs=[(b"user.big", b"v" * 65537)]), flags=0x02),
+    "manifest-xattr-namespace": mf(ROOT, entry("a", content=b"x",
+                                               xattrs=[(b"trusted.x", b"v")]), flags=0x02),
     "manifest-symlink-parent": mf(ROOT, entry("l", IDX_LNK, link=b"/tmp"),
                                   entry("l/x", content=b"x")),
     "manifest-parent-not-dir": mf(ROOT, entry("f", content=b"x"), entry("f/x", content=b"x")),
@@ -328,6 +361,9 @@ READY = {
     "ready-empty-named": ready(1, 1, b""),
     "ready-overlong": ready(1, 1, b"x" * 300),
     "ready-length-lies": ready(1, 1, b"x", length=1000),
+    "ready-kind-3": ready(3, 1, b"x"),
+    "ready-mirror-dotdot": ready(2, 1, b".."),
+    "ready-mirror-empty": ready(2, 1, b""),
 }
 
 
@@ -398,10 +434,20 @@ def play_receiver(scenario):
     elif scenario == "log-escapes":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
+    elif scenario.startswith("landed-"):
+        # --remove-source-files: an empty plan, then a list of what
+        # "landed" that lies (sync/remove.c must refuse it, removing nothing)
+        dirs = [i for i, e in enumerate(entries) if e[1] == IDX_DIR]
+        idx = {"landed-dir": [dirs[0]], "landed-out-of-range": [len(entries) + 7],
+               "landed-twice": [files[-1], files[-1]],
+               "landed-unasked": [files[0]]}[scenario]
+        send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_LANDED, struct.pack(">I%dI" % len(idx), len(idx), *idx))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
     elif scenario == "done-bad-code":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0) + bytes(80))
     else:
         send_frame(CTL_PLAN, struct.pack(">II", 1, files[0]))
         secret = b"0123456789abcdef0123456789abcdef"

@@ -19,7 +19,7 @@ mk() {
 
 @test "rdma: push, then a no-op re-run" {
 	mk "$T/src"
-	run "$RDCP" --sync -v -P 2 --transport rdma --data-addr "$ADDR" -e "$LRSH" \
+	run "$RDCP" --sync -v --streams 2 --transport rdma --data-addr "$ADDR" -e "$LRSH" \
 		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst"
 	echo "$output"
 	[ "$status" -eq 0 ]

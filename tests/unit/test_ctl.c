@@ -10,6 +10,7 @@
 
 #include "common/wire.h"
 #include "common/ctl.h"
+#include "common/exitcode.h"
 #include "sync/sync_int.h"
 
 static size_t make_data(uint8_t *b, uint16_t port, const char *key, const char *addr)
@@ -66,43 +67,185 @@ static void test_data_rejects(void **state)
 }
 
 /* HELLO (more cases live in the fuzz corpus) */
+static size_t put_str(uint8_t *p, const char *s)
+{
+	size_t n = strlen(s);
+	put_u16(p, (uint16_t)n);
+	memcpy(p + 2, s, n);
+	return 2 + n;
+}
+
 static void test_hello(void **state)
 {
 	(void)state;
-	uint8_t b[64];
+	uint8_t b[128];
 	struct hello h;
 	size_t n = 0;
 	put_u32(b, CTL_MAGIC);
 	b[4] = CTL_VERSION;
 	b[5] = ROLE_RECEIVER;
-	put_u32(b + 6, SYNC_F_RECURSIVE);
-	b[10] = 2;
-	b[11] = TP_TCP;
-	put_u16(b + 12, 3);
-	memcpy(b + 14, "dst", 3);
-	put_u16(b + 17, 0);
-	put_u16(b + 19, 1);
-	b[21] = 0;
-	put_u16(b + 22, 2);
-	memcpy(b + 24, "*~", 2);
-	put_u32(b + 26, 30);                                      /* --timeout 30 */
-	n = 30;
+	n = 6 + put_str(b + 6, "dst");
+	n += put_str(b + n, "");                                  /* address */
+	put_u16(b + n, 2);
+	n += 2;
+	n += put_str(b + n, "--exclude=*~");
+	n += put_str(b + n, "--timeout=30");
 	assert_int_equal(hello_decode(b, n, &h), 0);
 	assert_string_equal(h.path, "dst");
-	assert_int_equal(h.nrules, 1);
-	assert_string_equal(h.rules[0].pattern, "*~");
-	assert_int_equal(h.timeout, 30);
+	assert_int_equal(h.argc, 3);
+	assert_string_equal(h.argv[0], "rdcp");
+	assert_string_equal(h.argv[1], "--exclude=*~");
+	assert_string_equal(h.argv[2], "--timeout=30");
+	assert_null(h.argv[3]);
 	hello_free(&h);
 	assert_int_equal(hello_decode(b, n - 1, &h), -EPROTO);   /* truncated */
-	put_u32(b + 26, 0x80000000u);                             /* absurd timeout */
-	assert_int_equal(hello_decode(b, n, &h), -EPROTO);
-	put_u32(b + 26, 30);
+	b[n] = 'x';
+	assert_int_equal(hello_decode(b, n + 1, &h), -EPROTO);   /* trailing byte */
+	assert_string_equal(h.why, "it has bytes after its options");
 	b[4] = CTL_VERSION + 1;                                   /* another rdcp */
 	assert_int_equal(hello_decode(b, n, &h), -EPROTONOSUPPORT);
 	b[4] = CTL_VERSION;
-	put_u32(b + 6, 1u << 31);                                  /* unknown flag */
+	b[5] = 7;                                                 /* unknown role */
 	assert_int_equal(hello_decode(b, n, &h), -EPROTO);
-	assert_string_equal(h.why, "it has unknown option flags");
+	assert_string_equal(h.why, "it gives an unknown role");
+}
+
+/* The server parses the HELLO's options with the command line's parser, but
+ * takes only the ones a client forwards. */
+static void test_far_options(void **state)
+{
+	(void)state;
+	static struct sync_args a;
+	char *ok[] = { "rdcp", "--exclude=*~", "--timeout=30", "--delete", "-r", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(5, ok, &a), -1);
+	assert_int_equal(a.o.timeout, 30);
+	assert_int_equal(a.o.nrules, 1);
+	assert_true(a.o.flags & SYNC_F_DELETE);
+	assert_int_equal(a.noperands, 0);
+	sync_opts_free(&a.o);
+	char *bad[] = { "rdcp", "--rsh=sh -c evil", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(2, bad, &a), RD_EXIT_PROTO);
+	assert_string_equal(a.why, "it has an option that is not for the server: "
+	                    "'--rsh=sh -c evil'");
+	char *unknown[] = { "rdcp", "--no-such", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(2, unknown, &a), RD_EXIT_PROTO);
+	/* the client forwards what the far side needs, in long form */
+	char *cli[] = { "rdcp", "-rn", "-v", "--exclude", "*.o", "--timeout", "5", "-e", "ssh",
+	                "a", "b", NULL };
+	sync_args_init(&a);
+	assert_int_equal(sync_args_parse(11, cli, &a), -1);
+	assert_int_equal(a.o.nfwd, 5);
+	assert_string_equal(a.o.fwd[0], "--recursive");
+	assert_string_equal(a.o.fwd[1], "--dry-run");
+	assert_string_equal(a.o.fwd[2], "--verbose");   /* the receiver's lines: names */
+	assert_string_equal(a.o.fwd[3], "--filter=- *.o");   /* rules as rules */
+	assert_string_equal(a.o.fwd[4], "--timeout=5");
+	assert_int_equal(a.noperands, 2);
+	sync_opts_free(&a.o);
+}
+
+/* rsync's filter rule syntax: what parses, what it becomes, and what is
+ * refused with a reason (never ignored). */
+static void test_filter_rules(void **state)
+{
+	(void)state;
+	static const struct { const char *in; int dflt; const char *out; } ok[] = {
+		{ "- *.o", 0, "- *.o" }, { "exclude *.o", 0, "- *.o" }, { "+ keep", 0, "+ keep" },
+		{ "include,s x", 0, "+s x" }, { "hide x", 0, "-s x" }, { "show x", 0, "+s x" },
+		{ "protect x", 0, "-r x" }, { "P x", 0, "-r x" }, { "R x", 0, "+r x" },
+		{ "-! /a/**", 0, "-! /a/**" }, { "-_x y", 0, "- x y" }, { "!", 0, "!" },
+		{ "clear", 0, "!" }, { ": .rsync-filter", 0, ": .rsync-filter" },
+		{ "dir-merge /.rsync-filter", 0, ": .rsync-filter" },
+		{ ":n- .ex", 0, ":n- .ex" }, { "dir-merge,+s .in", 0, ":s+ .in" },
+		{ "*.o", '-', "- *.o" }, { "+ x", '-', "+ x" }, { "- x", '+', "- x" },
+		{ "x", '+', "+ x" }, { "!", '-', "!" }, { "-x", '-', "- -x" },
+	};
+	char why[128], buf[256];
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		struct sync_rule r;
+		assert_int_equal(sync_rule_parse(ok[i].in, ok[i].dflt, 0, &r, why, sizeof why), 0);
+		assert_string_equal(sync_rule_text(&r, buf, sizeof buf), ok[i].out);
+		free(r.pattern);
+	}
+	static const struct { const char *in; const char *why; } bad[] = {
+		{ "bogus foo", "unknown filter rule" },
+		{ "-/ foo", "the modifier '/' is not supported by rdcp" },
+		{ "-p foo", "the modifier 'p' is not supported by rdcp" },
+		{ "-C", "the modifier 'C' is not supported by rdcp" },
+		{ ":w .f", "the modifier 'w' is not supported by rdcp" },
+		{ "-n x", "the modifier 'n' is not supported by rdcp" },
+		{ "- ", "the pattern is missing" }, { "-", "the pattern is missing" },
+		{ "! x", "clear takes no pattern" },
+		{ ": a/.f", "a dir-merge file is one name in each directory" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct sync_rule r;
+		assert_int_equal(sync_rule_parse(bad[i].in, 0, 0, &r, why, sizeof why), -1);
+		assert_string_equal(why, bad[i].why);
+		assert_null(r.pattern);
+	}
+	/* the far side never reads a file: a merge rule is refused there */
+	static struct sync_args a;
+	char *far[] = { "rdcp", "--filter=. /etc/passwd", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(2, far, &a), RD_EXIT_USAGE);
+	sync_opts_free(&a.o);
+	char *far2[] = { "rdcp", "--exclude-from=/etc/passwd", NULL };
+	sync_args_init(&a);
+	a.mode = SYNC_MODE_FAR;
+	assert_int_equal(sync_args_parse(2, far2, &a), RD_EXIT_PROTO);
+	sync_opts_free(&a.o);
+}
+
+/* --files-from's list as the far side decodes it (CTL_FILES). */
+static size_t put_entries(uint8_t *b, const char *const *e, uint32_t count, uint32_t n)
+{
+	size_t off = 4;
+	put_u32(b, count);
+	for (uint32_t i = 0; i < n; i++) {
+		put_u16(b + off, (uint16_t)strlen(e[i]));
+		memcpy(b + off + 2, e[i], strlen(e[i]));
+		off += 2 + strlen(e[i]);
+	}
+	return off;
+}
+
+static void test_files_decode(void **state)
+{
+	(void)state;
+	static struct sync_opts o;
+	uint8_t b[1024];
+	const char *why;
+	const char *good[] = { "a/b", "dir/", "", "/" };
+	size_t n = put_entries(b, good, 4, 4);
+	assert_int_equal(sync_files_decode(b, n, &o, &why), 1);
+	assert_int_equal(o.nfiles, 4);
+	assert_string_equal(o.files[1], "dir/");
+	assert_int_equal(sync_files_decode(b, 4, &o, &why), -EPROTO);   /* count 4, none */
+	assert_string_equal(why, "has fewer entries than its count");
+	put_u32(b, 0);
+	assert_int_equal(sync_files_decode(b, 4, &o, &why), 0);          /* the end */
+	assert_int_equal(sync_files_decode(b, 3, &o, &why), -EPROTO);
+	assert_int_equal(sync_files_decode(b, 5, &o, &why), -EPROTO);    /* a byte after */
+	assert_string_equal(why, "has bytes after its entries");
+	static const char *const attacks[] = { "../etc/passwd", "/etc/passwd", "a/../../x",
+	                                       "a//b", "a/./b", "./a", "a/b//", "xNy" };
+	for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
+		n = put_entries(b, &attacks[i], 1, 1);
+		if (!strcmp(attacks[i], "xNy"))
+			b[4 + 2 + 1] = 0;   /* a NUL inside */
+		assert_int_equal(sync_files_decode(b, n, &o, &why), -EPROTO);
+		assert_string_equal(why, "has an entry that is not a relative path inside SRC");
+	}
+	assert_int_equal(o.nfiles, 4);
+	sync_opts_free(&o);
 }
 
 int main(void)
@@ -112,6 +255,9 @@ int main(void)
 		cmocka_unit_test(test_attack_overlong_data_address),
 		cmocka_unit_test(test_data_rejects),
 		cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_far_options),
+		cmocka_unit_test(test_filter_rules),
+		cmocka_unit_test(test_files_decode),
 	};
 	return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
 }

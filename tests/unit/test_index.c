@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/acl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -42,6 +44,17 @@ static int teardown(void **state)
 	rm_rf(f->dir);
 	free(f);
 	return 0;
+}
+
+/* Scan f->tree with the index at f->db, reading meta (IDX_SCAN_*) too;
+ * the manifest goes to m. */
+static struct idx_stats scan_meta(struct fx *f, struct idx_manifest *m, unsigned meta)
+{
+	struct idx_scan_opts o = { .index_path = f->db, .meta = meta };
+	struct idx_stats st;
+	idx_manifest_free(m);
+	assert_int_equal(idx_scan(f->tree, &o, m, &st), 0);
+	return st;
 }
 
 /* Scan f->tree with the index at f->db; the manifest goes to m. */
@@ -458,6 +471,204 @@ static void test_diff_classification(void **state)
 	idx_manifest_free(&d);
 }
 
+/* The value of xattr name of e ("" when absent; values here are short). */
+static const char *xattr_of(const struct idx_entry *e, const char *name)
+{
+	static char v[256];
+	uint32_t off = 0, vlen;
+	const char *n;
+	size_t nlen;
+	const uint8_t *val;
+	while (idx_xattr_next(e->x, &off, &n, &nlen, &val, &vlen))
+		if (nlen == strlen(name) && !memcmp(n, name, nlen)) {
+			snprintf(v, sizeof v, "%.*s", (int)vlen, (const char *)val);
+			return v;
+		}
+	return "";
+}
+
+static void set_acl(const char *dir, const char *name, acl_type_t type, const char *text)
+{
+	char p[600];
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	acl_t a = acl_from_text(text);
+	assert_non_null(a);
+	assert_int_equal(acl_set_file(p, type, a), 0);
+	acl_free(a);
+}
+
+/* -X, -A: what a scan reads, what it takes from the index, and that a
+ * change (which moves the ctime) is read again, never taken stale. */
+static void test_scan_xattrs_acls(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	char p[600];
+	put_file(root, "f", "x");
+	put_file(root, "g", "y");
+	put_file(root, "plain", "z");
+	mkdirat(root, "d", 0755);
+	assert_int_equal(symlinkat("f", root, "l"), 0);
+	snprintf(p, sizeof p, "%s/f", f->tree);
+	if (setxattr(p, "user.b", "", 0, 0) < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP)) {
+		close(root);
+		skip();   /* cmocka prints SKIPPED: the filesystem has no xattrs */
+	}
+	assert_int_equal(setxattr(p, "user.a", "one", 3, 0), 0);
+	assert_int_equal(setxattr(f->tree, "user.root", "R", 1, 0), 0);   /* the root's own */
+	set_acl(f->tree, "g", ACL_TYPE_ACCESS, "u::rw-,u:1234:r--,g::r--,m::r--,o::---");
+	set_acl(f->tree, "d", ACL_TYPE_DEFAULT, "u::rwx,g::r-x,g:4321:rwx,m::rwx,o::---");
+	int as_root = geteuid() == 0;
+	if (as_root) {
+		snprintf(p, sizeof p, "%s/l", f->tree);
+		assert_int_equal(lsetxattr(p, "trusted.t", "T", 1, 0), 0);
+	}
+	settle();
+
+	struct idx_manifest m = { 0 };
+	const unsigned XA = IDX_SCAN_XATTRS | IDX_SCAN_ACLS;
+	struct idx_stats st = scan_meta(f, &m, XA);
+	assert_int_equal(st.extra_read, 6);   /* the root and five entries */
+	assert_int_equal(m.flags, IDX_MF_XATTRS | IDX_MF_ACLS | (as_root ? IDX_MF_XATTRS_ALL : 0));
+	const struct idx_entry *e = must_find(&m, "f");
+	assert_int_equal(e->x->nxattrs, 2);
+	assert_string_equal(xattr_of(e, "user.a"), "one");
+	const char *n;
+	size_t nlen;
+	const uint8_t *val;
+	uint32_t off = 0, vlen;
+	assert_true(idx_xattr_next(e->x, &off, &n, &nlen, &val, &vlen));
+	assert_memory_equal(n, "user.a", 6);   /* sorted by name */
+	assert_null(e->x->acl);
+	e = must_find(&m, "g");
+	assert_int_equal(e->x->nacl, 5);
+	assert_int_equal(e->x->acl[1].tag, IDX_ACL_USER);
+	assert_int_equal(e->x->acl[1].id, 1234);
+	assert_int_equal(e->x->acl[1].perm, 4);
+	assert_int_equal(e->x->nxattrs, 0);   /* system.posix_acl_* are -A's */
+	e = must_find(&m, "d");
+	assert_int_equal(e->x->ndacl, 5);
+	assert_int_equal(e->x->dacl[1].tag, IDX_ACL_GROUP_OBJ);
+	assert_int_equal(e->x->dacl[2].tag, IDX_ACL_GROUP);
+	assert_int_equal(e->x->dacl[2].id, 4321);
+	assert_null(must_find(&m, "plain")->x);
+	assert_int_equal(must_find(&m, "plain")->got, m.flags);
+	assert_string_equal(xattr_of(must_find(&m, ""), "user.root"), "R");
+	if (as_root)
+		assert_string_equal(xattr_of(must_find(&m, "l"), "trusted.t"), "T");
+
+	/* unchanged: taken from the index (only the root is read) */
+	st = scan_meta(f, &m, XA);
+	assert_int_equal(st.extra_read, 1);
+	assert_string_equal(xattr_of(must_find(&m, "f"), "user.a"), "one");
+	assert_int_equal(must_find(&m, "d")->x->ndacl, 5);
+	/* a scan without -X keeps what the index knows, and reads nothing */
+	st = scan_meta(f, &m, 0);
+	assert_int_equal(st.extra_read, 0);
+	assert_int_equal(m.flags, 0);
+	assert_string_equal(xattr_of(must_find(&m, "f"), "user.a"), "one");
+	/* xattrs only: what the index has (read with ACLs) is read again */
+	st = scan_meta(f, &m, IDX_SCAN_XATTRS);
+	assert_int_equal(st.extra_read, 6);
+	assert_null(must_find(&m, "g")->x);
+
+	/* a changed value moves the ctime: read again, not taken stale */
+	st = scan_meta(f, &m, XA);
+	snprintf(p, sizeof p, "%s/f", f->tree);
+	assert_int_equal(setxattr(p, "user.a", "two", 3, 0), 0);
+	assert_int_equal(removexattr(p, "user.b"), 0);
+	set_acl(f->tree, "g", ACL_TYPE_ACCESS, "u::rw-,g::r--,o::---");   /* minimal: none */
+	settle();
+	st = scan_meta(f, &m, XA);
+	assert_int_equal(st.extra_read, 3);
+	e = must_find(&m, "f");
+	assert_string_equal(xattr_of(e, "user.a"), "two");
+	assert_int_equal(e->x->nxattrs, 1);
+	assert_null(must_find(&m, "g")->x);
+
+	/* what a scan read goes on the wire and comes back */
+	uint8_t *buf;
+	size_t len;
+	struct idx_manifest back = { 0 };
+	assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
+	assert_int_equal(idx_manifest_decode(buf, len, &back, NULL), 0);
+	assert_string_equal(xattr_of(must_find(&back, "f"), "user.a"), "two");
+	assert_int_equal(must_find(&back, "d")->x->ndacl, 5);
+	assert_int_equal(back.flags, m.flags);
+	free(buf);
+	idx_manifest_free(&back);
+	close(root);
+	idx_manifest_free(&m);
+}
+
+/* An index of version 1 (before the extra column) is brought forward in
+ * place: its rows stay trusted, nothing is hashed again. */
+static void test_index_v1_migrated(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < 10; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "f%d", i);
+		put_file(root, n, n);
+	}
+	close(root);
+	settle();
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, 10);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ALTER TABLE entries DROP COLUMN extra;"
+	                              "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 10);
+	st = scan_meta(f, &m, IDX_SCAN_XATTRS);   /* and the new column works */
+	st = scan_meta(f, &m, IDX_SCAN_XATTRS);
+	assert_int_equal(st.extra_read, 1);
+	assert_int_equal(st.hashed, 0);
+	idx_manifest_free(&m);
+}
+
+/* What differs, as rsync's letters: ids of IDX_ID_NONE never do; xattrs
+ * and ACLs only when asked and read. */
+static void test_meta_changes(void **state)
+{
+	(void)state;
+	struct idx_extra *xa = idx_extra_new(0, 0, 8), *xb = idx_extra_new(0, 0, 8);
+	memcpy(xa->xattrs, "\6user.a\0", 8);
+	memcpy(xb->xattrs, "\6user.b\0", 8);
+	xa->nxattrs = xb->nxattrs = 1;   /* (items cut short: only compared) */
+	struct idx_entry s = { .path = "f", .type = IDX_REG, .mode = 0644, .uid = 1, .gid = 2,
+	                       .got = IDX_GOT_XATTRS | IDX_GOT_ACLS, .x = xa };
+	struct idx_entry t = s;
+	const unsigned all = IDX_DIFF_OWNER | IDX_DIFF_XATTRS | IDX_DIFF_ACLS;
+	assert_int_equal(idx_meta_changes(&s, &t, all), 0);
+	t.x = xb;
+	assert_int_equal(idx_meta_changes(&s, &t, all), IDX_M_XATTR);
+	assert_int_equal(idx_meta_changes(&s, &t, IDX_DIFF_OWNER), 0);
+	t.x = NULL;
+	assert_int_equal(idx_meta_changes(&s, &t, all), IDX_M_XATTR);
+	t.x = xa;
+	t.got = 0;   /* dst not read: differs */
+	assert_int_equal(idx_meta_changes(&s, &t, all), IDX_M_XATTR | IDX_M_ACL);
+	s.got = 0;   /* src not read: left alone */
+	assert_int_equal(idx_meta_changes(&s, &t, all), 0);
+	t.uid = 5;
+	t.gid = 6;
+	t.mode = 0600;
+	t.mtime_ns = 9;
+	assert_int_equal(idx_meta_changes(&s, &t, all), IDX_M_UID | IDX_M_GID | IDX_M_PERMS |
+	                 IDX_M_TIME);
+	s.uid = s.gid = IDX_ID_NONE;
+	assert_int_equal(idx_meta_changes(&s, &t, all), IDX_M_PERMS | IDX_M_TIME);
+	assert_int_equal(idx_meta_changes(&s, &t, IDX_DIFF_NO_PERMS | IDX_DIFF_NO_TIMES), 0);
+	free(xa);
+	free(xb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -469,6 +680,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corrupt_index_rebuilt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_scan_keeps_index, setup, teardown),
 		cmocka_unit_test(test_diff_classification),
+		cmocka_unit_test_setup_teardown(test_scan_xattrs_acls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_index_v1_migrated, setup, teardown),
+		cmocka_unit_test(test_meta_changes),
 	};
 	return cmocka_run_group_tests_name("index", tests, NULL, NULL);
 }

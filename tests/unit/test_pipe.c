@@ -150,14 +150,27 @@ static void test_segment_op(void **state)
 static void test_segment_ready(void **state)
 {
 	(void)state;
-	uint8_t b[3] = { 0x0f, 0xa0, 0 };
+	uint8_t b[16] = { 0x0f, 0xa0, 0, 0, 0 };
 	uint16_t port = 0;
-	assert_int_equal(pipe_ready_decode(b, 2, &port), 0);
+	char addr[64];
+	assert_int_equal(pipe_ready_decode(b, 4, &port, addr, sizeof addr), 0);
 	assert_int_equal(port, 4000);
-	assert_int_equal(pipe_ready_decode(b, 3, &port), -EPROTO);
-	assert_int_equal(pipe_ready_decode(b, 1, &port), -EPROTO);
+	assert_string_equal(addr, "");
+	assert_int_equal(pipe_ready_decode(b, 5, &port, addr, sizeof addr), -EPROTO);
+	assert_int_equal(pipe_ready_decode(b, 2, &port, addr, sizeof addr), -EPROTO);
+	assert_int_equal(pipe_ready_decode(b, 1, &port, addr, sizeof addr), -EPROTO);
+	/* the address its ssh reached: an IP literal, never a name to resolve */
+	memcpy(b + 2, "\0\x08" "10.0.0.7", 10);
+	assert_int_equal(pipe_ready_decode(b, 12, &port, addr, sizeof addr), 0);
+	assert_string_equal(addr, "10.0.0.7");
+	memcpy(b + 2, "\0\x08" "evil.org", 10);
+	assert_int_equal(pipe_ready_decode(b, 12, &port, addr, sizeof addr), -EPROTO);
+	memcpy(b + 2, "\0\x08" "10.0\0.07", 10);   /* a NUL inside */
+	assert_int_equal(pipe_ready_decode(b, 12, &port, addr, sizeof addr), -EPROTO);
+	memcpy(b + 2, "\0\x08" "10.0.0.7", 10);
+	assert_int_equal(pipe_ready_decode(b, 12, &port, addr, 8), -EPROTO);   /* no room */
 	b[0] = b[1] = 0;   /* port 0: nowhere to connect */
-	assert_int_equal(pipe_ready_decode(b, 2, &port), -EPROTO);
+	assert_int_equal(pipe_ready_decode(b, 12, &port, addr, sizeof addr), -EPROTO);
 }
 
 /* What each encoder sends, through a real control channel, decodes to
@@ -190,13 +203,14 @@ static void test_segment_round_trip(void **state)
 	assert_int_equal(pipe_setup_decode(rx.buf, n, &su2), -EPROTONOSUPPORT);
 
 	uint16_t port;
-	assert_int_equal(pipe_ready_send(&tx, 4711), 0);
+	char addr[64];
+	assert_int_equal(pipe_ready_send(&tx, 4711, "fd00::7"), 0);
 	assert_int_equal(ctl_recv(&rx, &type, &n), 0);
 	assert_int_equal(type, CTL_SEG_READY);
-	assert_int_equal(pipe_ready_decode(rx.buf, n, &port), 0);
+	assert_int_equal(pipe_ready_decode(rx.buf, n, &port, addr, sizeof addr), 0);
 	assert_int_equal(port, 4711);
+	assert_string_equal(addr, "fd00::7");
 
-	char addr[64];
 	assert_int_equal(pipe_go_send(&tx, 4712, "10.0.0.3"), 0);
 	assert_int_equal(ctl_recv(&rx, &type, &n), 0);
 	assert_int_equal(type, CTL_SEG_GO);

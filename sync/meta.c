@@ -1,0 +1,423 @@
+/*
+ * The receiver's metadata: what the sender's entries become here (owners
+ * by name, --chown, --chmod, which xattrs count), before the plan compares
+ * them with DST's; and setting owner, mode, ACLs, xattrs and mtime on what
+ * it writes, in that order: chown clears setuid bits and file
+ * capabilities, so the mode and the xattrs come after it; an ACL's mask is
+ * the mode's group bits, so the ACL comes after the mode (and its base
+ * entries are made from the mode, so the two agree).
+ */
+#include <acl/libacl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/acl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "sync/recv_int.h"
+
+static int cmp_ace(const void *a, const void *b)
+{
+	const struct idx_ace *x = a, *y = b;
+	if (x->tag != y->tag)
+		return x->tag < y->tag ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void recv_acl_canon(struct idx_ace *a, uint16_t *n)
+{
+	if (*n > 1)
+		qsort(a, *n, sizeof *a, cmp_ace);
+	uint16_t k = 0;
+	for (uint16_t i = 0; i < *n; i++)
+		if (!k || cmp_ace(&a[k - 1], &a[i]) != 0)
+			a[k++] = a[i];
+	*n = k;
+}
+
+/* The access ACL's base entries from the mode (which --chmod may have
+ * changed): owner, mask (or group) and other. */
+static void acl_from_mode_bits(struct idx_extra *x, uint32_t mode)
+{
+	int has_mask = 0;
+	for (uint16_t i = 0; i < x->nacl; i++)
+		has_mask |= x->acl[i].tag == IDX_ACL_MASK;
+	for (uint16_t i = 0; i < x->nacl; i++) {
+		struct idx_ace *a = &x->acl[i];
+		if (a->tag == IDX_ACL_USER_OBJ)
+			a->perm = (uint8_t)((mode >> 6) & 7);
+		else if (a->tag == (has_mask ? IDX_ACL_MASK : IDX_ACL_GROUP_OBJ))
+			a->perm = (uint8_t)((mode >> 3) & 7);
+		else if (a->tag == IDX_ACL_OTHER)
+			a->perm = (uint8_t)(mode & 7);
+	}
+}
+
+/* x with only the xattrs of user.* (for a side that did not read the
+ * others); x itself when it has no others. NULL with *err on no memory. */
+static struct idx_extra *user_xattrs_only(struct idx_extra *x, int *err)
+{
+	uint32_t off = 0, keep = 0, vlen;
+	uint16_t n = 0;
+	const char *name;
+	size_t nlen;
+	const uint8_t *v;
+	while (idx_xattr_next(x, &off, &name, &nlen, &v, &vlen))
+		if (nlen >= 5 && !memcmp(name, "user.", 5)) {
+			keep += 5 + (uint32_t)nlen + vlen;
+			n++;
+		}
+	if (!x || n == x->nxattrs)
+		return x;
+	struct idx_extra *y = idx_extra_new(x->nacl, x->ndacl, keep);
+	if (!y) {
+		*err = -ENOMEM;
+		return x;
+	}
+	if (x->nacl)
+		memcpy(y->acl, x->acl, x->nacl * sizeof *x->acl);
+	if (x->ndacl)
+		memcpy(y->dacl, x->dacl, x->ndacl * sizeof *x->dacl);
+	uint8_t *p = y->xattrs;
+	for (off = 0; idx_xattr_next(x, &off, &name, &nlen, &v, &vlen);)
+		if (nlen >= 5 && !memcmp(name, "user.", 5)) {
+			size_t item = 5 + nlen + vlen;
+			memcpy(p, name - 1, item);   /* the item starts at its length byte */
+			p += item;
+		}
+	y->nxattrs = n;
+	free(x);
+	return y;
+}
+
+/* Both sides' xattrs of the namespaces both read: all but system.* when
+ * both ran as root, else user.* only (so a root receiver neither removes
+ * nor counts a trusted.* attribute a user's sender could not see). */
+static int common_xattrs(struct rstate *s)
+{
+	int err = 0;
+	s->xattr_all = (s->sm.flags & IDX_MF_XATTRS_ALL) && (s->dm.flags & IDX_MF_XATTRS_ALL);
+	if (s->xattr_all)
+		return 0;
+	for (int side = 0; side < 2; side++) {
+		struct idx_manifest *m = side ? &s->dm : &s->sm;
+		for (size_t i = 0; i < m->n && !err; i++)
+			if (m->e[i].x && m->e[i].x->nxattrs)
+				m->e[i].x = user_xattrs_only(m->e[i].x, &err);
+	}
+	return err;
+}
+
+int recv_prepare_meta(struct rstate *s)
+{
+	const struct sync_opts *o = s->r->o;
+	unsigned f = s->r->flags;
+	int rc = recv_map_ids(s);
+	if (rc < 0)
+		return rc;
+	if (o && o->chmod && (rc = sync_chmod_parse(o->chmod, s->umask, &s->chmod)) < 0) {
+		log_err("--chmod: '%s' is not a mode rdcp understands", o->chmod);
+		return rc;
+	}
+	for (size_t i = 0; i < s->sm.n; i++) {
+		struct idx_entry *e = &s->sm.e[i];
+		if (s->chmod && e->type != IDX_LNK)
+			e->mode = sync_chmod_apply(s->chmod, e->mode, e->type == IDX_DIR);
+		if (e->x && e->x->nacl)
+			acl_from_mode_bits(e->x, e->mode);
+	}
+	return (f & SYNC_F_XATTRS) ? common_xattrs(s) : 0;
+}
+
+int recv_extra_same(struct rstate *s, int fd, const struct stat *st, const struct idx_entry *e)
+{
+	unsigned f = s->r->flags, meta = sync_scan_meta(f);
+	if (!meta)
+		return 1;
+	struct idx_entry t = { .path = e->path, .type = e->type, .ino = st->st_ino };
+	int err = 0;
+	if (idx_read_extra_fd(fd, &t, meta) < 0)
+		return 0;
+	if ((f & SYNC_F_XATTRS) && !s->xattr_all && t.x)
+		t.x = user_xattrs_only(t.x, &err);
+	unsigned df = ((f & SYNC_F_XATTRS) ? IDX_DIFF_XATTRS : 0) |
+	              ((f & SYNC_F_ACLS) ? IDX_DIFF_ACLS : 0) | IDX_DIFF_NO_PERMS | IDX_DIFF_NO_TIMES;
+	int same = !err && idx_meta_changes(e, &t, df) == 0;
+	free(t.x);
+	return same;
+}
+
+unsigned recv_diff_flags(const struct rstate *s)
+{
+	unsigned f = s->r->flags, df = 0;
+	if (!(f & SYNC_F_CHECKSUM))
+		df |= IDX_DIFF_QUICK;
+	if (!(f & SYNC_F_PERMS))
+		df |= IDX_DIFF_NO_PERMS;
+	df |= (f & SYNC_F_TIMES) ? IDX_DIFF_MTIME_DIRS : IDX_DIFF_NO_TIMES;
+	if (s->set_uid)
+		df |= IDX_DIFF_UID;
+	if (s->set_gid)
+		df |= IDX_DIFF_GID;
+	if (f & SYNC_F_XATTRS)
+		df |= IDX_DIFF_XATTRS;
+	if (f & SYNC_F_ACLS)
+		df |= IDX_DIFF_ACLS;
+	return df;
+}
+
+/* --- setting them --- */
+
+/* What to set xattrs and ACLs on: an open fd, or a path (of a symlink,
+ * not followed, or "/proc/self/fd/N" of an O_PATH descriptor, followed). */
+struct target {
+	int fd;             /* -1: use path */
+	const char *path;
+	int nofollow;
+};
+
+static ssize_t t_list(const struct target *t, char *b, size_t n)
+{
+	return t->fd >= 0 ? flistxattr(t->fd, b, n) : t->nofollow ? llistxattr(t->path, b, n)
+	                                                           : listxattr(t->path, b, n);
+}
+
+static ssize_t t_get(const struct target *t, const char *name, void *b, size_t n)
+{
+	return t->fd >= 0 ? fgetxattr(t->fd, name, b, n)
+	       : t->nofollow ? lgetxattr(t->path, name, b, n) : getxattr(t->path, name, b, n);
+}
+
+static int t_set(const struct target *t, const char *name, const void *v, size_t n)
+{
+	return t->fd >= 0 ? fsetxattr(t->fd, name, v, n, 0)
+	       : t->nofollow ? lsetxattr(t->path, name, v, n, 0) : setxattr(t->path, name, v, n, 0);
+}
+
+static int t_remove(const struct target *t, const char *name)
+{
+	return t->fd >= 0 ? fremovexattr(t->fd, name)
+	       : t->nofollow ? lremovexattr(t->path, name) : removexattr(t->path, name);
+}
+
+/* 1 when x has an xattr called name. */
+static int has_xattr(const struct idx_extra *x, const char *name)
+{
+	uint32_t off = 0, vlen;
+	const char *n;
+	size_t nlen, want = strlen(name);
+	const uint8_t *v;
+	while (idx_xattr_next(x, &off, &n, &nlen, &v, &vlen))
+		if (nlen == want && !memcmp(n, name, nlen))
+			return 1;
+	return 0;
+}
+
+/* DST's xattrs of e made the sender's: those it lacks removed (of the
+ * namespaces both sides read), the others set. */
+static void set_xattrs(struct rstate *s, const struct target *t, const struct idx_entry *e)
+{
+	/* most have none (a new file): a small buffer first, Linux's most
+	 * (64 KiB of names) only when they do not fit */
+	char small[1024], *list = small, name[IDX_XATTR_NAME_MAX + 1];
+	ssize_t len = t_list(t, small, sizeof small - 1);
+	if (len < 0 && errno == ERANGE && (list = malloc(65536 + 1)))
+		len = t_list(t, list, 65536);
+	if (len < 0 && errno != ENOTSUP && errno != EOPNOTSUPP) {
+		recv_fail(s, *e->path ? e->path : ".", "cannot list xattrs", list ? errno : ENOMEM);
+		len = 0;
+	}
+	if (len > 0)
+		list[len] = '\0';
+	for (ssize_t i = 0; i < len; i += (ssize_t)strlen(list + i) + 1) {
+		const char *nm = list + i;
+		if (*nm && idx_xattr_in_scope(nm, s->xattr_all) && !has_xattr(e->x, nm) &&
+		    t_remove(t, nm) < 0 && errno != ENODATA)
+			recv_fail(s, *e->path ? e->path : ".", "cannot remove an xattr", errno);
+	}
+	if (list != small)
+		free(list);
+	uint32_t off = 0, vlen;
+	const char *n;
+	size_t nlen;
+	const uint8_t *v;
+	while (idx_xattr_next(e->x, &off, &n, &nlen, &v, &vlen)) {
+		memcpy(name, n, nlen);
+		name[nlen] = '\0';
+		if (!idx_xattr_in_scope(name, s->xattr_all))
+			continue;
+		if (t_set(t, name, v, vlen) < 0) {
+			char what[300];
+			snprintf(what, sizeof what, "cannot set xattr %s", name);
+			recv_fail(s, *e->path ? e->path : ".", what, errno);
+		}
+	}
+}
+
+/* libacl's form of n entries; NULL with errno. */
+static acl_t to_acl(const struct idx_ace *a, uint16_t n)
+{
+	static const acl_tag_t tags[] = { 0, ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_GROUP,
+	                                  ACL_MASK, ACL_OTHER };
+	acl_t acl = acl_init(n);
+	for (uint16_t i = 0; acl && i < n; i++) {
+		acl_entry_t ae;
+		acl_permset_t ps;
+		uid_t uid = a[i].id;
+		gid_t gid = a[i].id;
+		if (acl_create_entry(&acl, &ae) < 0 || acl_set_tag_type(ae, tags[a[i].tag]) < 0 ||
+		    (a[i].tag == IDX_ACL_USER && acl_set_qualifier(ae, &uid) < 0) ||
+		    (a[i].tag == IDX_ACL_GROUP && acl_set_qualifier(ae, &gid) < 0) ||
+		    acl_get_permset(ae, &ps) < 0 || acl_clear_perms(ps) < 0 ||
+		    ((a[i].perm & 4) && acl_add_perm(ps, ACL_READ) < 0) ||
+		    ((a[i].perm & 2) && acl_add_perm(ps, ACL_WRITE) < 0) ||
+		    ((a[i].perm & 1) && acl_add_perm(ps, ACL_EXECUTE) < 0)) {
+			int err = errno;
+			acl_free(acl);
+			errno = err;
+			return NULL;
+		}
+	}
+	return acl;
+}
+
+/* Set (n entries) or remove (n 0) the ACL of type on t; fdpath names t's
+ * inode for the calls libacl only has by path. 0 or -1 with errno. */
+static int set_one_acl(const struct target *t, const char *fdpath, acl_type_t type,
+                       const struct idx_ace *a, uint16_t n)
+{
+	const char *xname = type == ACL_TYPE_ACCESS ? "system.posix_acl_access"
+	                                            : "system.posix_acl_default";
+	if (!n) {   /* none: remove one only if there is one */
+		if (t_get(t, xname, NULL, 0) < 0)
+			return errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP ? 0 : -1;
+		return type == ACL_TYPE_DEFAULT ? acl_delete_def_file(fdpath) : t_remove(t, xname);
+	}
+	acl_t acl = to_acl(a, n);
+	if (!acl)
+		return -1;
+	int rc = type == ACL_TYPE_ACCESS && t->fd >= 0 ? acl_set_fd(t->fd, acl)
+	         : acl_set_file(fdpath, type, acl);
+	int err = errno;
+	acl_free(acl);
+	errno = err;
+	return rc;
+}
+
+/* DST's ACLs of e made the sender's (after the mode: see the top). */
+static void set_acls(struct rstate *s, const struct target *t, const char *fdpath,
+                     const struct idx_entry *e, mode_t mode)
+{
+	const struct idx_extra *x = e->x;
+	const char *p = *e->path ? e->path : ".";
+	int had = x && x->nacl;
+	if (set_one_acl(t, fdpath, ACL_TYPE_ACCESS, had ? x->acl : NULL, had ? x->nacl : 0) < 0)
+		recv_fail(s, p, "cannot set its ACL", errno);
+	else if (!had && t->fd >= 0 && fchmod(t->fd, mode) < 0)
+		recv_fail(s, p, "cannot set mode", errno);   /* the mask was the group bits */
+	if (e->type == IDX_DIR &&
+	    set_one_acl(t, fdpath, ACL_TYPE_DEFAULT, x ? x->dacl : NULL, x ? x->ndacl : 0) < 0)
+		recv_fail(s, p, "cannot set its default ACL", errno);
+}
+
+/* chown's ids for e: -1 for what is not ours to set. */
+static void owner_ids(const struct rstate *s, const struct idx_entry *e, uid_t *u, gid_t *g)
+{
+	*u = s->set_uid && e->uid != IDX_ID_NONE ? (uid_t)e->uid : (uid_t)-1;
+	*g = s->set_gid && e->gid != IDX_ID_NONE ? (gid_t)e->gid : (gid_t)-1;
+}
+
+static struct timespec mtime_of(const struct idx_entry *e)
+{
+	return (struct timespec){ e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 };
+}
+
+void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what)
+{
+	unsigned f = s->r->flags;
+	const char *p = *e->path ? e->path : ".";
+	uid_t u;
+	gid_t g;
+	STAT_ADD(s->actions, 1);
+	owner_ids(s, e, &u, &g);
+	if ((u != (uid_t)-1 || g != (gid_t)-1) && fchown(fd, u, g) < 0)
+		recv_fail(s, p, "cannot set owner", errno);
+	/* without -p, as rsync: the source's mode less the umask */
+	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
+	if (fchmod(fd, mode) < 0)
+		recv_fail(s, p, "cannot set mode", errno);
+	struct target t = { fd, NULL, 0 };
+	char fdpath[40];
+	snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+	if ((f & SYNC_F_ACLS) && (what & IDX_M_ACL) && (e->got & IDX_GOT_ACLS))
+		set_acls(s, &t, fdpath, e, mode);
+	if ((f & SYNC_F_XATTRS) && (what & IDX_M_XATTR) && (e->got & IDX_GOT_XATTRS))
+		set_xattrs(s, &t, e);
+	if (f & SYNC_F_TIMES) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
+		if (futimens(fd, ts) < 0)
+			recv_fail(s, p, "cannot set times", errno);
+	}
+}
+
+void recv_apply_link(struct rstate *s, int pd, const char *name, const struct idx_entry *e,
+                     unsigned what)
+{
+	unsigned f = s->r->flags;
+	uid_t u;
+	gid_t g;
+	STAT_ADD(s->actions, 1);
+	owner_ids(s, e, &u, &g);
+	if ((u != (uid_t)-1 || g != (gid_t)-1) &&
+	    fchownat(pd, name, u, g, AT_SYMLINK_NOFOLLOW) < 0)
+		recv_fail(s, e->path, "cannot set owner", errno);
+	if ((f & SYNC_F_XATTRS) && (what & IDX_M_XATTR) && (e->got & IDX_GOT_XATTRS)) {
+		char path[IDX_TEMP_NAME_LEN + 300];
+		if (snprintf(path, sizeof path, "/proc/self/fd/%d/%s", pd, name) < (int)sizeof path) {
+			struct target t = { -1, path, 1 };
+			set_xattrs(s, &t, e);
+		}
+	}
+	if (f & SYNC_F_TIMES) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
+		if (utimensat(pd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			recv_fail(s, e->path, "cannot set times", errno);
+	}
+}
+
+void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
+                        unsigned what)
+{
+	unsigned f = s->r->flags;
+	char fdpath[40];
+	uid_t u;
+	gid_t g;
+	snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", opath_fd);
+	STAT_ADD(s->actions, 1);
+	owner_ids(s, e, &u, &g);
+	if ((u != (uid_t)-1 || g != (gid_t)-1) &&
+	    fchownat(opath_fd, "", u, g, AT_EMPTY_PATH) < 0)
+		recv_fail(s, e->path, "cannot set owner", errno);
+	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
+	if (chmod(fdpath, mode) < 0)
+		recv_fail(s, e->path, "cannot set mode", errno);
+	struct target t = { -1, fdpath, 0 };
+	if ((f & SYNC_F_ACLS) && (what & IDX_M_ACL) && (e->got & IDX_GOT_ACLS)) {
+		set_acls(s, &t, fdpath, e, mode);
+		if (!(e->x && e->x->nacl) && chmod(fdpath, mode) < 0)
+			recv_fail(s, e->path, "cannot set mode", errno);
+	}
+	if ((f & SYNC_F_XATTRS) && (what & IDX_M_XATTR) && (e->got & IDX_GOT_XATTRS))
+		set_xattrs(s, &t, e);
+	if (f & SYNC_F_TIMES) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
+		if (utimensat(AT_FDCWD, fdpath, ts, 0) < 0)
+			recv_fail(s, e->path, "cannot set times", errno);
+	}
+}
