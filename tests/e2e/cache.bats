@@ -128,7 +128,7 @@ two_trees() {
 @test "--index-prune and --index-list: bad DAYS or an operand is a usage error" {
 	run "$RDCP" --index-prune=soon
 	[ "$status" -eq 1 ]
-	[[ "$output" == *"--index-prune: expected days"* ]]
+	[[ "$output" == *"--index-prune: expected a number 0..100000, got 'soon'"* ]]
 	run "$RDCP" --index-list "$T"
 	[ "$status" -eq 1 ]
 }
