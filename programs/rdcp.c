@@ -37,6 +37,7 @@ static const char usage[] =
 "      --delete      delete what SRC no longer has (refused if SRC had read errors;\n"
 "                    --sync --delete A DST: refused when DST shares no name with A)\n"
 "      --max-delete N  at most N deletions, then stop and exit 25, as rsync\n"
+"      --force       let a non-empty directory give way to a file (as rsync)\n"
 "      --delete-before  delete before the data (room on a full disk);\n"
 "      --delete-after, --delete-during  rdcp's --delete (after the data)\n"
 "  -b, --backup      keep what is replaced or deleted as NAME~ (--suffix SUF)\n"

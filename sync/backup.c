@@ -44,15 +44,18 @@ int recv_backup_start(struct rstate *s)
 	}
 	if (s->r->flags & SYNC_F_DRYRUN)
 		return 0;
-	char *full = NULL;
-	if (bd[0] == '/' ? !(full = strdup(bd)) : asprintf(&full, "%s/%s", s->root_path, bd) < 0)
-		return -ENOMEM;
-	int rc = sync_mkpath(full);
-	if (rc == 0 && (s->bfd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		rc = -errno;
-		log_err("%s: cannot open the backup directory: %s", full, strerror(errno));
+	if (bd[0] != '/') {   /* in or near DST: never through a symlink the sender made */
+		if ((s->bfd = sync_dir_beneath(s->root, bd, 1)) < 0)
+			log_err("%s/%s: cannot open the backup directory: %s%s", s->root_path, bd,
+			        strerror(-s->bfd), s->bfd == -ENOTDIR
+			        ? " (or a symlink on the way, not followed)" : "");
+		return s->bfd < 0 ? s->bfd : 0;
 	}
-	free(full);
+	int rc = sync_mkpath(bd);
+	if (rc == 0 && (s->bfd = open(bd, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		log_err("%s: cannot open the backup directory: %s", bd, strerror(errno));
+	}
 	return rc;
 }
 

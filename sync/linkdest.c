@@ -30,15 +30,14 @@ void recv_link_dest_start(struct rstate *s)
 	s->nld = 0;
 	for (int k = 0; o && k < o->nlink_dest; k++) {
 		const char *d = o->link_dest[k];
-		char *full = NULL;
-		if (d[0] == '/' ? !(full = strdup(d)) : asprintf(&full, "%s/%s", s->root_path, d) < 0)
-			continue;
-		int fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* relative: under DST, never through a symlink the sender made */
+		int fd = d[0] == '/' ? open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+		                     : sync_dir_beneath(s->root, d, 0);
 		if (fd < 0)   /* as rsync: said, and the run goes on without it */
-			log_warn("--link-dest %s: %s (not used)", full, strerror(errno));
+			log_warn("--link-dest %s%s%s: %s (not used)", d[0] == '/' ? "" : s->root_path,
+			         d[0] == '/' ? "" : "/", d, strerror(d[0] == '/' ? errno : -fd));
 		else
 			s->ldfd[s->nld++] = fd;
-		free(full);
 	}
 }
 

@@ -25,7 +25,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYN
        OPT_DELETE_EXCLUDED, OPT_DELETE_BEFORE, OPT_DELETE_AFTER, OPT_DELETE_DURING,
        OPT_BWLIMIT, OPT_IGNORE_EXISTING, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_LINK_DEST,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
-       OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
+       OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
        OPT_INDEX_LIST, OPT_INDEX_PRUNE };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
@@ -77,6 +77,7 @@ static const struct opt_def defs[] = {
 	{ { "delete-after", no_argument, NULL, OPT_DELETE_AFTER }, FAR },
 	{ { "delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED }, FAR },
 	{ { "max-delete", required_argument, NULL, OPT_MAX_DELETE }, FAR },
+	{ { "force", no_argument, NULL, OPT_FORCE }, FAR },
 	{ { "backup", no_argument, NULL, 'b' }, FAR },
 	{ { "backup-dir", required_argument, NULL, OPT_BACKUP_DIR }, FAR },
 	{ { "suffix", required_argument, NULL, OPT_SUFFIX }, FAR },
@@ -262,6 +263,7 @@ static unsigned flag_of(int c)
 	case OPT_DELETE_AFTER: return SYNC_F_DELETE | SYNC_F_DELETE_AFTER;
 	case OPT_DELETE_EXCLUDED: return SYNC_F_DELETE | SYNC_F_DELETE_EXCLUDED;
 	case 'b': return SYNC_F_BACKUP;
+	case OPT_FORCE: return SYNC_F_FORCE;
 	case OPT_REMOVE_SOURCE: return SYNC_F_REMOVE_SOURCE;
 	case OPT_MKPATH: return SYNC_F_MKPATH;
 	case OPT_PARTIAL: return SYNC_F_PARTIAL;

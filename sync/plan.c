@@ -112,6 +112,16 @@ static int left_alone(const struct sync_opts *o, const struct idx_entry *e,
 	       sec_of(d->mtime_ns) > sec_of(e->mtime_ns);
 }
 
+/* Does DST's manifest hold anything below directory path? */
+static int has_entries(const struct idx_manifest *m, const char *path)
+{
+	size_t n = strlen(path);
+	for (size_t k = 0; k < m->n; k++)
+		if (!strncmp(m->e[k].path, path, n) && m->e[k].path[n] == '/')
+			return 1;
+	return 0;
+}
+
 int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 {
 	unsigned f = s->r->flags;
@@ -129,6 +139,14 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
 		s->fetch[i] = -1;
 		if (*e->path && left_alone(s->r->o, e, d)) {
+			s->change[i] = SKIPPED;
+			continue;
+		}
+		if (s->change[i] == IDX_TYPE && d->type == IDX_DIR && *d->path &&
+		    !(f & (SYNC_F_DELETE | SYNC_F_FORCE)) && has_entries(&s->dm, d->path)) {
+			/* as rsync: a full directory gives way only to --delete or --force */
+			recv_fail(s, d->path, "is a non-empty directory here: not replaced by the "
+			          "sender's non-directory without --delete or --force", ENOTEMPTY);
 			s->change[i] = SKIPPED;
 			continue;
 		}

@@ -115,7 +115,7 @@ int landed_take(struct src_remover *rm, const uint8_t *b, size_t n)
 	char shown[300];
 	if (!rm->on) {
 		log_err("the receiver confirmed files landed, which was not asked for "
-		        "(no --remove-source-files)");
+		        "(no --remove-source-files, or a dry run)");
 		return -EPROTO;
 	}
 	if (n < 4 || n % 4 || (n - 4) / 4 != get_u32(b)) {

@@ -760,7 +760,9 @@ static int sender_run(struct sstate *s)
 	if (rc < 0 || (rc = read_plan(s)) != 0)
 		return rc;
 	/* --remove-source-files: what the receiver may say landed (remove.c) */
-	s->rm = (struct src_remover){ .on = (s->r->flags & SYNC_F_REMOVE_SOURCE) != 0,
+	/* never in a dry run: a receiver that says otherwise is refused */
+	s->rm = (struct src_remover){ .on = (s->r->flags & SYNC_F_REMOVE_SOURCE) &&
+	                                    !(s->r->flags & SYNC_F_DRYRUN),
 	                              .m = &s->m, .plan = s->plan, .nplan = s->nplan,
 	                              .root = -1, .ss = &s->ss, .last = -1 };
 	if (s->rm.on && !s->ss.n)

@@ -49,6 +49,7 @@ enum {
 	SYNC_F_APPEND    = 1 << 25,
 	SYNC_F_APPEND_VERIFY = 1 << 26,
 	SYNC_F_SPARSE    = 1 << 27,  /* -S */
+	SYNC_F_FORCE     = 1 << 28,  /* --force: a non-empty directory may give way */
 	SYNC_F_DELETE_DURING = 1 << 28,   /* --delete-during: rdcp's --delete */
 };
 

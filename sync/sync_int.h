@@ -109,6 +109,11 @@ void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int fin
 int sync_open_beneath(int root, const char *path, int flags);
 /* sync/fs.c: mkdir -p path (--mkpath); 0 or a negative errno (said). */
 int sync_mkpath(const char *path);
+/* sync/fs.c: the directory rel (relative, ".." allowed: the user's choice)
+ * under root, one component at a time, never through a symlink (a peer may
+ * have planted one in the tree); made as needed when make is set. An fd,
+ * or -errno (-ENOTDIR for a symlink on the way). */
+int sync_dir_beneath(int root, const char *rel, int make);
 /* sync/fs.c: lock the tree at rootfd for this run (writer: exclusive, the
  * receiver; else shared, the sender), never waiting. 0, or -EWOULDBLOCK when
  * another run holds it (said, naming path), or another error (said). */

@@ -390,5 +390,35 @@ landed_lie() {
 	landed_lie landed-twice "the receiver says entry 4 landed again or out of order"
 }
 @test "attack: a receiver says files landed without --remove-source-files" {
-	landed_lie landed-unasked "which was not asked for (no --remove-source-files)" " "
+	landed_lie landed-unasked "which was not asked for (no --remove-source-files, or a dry run)" " "
+}
+@test "attack: a receiver says files landed in a dry run (-n --remove-source-files): nothing removed" {
+	landed_lie landed-unasked "which was not asked for (no --remove-source-files, or a dry run)" \
+		"-n --remove-source-files"
+}
+@test "attack: a sender's symlink where --backup-dir will be is not followed: nothing written outside DST" {
+	mkdir -p "$T/src" "$T/outside"
+	echo old >"$T/src/f"
+	ln -s "$T/outside" "$T/src/bak"
+	"$RDCP" -a "$T/src/" "$T/dst/"
+	[ -L "$T/dst/bak" ]
+	echo newer >"$T/src/f"; touch -d '2030-01-01' "$T/src/f"
+	run "$RDCP" -a -b --backup-dir=bak "$T/src/" "$T/dst/"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"cannot open the backup directory"*"symlink on the way, not followed"* ]]
+	[ -z "$(ls -A "$T/outside")" ]
+	[ "$(cat "$T/dst/f")" = old ]   # not replaced without its backup
+}
+@test "attack: a sender's symlink where --link-dest points is not followed" {
+	mkdir -p "$T/src" "$T/other"
+	echo g >"$T/other/g"
+	ln -s "$T/other" "$T/src/prev"
+	"$RDCP" -a "$T/src/" "$T/dst/"   # plants dst/prev -> other
+	cp -a "$T/other/g" "$T/src/g"    # a new file, just as other/g
+	run "$RDCP" -a --link-dest=prev "$T/src/" "$T/dst/"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"/prev: Not a directory (not used)"* ]]
+	[ "$(stat -c %i "$T/dst/g")" != "$(stat -c %i "$T/other/g")" ]
 }

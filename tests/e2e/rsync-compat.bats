@@ -109,3 +109,24 @@ setup() {
 @test "rsync -n changes nothing" {
 	compat stale -an --delete
 }
+
+@test "rsync: a full directory where SRC has a file gives way only to --delete or --force (23 without)" {
+	mk_full_dir() { mkdir -p "$T/stale/a.txt/in"; echo x >"$T/stale/a.txt/in/f"; }
+	rm -rf "$T/stale"; mkdir "$T/stale"; mk_full_dir
+	full_compat() {
+		rm -rf "$T/ref" "$T/got"; mkdir "$T/ref" "$T/got"
+		cp -a "$T/stale/." "$T/ref/"; cp -a "$T/stale/." "$T/got/"
+		local r1=0 r2=0
+		rsync "$@" "$T/src/" "$T/ref/" >"$T/o1" 2>&1 || r1=$?
+		"$RDCP" "$@" "$T/src/" "$T/got/" >"$T/o2" 2>&1 || r2=$?
+		cat "$T/o1" "$T/o2"; echo "rsync $r1 rdcp $r2"
+		[ "$r1" -eq "$r2" ]
+		same "$T/ref" "$T/got"
+	}
+	full_compat -a
+	[ -f "$T/got/a.txt/in/f" ]
+	grep -q "a.txt: is a non-empty directory here" "$T/o2"
+	full_compat -a --force
+	[ -f "$T/got/a.txt" ]
+	full_compat -a --delete
+}
