@@ -507,6 +507,13 @@ int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res)
 	return 0;
 }
 
+/* Is a prune due by the stamp? Due when it was never stamped (empty: a
+ * stamp is one byte once a prune ran) or its mtime is not within a day. */
+static int prune_due(const struct stat *st, time_t now)
+{
+	return st->st_size == 0 || st->st_mtime > now || now - st->st_mtime >= DAY_S;
+}
+
 void idx_cache_autoprune(void)
 {
 	const char *dir = idx_cache_dir(NULL);
@@ -517,16 +524,16 @@ void idx_cache_autoprune(void)
 		return;
 	snprintf(stamp, sizeof stamp, "%s/" STAMP, dir);
 	/* the common case: one stat */
-	if (stat(stamp, &st) == 0 && st.st_mtime <= now && now - st.st_mtime < DAY_S)
+	if (stat(stamp, &st) == 0 && !prune_due(&st, now))
 		return;
 	int fd = open(stamp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
-	/* one prune at a time; whoever has the stamp first does it, and stamps
-	 * before pruning, so a run that dies mid-way does not make the next
-	 * ones all try again */
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 &&
-	    !(st.st_mtime <= now && now - st.st_mtime < DAY_S) && futimens(fd, NULL) == 0) {
+	/* one prune at a time: whoever holds the stamp's lock and still finds
+	 * it due stamps it, then prunes (a run that dies mid-way does not make
+	 * the next ones all try again) */
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && prune_due(&st, now) &&
+	    pwrite(fd, "\n", 1, 0) == 1 && futimens(fd, NULL) == 0) {
 		struct idx_prune_result res;
 		idx_cache_prune(IDX_PRUNE_DAYS, NULL, &res);
 	}
