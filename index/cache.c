@@ -23,7 +23,7 @@
 #include "index/idx_int.h"
 
 #define DAY_S 86400
-/* The automatic prune's timestamp: its mtime is when it last ran. */
+/* The automatic prune's stamp: its mtime is when it last ran; empty: never. */
 #define STAMP "last-prune"
 
 /* --- the directory --- */
