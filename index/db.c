@@ -24,6 +24,7 @@ struct idx_db {
 	sqlite3 *h;
 	char *path;
 	char *root;
+	int hold;      /* idx_hold(): no prune removes the file while we use it */
 };
 
 static const char schema[] =
@@ -212,6 +213,11 @@ int idx_db_reset(struct idx_db *db, const char *why)
 	sqlite3_close(db->h);
 	db->h = NULL;
 	db_remove_files(db->path);
+	idx_unhold(db->hold);
+	if ((db->hold = idx_hold(db->path)) < 0) {
+		log_err("index %s: cannot open: %s", db->path, strerror(-db->hold));
+		return -EIO;
+	}
 	if (db_connect(db) < 0 || db_verify(db, &fresh) || !fresh)
 		return -EIO;
 	return db_create(db);
@@ -220,11 +226,17 @@ int idx_db_reset(struct idx_db *db, const char *why)
 int idx_db_open(const char *path, const char *root, struct idx_db **out)
 {
 	struct idx_db *db = calloc(1, sizeof *db);
+	if (db)
+		db->hold = -1;
 	if (!db || !(db->path = strdup(path)) || !(db->root = strdup(root))) {
 		idx_db_close(db);
 		return -ENOMEM;
 	}
 	int fresh;
+	if ((db->hold = idx_hold(path)) < 0) {
+		log_err("index %s: cannot open: %s", path, strerror(-db->hold));
+		goto fail;
+	}
 	if (db_connect(db) < 0)
 		goto fail;
 	const char *why = db_verify(db, &fresh);
@@ -246,6 +258,7 @@ void idx_db_close(struct idx_db *db)
 	if (!db)
 		return;
 	sqlite3_close(db->h);
+	idx_unhold(db->hold);   /* after SQLite: see idx_hold() */
 	free(db->path);
 	free(db->root);
 	free(db);
@@ -477,5 +490,46 @@ out:
 	sqlite3_finalize(ins);
 	sqlite3_finalize(del);
 	sqlite3_finalize(meta);
+	return rc;
+}
+
+int idx_db_peek(const char *path, char **root, int64_t *used_ns, int64_t *entries)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	int64_t app = 0;
+	int rc = -EIO;
+	*root = NULL;
+	*used_ns = 0;
+	/* read-write (never create) so that closing it tidies the -wal and
+	 * -shm as any last connection does; a read-only one would leave them */
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+	    SQLITE_OK) {
+		sqlite3_close(h);
+		h = NULL;
+		if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+		    SQLITE_OK)
+			goto out;
+	}
+	sqlite3_busy_timeout(h, 2000);
+	if (db_int(h, "PRAGMA application_id", &app) != SQLITE_OK || app != DB_APP_ID)
+		goto out;
+	/* each part may be missing (an index from before it was kept) */
+	db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", used_ns);
+	if (entries && db_int(h, "SELECT count(*) FROM entries", entries) != SQLITE_OK)
+		*entries = -1;
+	if (sqlite3_prepare_v2(h, "SELECT value FROM meta WHERE key='root'", -1, &s,
+	                       NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
+	    sqlite3_column_text(s, 0)) {
+		*root = strdup((const char *)sqlite3_column_text(s, 0));
+		if (!*root) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(s);
+	sqlite3_close(h);
 	return rc;
 }

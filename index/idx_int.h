@@ -70,5 +70,39 @@ int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 /* Throw the stored index away (with a warning) and start an empty one. */
 int  idx_db_reset(struct idx_db *db, const char *why);
 void idx_db_close(struct idx_db *db);
+/*
+ * What an index file says about itself: the tree it indexes (*root, the key
+ * given to idx_db_open(), malloc'd; NULL if it does not say), when it was
+ * last used (*used_ns: the start of the last scan stored; 0 if unknown), and
+ * when entries is not NULL its row count (-1 if unknown). Changes nothing.
+ * 0, -EIO when it is not a readable rdcp index, or -ENOMEM.
+ */
+int  idx_db_peek(const char *path, char **root, int64_t *used_ns, int64_t *entries);
+
+/* --- index/cache.c --- */
+/*
+ * The default index file of a tree identified by key (its real path), named
+ * after name for people looking in the cache directory: *out, malloc'd, or
+ * NULL when the cache directory cannot be used (warned once, see
+ * idx_cache_dir_warn()). 0 or -ENOMEM.
+ */
+int  idx_cache_file(const char *key, const char *name, char **out);
+/*
+ * Hold the index file at path (created if missing) for as long as it is
+ * used: no prune removes a held file. Returns the descriptor that holds it,
+ * or a negative errno. Release with idx_unhold() only after SQLite has
+ * closed the file: closing a descriptor drops this process's POSIX locks
+ * on the file, SQLite's among them (so a prune here never opens a file this
+ * process holds).
+ */
+int  idx_hold(const char *path);
+void idx_unhold(int fd);   /* -1: nothing */
+/*
+ * The automatic prune (docs/index.md): at most once a day per cache
+ * directory, by a timestamp file, remove the indexes whose tree is gone or
+ * that were unused for IDX_PRUNE_DAYS days; quiet. Costs one stat when it
+ * has run within the day.
+ */
+void idx_cache_autoprune(void);
 
 #endif

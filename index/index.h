@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Files are hashed in fixed chunks of this size; see docs/index.md. */
 #define IDX_CHUNK_SIZE  ((uint64_t)4 << 20)
@@ -211,8 +212,48 @@ int  idx_is_temp_name(const char *name);
 int idx_scan(const char *root, const struct idx_scan_opts *opts,
              struct idx_manifest *out, struct idx_stats *stats);
 
-/* Path of the default index file for root, in a malloc'd string (or NULL). */
+/* Path of the default index file for root, in a malloc'd string (or NULL,
+ * also when the cache directory cannot be used). */
 char *idx_default_path(const char *root);
+
+/*
+ * The index cache (index/cache.c; the rules: docs/index.md): the directory
+ * of the default index files, $XDG_CACHE_HOME/rdcp, else $HOME/.cache/rdcp,
+ * one file per tree ever scanned, and how it is kept from growing forever.
+ */
+#define IDX_PRUNE_DAYS 90   /* the automatic prune's age limit */
+
+/*
+ * The cache directory, created (mode 0700) if missing; NULL when it cannot
+ * be used (HOME unset, read-only, not a directory, another user's, writable
+ * by others), and then *why (if not NULL) says so in a phrase naming it.
+ * Decided once per process and kept: a forked child inherits the decision.
+ * Thread-safe; the strings are static.
+ */
+const char *idx_cache_dir(const char **why);
+/* The same for a run that wants an index: the first time in this process
+ * that the directory cannot be used, one warning line says why, that every
+ * file will be hashed and that --no-index silences it. A run that forks its
+ * other side calls it first, so that the run warns once. */
+const char *idx_cache_dir_warn(void);
+/* One line per index file of the cache directory on out: last used, whether
+ * its tree still exists, size, entries, the tree; then a total line.
+ * 0, or a negative errno (said on stderr) when the directory is unusable. */
+int idx_cache_list(FILE *out);
+
+struct idx_prune_result {
+	uint64_t removed, bytes;   /* index files removed, bytes freed */
+	uint64_t kept;             /* left: tree there and used recently */
+	uint64_t busy;             /* left: a running rdcp holds them */
+	uint64_t errors;           /* could not be removed (said on stderr) */
+};
+/*
+ * Remove the index files of the cache directory whose tree is gone or that
+ * were last used more than days days ago (0: all), never one that a running
+ * rdcp holds; one line per file removed or held on report (NULL: quiet).
+ * 0, or a negative errno (said on stderr) when the directory is unusable.
+ */
+int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res);
 
 /*
  * Store now (sorted; entries with fresh stat data) as the index of root,

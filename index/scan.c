@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "common/log.h"
 #include "index/idx_int.h"
@@ -19,68 +18,29 @@ static int64_t now_ns(clockid_t clk)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* mkdir -p for the directories above path. */
-static int make_parents(char *path)
+/* The default index of root, or of root's entry `only` when only it is
+ * scanned (a different tree: its paths start with only/), into *out; NULL
+ * when the cache directory cannot be used. 0 or -ENOMEM. */
+static int default_path_for(const char *root, const char *only, char **out)
 {
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		int rc = mkdir(path, 0700);
-		*p = '/';
-		if (rc < 0 && errno != EEXIST)
-			return -errno;
+	char *real = realpath(root, NULL), *key = NULL;
+	int rc = -ENOMEM;
+	*out = NULL;
+	if (real && !only) {
+		const char *name = strrchr(real, '/');
+		rc = idx_cache_file(real, name[1] ? name + 1 : "root", out);
+	} else if (real && asprintf(&key, "%s//%s", real, only) >= 0) {
+		rc = idx_cache_file(key, only, out);
+		free(key);
 	}
-	return 0;
-}
-
-/* The index file for a tree identified by key (its real path), named
- * after name for people looking in the cache directory. */
-static char *path_for_key(const char *key, const char *name)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char base[4096];
-	if (xdg && *xdg == '/')
-		snprintf(base, sizeof base, "%s/rdcp", xdg);
-	else
-		snprintf(base, sizeof base, "%s/.cache/rdcp", home && *home ? home : "/tmp");
-	char clean[41];
-	size_t n = 0;
-	for (; *name && n < sizeof clean - 1; name++)
-		clean[n++] = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') ||
-		             (*name >= '0' && *name <= '9') || *name == '.' || *name == '-'
-		             ? *name : '_';
-	clean[n] = '\0';
-	char *out = NULL;
-	if (asprintf(&out, "%s/%s-%016llx.db", base, clean,
-	             (unsigned long long)XXH3_64bits(key, strlen(key))) < 0)
-		out = NULL;
-	return out;
+	free(real);
+	return rc;
 }
 
 char *idx_default_path(const char *root)
 {
-	char *real = realpath(root, NULL);
-	if (!real)
-		return NULL;
-	const char *name = strrchr(real, '/');
-	char *out = path_for_key(real, name && name[1] ? name + 1 : "root");
-	free(real);
-	return out;
-}
-
-/* The index of root, or of root's entry `only` when only it is scanned
- * (a different tree: its paths start with only/). */
-static char *default_path_for(const char *root, const char *only)
-{
-	if (!only)
-		return idx_default_path(root);
-	char *real = realpath(root, NULL), *key = NULL, *out = NULL;
-	if (real && asprintf(&key, "%s//%s", real, only) >= 0)
-		out = path_for_key(key, only);
-	free(real);
-	free(key);
-	return out;
+	char *out;
+	return default_path_for(root, NULL, &out) == 0 ? out : NULL;
 }
 
 /* What the index records as its tree: the real path, plus //only. */
@@ -98,14 +58,14 @@ int idx_save(const char *root, const struct idx_scan_opts *opts,
 	char keybuf[8192];
 	if (opts->no_index)
 		return 0;
-	char *real = realpath(root, NULL);
-	char *dbpath = opts->index_path ? strdup(opts->index_path)
-	               : default_path_for(root, opts->only);
+	char *real = realpath(root, NULL), *dbpath = NULL;
 	struct idx_db *db = NULL;
 	int rc = -ENOMEM;
+	if (opts->index_path)
+		dbpath = strdup(opts->index_path);
+	else if (default_path_for(root, opts->only, &dbpath) == 0 && !dbpath)
+		rc = 0;   /* no cache directory: said once already */
 	if (real && dbpath) {
-		if (!opts->index_path)
-			make_parents(dbpath);
 		/* Let the filesystem clock pass the newest change (one tick, a few
 		 * ms): rows changed in the tick of the stamp would count as racy and
 		 * be hashed again (see docs/index.md). */
@@ -159,16 +119,21 @@ static int open_index(const char *root, const char *real, const struct idx_scan_
 	char keybuf[8192];
 	if (opts->no_index)
 		return 0;
-	*dbpath = opts->index_path ? strdup(opts->index_path)
-	          : default_path_for(root, opts->only);
-	if (!*dbpath)
-		return -ENOMEM;
-	int mrc = opts->index_path ? 0 : make_parents(*dbpath);
-	if (mrc < 0)
-		log_warn("%s: cannot create the index directory: %s", *dbpath, strerror(-mrc));
+	if (opts->index_path) {
+		if (!(*dbpath = strdup(opts->index_path)))
+			return -ENOMEM;
+	} else {
+		int rc = default_path_for(root, opts->only, dbpath);
+		if (rc < 0 || !*dbpath)
+			return rc;   /* no cache directory: said once already */
+	}
 	if (idx_db_open(*dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), db) < 0) {
 		log_warn("going on without an index: every file will be hashed");
-	} else if (idx_db_load(*db, old, last_scan) < 0) {
+		return 0;
+	}
+	if (!opts->index_path)
+		idx_cache_autoprune();   /* ours is held: never removed from under us */
+	if (idx_db_load(*db, old, last_scan) < 0) {
 		/* unreadable rows mid-way: start again from an empty index */
 		if (idx_db_reset(*db, "damaged") < 0) {
 			idx_db_close(*db);

@@ -88,6 +88,9 @@ static const char usage[] =
 "  --index PATH      keep the index in PATH (default: one file per tree in\n"
 "                    $XDG_CACHE_HOME/rdcp, else ~/.cache/rdcp)\n"
 "  --no-index        neither read nor write an index: hash every file\n"
+"  --index-list      list the index files: last used, tree there or gone, size\n"
+"  --index-prune[=DAYS]  remove the index files whose tree is gone or that\n"
+"                    were unused for DAYS days (default 90; runs do it daily)\n"
 "  --threads N       worker threads for walking and hashing (default: CPUs)\n"
 "  -h, --human-readable  numbers as 1.23M (-hh: powers of 1024);  --help (or\n"
 "                    -h alone)  this\n"
@@ -174,6 +177,17 @@ int main(int argc, char **argv)
 			return RD_EXIT_USAGE;
 		}
 		return do_scan(a.operands[0], &a.so);
+	case SYNC_MODE_INDEX_LIST:
+	case SYNC_MODE_INDEX_PRUNE: {
+		struct idx_prune_result pr = { 0 };
+		if (a.noperands) {
+			log_err("--index-list and --index-prune take no SRC, DST or DIR");
+			return RD_EXIT_USAGE;
+		}
+		int rc = a.mode == SYNC_MODE_INDEX_LIST ? idx_cache_list(stdout)
+		         : idx_cache_prune(a.prune_days, stdout, &pr);
+		return rc < 0 ? RD_EXIT_SELECT : pr.errors ? RD_EXIT_FILEIO : RD_EXIT_OK;
+	}
 	}
 	if (a.noperands < 2) {
 		log_err(a.noperands == 0 ? "SRC and DST are missing" : "DST is missing");

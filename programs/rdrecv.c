@@ -23,7 +23,9 @@ static const char usage[] =
 "KEY, stay silent or (with --allow) come from elsewhere are closed and\n"
 "reported, and rdrecv goes on waiting for its sender. FILE is created or\n"
 "truncated only once a sender has authenticated.\n"
-"Exits 0 only when everything was received and written.\n"
+"Exits 0 only when everything was received and written. PORT 0: the kernel\n"
+"picks a free port, and rdrecv says which on stderr: 'rdrecv: listening on\n"
+"port N'.\n"
 "\n"
 "  KEY                the shared secret; '-' takes it from --key-file or\n"
 "                     from $RDCP_KEY, so it does not show up in ps\n"
@@ -121,8 +123,8 @@ static int parse(int argc, char **argv, struct args *a)
 	}
 	char *end;
 	long port = strtol(argv[optind], &end, 10);
-	if (*end || port < 1 || port > 65535) {
-		log_err("PORT: expected 1..65535, got '%s'", argv[optind]);
+	if (*end || end == argv[optind] || port < 0 || port > 65535) {
+		log_err("PORT: expected 0..65535, got '%s'", argv[optind]);
 		return RD_EXIT_USAGE;
 	}
 	a->port = (uint16_t)port;
@@ -177,6 +179,8 @@ int main(int argc, char **argv)
 	struct tp_listener *l;
 	if ((rc = tp_listen(a.addr, a.port, &a.o, &l)) < 0)
 		return rc == -ENODEV ? RD_EXIT_NORDMA : rc == -EINVAL ? RD_EXIT_USAGE : RD_EXIT_CONN;
+	if (a.port == 0)   /* for the one who starts rdsend (or a script) */
+		fprintf(stderr, "%s: listening on port %u\n", log_prog, tp_listener_port(l));
 	struct tp_session *s;
 	rc = tp_accept(l, a.accept_ms, &s);
 	tp_listener_free(l);

@@ -210,6 +210,9 @@ int sync_client(const struct sync_opts *o)
 		return sync_report(o, &res, RD_EXIT_USAGE, t0);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* decided (and warned about) once, before a local run forks its other side */
+	if (!o->no_index)
+		idx_cache_dir_warn();
 	const char *remote = src.host ? src.host : dst.host;
 	pid_t pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c);
 	if (pid < 0) {

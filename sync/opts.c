@@ -25,7 +25,8 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYN
        OPT_DELETE_EXCLUDED, OPT_DELETE_BEFORE, OPT_DELETE_AFTER, OPT_DELETE_DURING,
        OPT_BWLIMIT, OPT_IGNORE_EXISTING, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_LINK_DEST,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
-       OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL };
+       OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
+       OPT_INDEX_LIST, OPT_INDEX_PRUNE };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -113,6 +114,8 @@ static const struct opt_def defs[] = {
 	{ { "scan", no_argument, NULL, OPT_SCAN }, CLIENT },
 	{ { "index", required_argument, NULL, OPT_INDEX }, CLIENT },
 	{ { "no-index", no_argument, NULL, OPT_NOINDEX }, FAR },
+	{ { "index-list", no_argument, NULL, OPT_INDEX_LIST }, CLIENT },
+	{ { "index-prune", optional_argument, NULL, OPT_INDEX_PRUNE }, CLIENT },
 	{ { "threads", required_argument, NULL, OPT_THREADS }, CLIENT },
 	{ { "server", no_argument, NULL, OPT_SERVER }, CLIENT },
 	{ { "help", no_argument, NULL, OPT_HELP }, CLIENT },
@@ -403,6 +406,15 @@ static int take_mode(int c, struct sync_args *a)
 	case OPT_SCAN: a->mode = SYNC_MODE_SCAN; return -1;
 	case OPT_INDEX: a->so.index_path = o->index_path = optarg; return -1;
 	case OPT_NOINDEX: a->so.no_index = o->no_index = 1; return -1;
+	case OPT_INDEX_LIST: a->mode = SYNC_MODE_INDEX_LIST; return -1;
+	case OPT_INDEX_PRUNE: {
+		long long n = optarg ? number("index-prune", optarg, 0, 100000) : IDX_PRUNE_DAYS;
+		if (n < 0)
+			return RD_EXIT_USAGE;
+		a->mode = SYNC_MODE_INDEX_PRUNE;
+		a->prune_days = (int)n;
+		return -1;
+	}
 	case OPT_THREADS: {
 		long long n = number("threads", optarg, 1, 64);
 		if (n < 0)

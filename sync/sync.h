@@ -117,12 +117,14 @@ struct sync_opts {
 
 /* The command line: rdcp's modes and the options of each. */
 enum sync_mode { SYNC_MODE_COPY, SYNC_MODE_SCAN, SYNC_MODE_SERVER, SYNC_MODE_HELP,
-                 SYNC_MODE_VERSION, SYNC_MODE_FAR };
+                 SYNC_MODE_VERSION, SYNC_MODE_FAR,
+                 SYNC_MODE_INDEX_LIST, SYNC_MODE_INDEX_PRUNE };
 struct sync_args {
 	int mode;                   /* enum sync_mode; SYNC_MODE_FAR before parsing:
 	                               the server's options from the HELLO */
 	struct sync_opts o;
 	struct idx_scan_opts so;    /* --scan's options */
+	int prune_days;             /* --index-prune[=DAYS] */
 	char **operands;
 	int noperands;
 	char why[256];              /* SYNC_MODE_FAR: what was wrong, for the client */

@@ -27,7 +27,14 @@
 #include "transport/rdma_int.h"
 
 #define CAND_MAX   ((TP_RDMA_POLL_MAX - 1) / 2)   /* sessions assembled at once */
-#define LINGER_MS  200    /* a failed candidate's AUTH_FAIL gets this long to leave */
+/* A wrong-key candidate stays until its AUTH_FAIL is out (the send completed:
+ * on a reliable connection, the sender has it) or the sender left; at most
+ * this long. Not a fixed short wait: freeing the queue pair before the send
+ * went drops it, and the sender then sees a reset (exit 10), not the wrong
+ * key (15); an emulated RDMA device under load can take far longer than
+ * 200 ms to send it. A dying candidate is the first to give its slot to a
+ * new request, so waiting costs no one else. */
+#define LINGER_MS  TP_HS_MS
 #define WHO_LEN    80
 
 struct cand {
@@ -318,8 +325,10 @@ static int on_event(struct tp_rdma_listener *l, struct rdma_cm_event *ev, int *d
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DISCONNECTED:
-		if ((c = cand_of_id(l, ev->id)))
+		if ((c = cand_of_id(l, ev->id))) {
 			cand_fail(l, c, -ECONNRESET);
+			c->due = tp_now_ms();   /* gone: nothing waits for its AUTH_FAIL */
+		}
 		return 0;
 	default:
 		return 0;
@@ -361,7 +370,9 @@ static int cand_step(struct tp_rdma_listener *l, struct cand *c, struct tp_sessi
 	else if (!c->dying && now >= c->due)
 		cand_fail(l, c, -ETIMEDOUT);
 	if (c->dying) {
-		if (now >= c->due || ctl_sends_out(c->s))
+		/* its AUTH_FAIL is out, or the sender left (a migrated candidate
+		 * hears it on its own channel), or it is time */
+		if (now >= c->due || ctl_sends_out(c->s) || R(c->s)->peer_gone)
 			cand_free(c);
 		return 0;
 	}

@@ -26,6 +26,25 @@ mk_files() {
 # settle: step past the filesystem clock tick (see docs/index.md, racy files)
 settle() { sleep 0.05; }
 
+# Ports: never a random one (another test run may hold it). A receiver
+# listens on port 0 and says which port the kernel gave it; free_port
+# (tests/lib/port.sh) is for a port that must be known before anything
+# listens on it.
+source "$BATS_TEST_DIRNAME/../lib/port.sh"
+# recv_port ERRFILE: the port of an rdrecv started with PORT 0 and its
+# stderr in ERRFILE, once it says it listens (10 s; else say why, fail)
+recv_port() {
+	local i p
+	for ((i = 0; i < 200; i++)); do
+		p=$(sed -n 's/^rdrecv: listening on port \([0-9]*\)$/\1/p' "$1" 2>/dev/null)
+		[ -n "$p" ] && { echo "$p"; return 0; }
+		sleep 0.05
+	done
+	echo "rdrecv did not say which port it listens on:" >&2
+	cat "$1" >&2
+	return 1
+}
+
 # Shared by the sync tests.
 LRSH=$BATS_TEST_DIRNAME/local-rsh
 

@@ -10,7 +10,8 @@
   rdcp-peer.py send HOST PORT KEY FILE [--bind ADDR] [--streams N]
                                                a real sender (protocol v1, see
                                                docs/protocol.md); exit 0 on a 0 verdict
-  rdcp-peer.py silent-listen PORT SECONDS      accept, never answer
+  rdcp-peer.py silent-listen PORT SECONDS      accept, never answer (PORT 0: the
+                                               kernel picks; "listening on port N")
   rdcp-peer.py attack-rdcp TAG SECONDS         wrong-key connections to every TCP
                                                port an `rdcp --server` whose
                                                environment has RDCP_ATTACK_TAG=TAG
@@ -203,6 +204,8 @@ def silent_listen(port, seconds):
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", port))
     ls.listen(16)
+    if port == 0:
+        print("listening on port %d" % ls.getsockname()[1], flush=True)
     ls.settimeout(seconds)
     held, end = [], time.time() + seconds
     try:

@@ -373,7 +373,7 @@ mk_extra() {   # a DST with 8 entries SRC does not have (deepest: y/z/2)
 }
 
 @test "README: the rdsend -v -P 4 ... - big.img example works as typed" {
-	local line recv send port=$((20000 + RANDOM % 30000))
+	local line recv send port; port=$(free_port)
 	recv=$(grep -m1 'hostB\$ RDCP_KEY=.* rdrecv 12345 - big.img' "$BATS_TEST_DIRNAME/../../README.md")
 	send=$(grep -m1 'hostA\$ RDCP_KEY=.* rdsend -v -P 4 hostB 12345 - big.img' \
 		"$BATS_TEST_DIRNAME/../../README.md")

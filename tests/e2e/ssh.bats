@@ -50,3 +50,12 @@ mk() {
 	[ "$status" -eq 5 ]
 	[[ "$output" == *"rdcp-path"* ]]
 }
+
+@test "the remote side keeps its index in this test's cache, never in the real HOME" {
+	mk "$T/src"
+	"$RDCP" --sync -e "$RSH" --rdcp-path "$RDCP" "$T/src" "127.0.0.1:$T/dst"
+	# dst's index is the remote receiver's: it got XDG_CACHE_HOME through ssh
+	ls "$XDG_CACHE_HOME"/rdcp/dst-*.db
+	run $RSH 127.0.0.1 'echo "$HOME"'
+	[ "$output" = "$HOME" ]
+}

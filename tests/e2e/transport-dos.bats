@@ -9,26 +9,16 @@ RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
 PEER=$BATS_TEST_DIRNAME/rdcp-peer.py
 LRSH=$BATS_TEST_DIRNAME/local-rsh
 
-port() { echo $((20000 + RANDOM % 30000)); }
-
-# listening PORT: wait until something listens on TCP PORT (5 s), without
-# connecting (a probe would be one more stranger in rdrecv's log)
-listening() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -n "$(ss -Hltn "sport = :$1")" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
-# start_recv PORT ARGS...: rdrecv in the background ($rpid), stderr in recv.err
+# start_recv ARGS...: rdrecv in the background ($rpid) on a port the kernel
+# picks ($p, the caller's), stderr in recv.err
 start_recv() {
-	local p=$1; shift
-	"$RECV" --transport tcp "$@" "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport tcp "$@" 0 key "$T/out" 2>"$T/recv.err" &
 	rpid=$!
-	listening "$p"
+	p=$(recv_port "$T/recv.err")
 }
+
+# its lines besides the one that says the port
+recv_lines() { grep -vc '^rdrecv: listening on port ' "$T/recv.err"; }
 
 teardown() {
 	# whatever a failed test left running: only our own children
@@ -48,8 +38,8 @@ recv_ok() {
 
 @test "attack: 20 idle connections to the data port: the real rdsend still gets through at once" {
 	head -c $((8 << 20)) /dev/urandom >"$T/in"
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	python3 "$PEER" idle 127.0.0.1 "$p" 20 60 >"$T/idle.out" &
 	sleep 0.5   # the squatters are in their handshakes first
 	local t0=$SECONDS
@@ -62,8 +52,8 @@ recv_ok() {
 
 @test "attack: 20 garbage connections, half of them trickling then stalling, racing the real rdsend: both ends exit 0" {
 	head -c $((8 << 20)) /dev/urandom >"$T/in"
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	python3 "$PEER" garbage 127.0.0.1 "$p" 20 &
 	sleep 0.5   # the tricklers hold their handshakes
 	local t0=$SECONDS
@@ -76,8 +66,8 @@ recv_ok() {
 
 @test "attack: 20 wrong-key senders racing the real rdsend: both ends exit 0, rdrecv keeps waiting" {
 	head -c $((8 << 20)) /dev/urandom >"$T/in"
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	run python3 "$PEER" wrongkey 127.0.0.1 "$p" 20
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -91,8 +81,8 @@ recv_ok() {
 
 @test "attack: idle, garbage and wrong-key connections interleaved with a 4-stream session: it is assembled right" {
 	head -c $((64 << 20)) /dev/urandom >"$T/in"
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	python3 "$PEER" flood 127.0.0.1 "$p" 20 >"$T/flood.out" &
 	local fpid=$!
 	sleep 1   # the flood is under way
@@ -105,21 +95,21 @@ recv_ok() {
 
 @test "attack: a flood of strangers fills no log: at most 3 lines and a count" {
 	echo hi >"$T/in"
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	python3 "$PEER" wrongkey 127.0.0.1 "$p" 30
 	python3 "$PEER" garbage 127.0.0.1 "$p" 30
 	"$SEND" --transport tcp 127.0.0.1 "$p" key "$T/in"
 	recv_ok
 	[ "$(grep -c 'does not know the key\|not an rdcp sender' "$T/recv.err")" -eq 3 ]
 	grep -q "57 more connections were dropped" "$T/recv.err"
-	[ "$(wc -l <"$T/recv.err")" -eq 4 ]
+	[ "$(recv_lines)" -eq 4 ]
 }
 
 @test "attack: a sender from another address than --allow is refused before any handshake" {
 	head -c 100000 /dev/urandom >"$T/in"
-	local p; p=$(port)
-	start_recv "$p" --allow 127.0.0.2
+	local p
+	start_recv --allow 127.0.0.2
 	# the right key, from the wrong address: not even a HELLO
 	run python3 "$PEER" send 127.0.0.1 "$p" key "$T/in"
 	echo "$output"
@@ -140,11 +130,11 @@ recv_ok() {
 
 @test "--allow takes IPv4, IPv6 and v4-mapped forms, and refuses a name" {
 	echo hi >"$T/in"
-	local p; p=$(port)
-	start_recv "$p" --allow ::ffff:127.0.0.1
+	local p
+	start_recv --allow ::ffff:127.0.0.1
 	"$SEND" --transport tcp 127.0.0.1 "$p" key "$T/in"
 	recv_ok
-	run "$RECV" --allow localhost --contimeout 1 "$(port)" key
+	run "$RECV" --allow localhost --contimeout 1 0 key
 	echo "$output"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"not a numeric IPv4 or IPv6 address"* ]]
@@ -152,8 +142,8 @@ recv_ok() {
 
 @test "--listen binds one address: another local address is not served" {
 	echo hi >"$T/in"
-	local p; p=$(port)
-	start_recv "$p" --listen 127.0.0.2
+	local p
+	start_recv --listen 127.0.0.2
 	run "$SEND" --transport tcp --contimeout 1 127.0.0.1 "$p" key "$T/in"
 	echo "$output"
 	[ "$status" -eq 10 ]
@@ -165,8 +155,8 @@ recv_ok() {
 @test "attack: a wrong-key sender leaves an existing FILE untouched" {
 	echo precious >"$T/out"
 	echo other >"$T/in"
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	run "$SEND" --transport tcp 127.0.0.1 "$p" wrong "$T/in"
 	[ "$status" -eq 15 ]
 	sleep 0.2
@@ -176,7 +166,7 @@ recv_ok() {
 }
 
 @test "rdrecv --contimeout 1 with idle strangers but no sender: exit 10 after about a second" {
-	local p; p=$(port)
+	local p; p=$(free_port)   # the strangers need it before rdrecv is there
 	python3 "$PEER" idle 127.0.0.1 "$p" 5 10 >/dev/null 2>&1 &   # refused until rdrecv is up
 	local t0=$SECONDS
 	run "$RECV" --transport tcp --contimeout 1 "$p" key
@@ -187,17 +177,17 @@ recv_ok() {
 }
 
 @test "rdrecv FILE in a directory that is not there: exit 3 at once, before listening" {
-	run "$RECV" --transport tcp "$(port)" key "$T/no/such/dir/file"
+	run "$RECV" --transport tcp 0 key "$T/no/such/dir/file"
 	echo "$output"
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"No such file or directory"* ]]
 }
 
 @test "attack: a stalled receiver (SIGSTOP): rdsend --timeout 2 exits 30 within seconds, one line" {
-	local p; p=$(port)
-	"$RECV" --transport tcp "$p" key >/dev/null 2>"$T/recv.err" &
+	local p
+	"$RECV" --transport tcp 0 key >/dev/null 2>"$T/recv.err" &
 	rpid=$!
-	listening "$p"
+	p=$(recv_port "$T/recv.err")
 	# bounded, so that a sender that would hang fails the test instead
 	timeout 20 "$SEND" --transport tcp --timeout 2 127.0.0.1 "$p" key </dev/zero \
 		2>"$T/send.err" &
@@ -217,10 +207,10 @@ recv_ok() {
 }
 
 @test "attack: a stalled sender (SIGSTOP): rdrecv --timeout 2 exits 30 within seconds, one line" {
-	local p; p=$(port)
-	timeout 20 "$RECV" --transport tcp --timeout 2 "$p" key >/dev/null 2>"$T/recv.err" &
+	local p
+	timeout 20 "$RECV" --transport tcp --timeout 2 0 key >/dev/null 2>"$T/recv.err" &
 	rpid=$!
-	listening "$p"
+	p=$(recv_port "$T/recv.err")
 	"$SEND" --transport tcp 127.0.0.1 "$p" key </dev/zero 2>/dev/null &
 	local spid=$!
 	sleep 1
@@ -232,23 +222,27 @@ recv_ok() {
 	cat "$T/recv.err"
 	[ "$rc" -eq 30 ]
 	[ "$took" -le 5 ]
-	[ "$(wc -l <"$T/recv.err")" -eq 1 ]
+	[ "$(recv_lines)" -eq 1 ]
 	grep -q "nothing moved for 2 s (--timeout): the sender is stopped or stuck" "$T/recv.err"
 	wait "$spid" || true
 }
 
 @test "a stalled pipe feeding rdsend is not a stalled peer without --timeout" {
-	local p; p=$(port)
-	start_recv "$p"
+	local p
+	start_recv
 	(printf a; sleep 3; printf b) | "$SEND" --transport tcp 127.0.0.1 "$p" key
 	wait "$rpid"
 	[ "$(cat "$T/out")" = ab ]
 }
 
 @test "a peer that accepts and never answers: rdsend gives up within its handshake deadline" {
-	local p; p=$(port)
-	python3 "$PEER" silent-listen "$p" 30 &
-	listening "$p"
+	local p
+	python3 "$PEER" silent-listen 0 30 >"$T/peer.out" &
+	for _ in $(seq 100); do
+		p=$(sed -n 's/^listening on port //p' "$T/peer.out")
+		[ -n "$p" ] && break
+		sleep 0.05
+	done
 	local t0=$SECONDS
 	run "$SEND" --transport tcp 127.0.0.1 "$p" key /dev/null
 	echo "$output"
@@ -259,11 +253,11 @@ recv_ok() {
 
 @test "the reader of rdrecv's output goes away: rdrecv says so and exits 11, rdsend hears why, exits 11" {
 	head -c $((16 << 20)) /dev/urandom >"$T/in"
-	local p; p=$(port)
-	( "$RECV" --transport tcp "$p" key 2>"$T/recv.err" | head -c 10 >/dev/null
+	local p
+	( "$RECV" --transport tcp 0 key 2>"$T/recv.err" | head -c 10 >/dev/null
 	  echo "${PIPESTATUS[0]}" >"$T/recv.rc" ) &
 	local rpid=$!
-	listening "$p"
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" --transport tcp 127.0.0.1 "$p" key "$T/in"
 	echo "$output"
 	wait "$rpid"

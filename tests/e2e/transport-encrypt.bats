@@ -13,8 +13,6 @@ MITM=$BATS_TEST_DIRNAME/../lib/mitm.py
 BIG_MB=${RDCP_BIG_MB:-1024}
 AUTH_MSG="a data message failed authentication (tampered with, or not from the sender)"
 
-port() { echo $((20000 + RANDOM % 30000)); }
-
 # 8 MiB (8 messages of 1 MiB) of random data with a marker inside
 mk_input() {
 	head -c $((8 << 20)) /dev/urandom >"$T/in"
@@ -27,12 +25,12 @@ mk_input() {
 # statuses of rdsend, rdrecv) and leaves send.err, recv.err, report in $T.
 through_mitm() {
 	local enc=$1 streams=$2 p; shift 2
-	p=$(port)
 	rm -f "$T/pport" "$T/report"
 	# --contimeout bounds the wait for a sender (--timeout is the I/O timeout)
-	"$RECV" $enc --transport tcp --timeout 30 --contimeout 30 "$p" key "$T/out" \
+	"$RECV" $enc --transport tcp --timeout 30 --contimeout 30 0 key "$T/out" \
 		2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	python3 "$MITM" --upstream "$p" --port-file "$T/pport" --report "$T/report" \
 		--conns "$streams" --timeout 30 --marker zq7-plaintext-marker-41c9 "$@" \
 		2>"$T/mitm.err" &
@@ -57,10 +55,11 @@ both_fail() {
 }
 
 @test "encrypt: $BIG_MB MiB of random data, file to file, cmp identical, cipher reported" {
-	local p; p=$(port)
+	local p
 	head -c $((BIG_MB << 20)) /dev/urandom >"$T/in"
-	"$RECV" -v --encrypt --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --encrypt --transport tcp 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" -v --encrypt --transport tcp 127.0.0.1 "$p" key "$T/in"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -72,30 +71,33 @@ both_fail() {
 }
 
 @test "encrypt: 4 streams into a pipe keep the byte order" {
-	local p; p=$(port)
+	local p
 	head -c $((40 << 20)) /dev/urandom >"$T/in"
-	("$RECV" --encrypt --transport tcp "$p" key | cmp - "$T/in" && touch "$T/same") &
+	("$RECV" --encrypt --transport tcp 0 key 2>"$T/recv.err" | cmp - "$T/in" && touch "$T/same") &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	"$SEND" --encrypt -P 4 --msg-size 64K --transport tcp 127.0.0.1 "$p" key <"$T/in"
 	wait "$rpid"
 	[ -e "$T/same" ]
 }
 
 @test "encrypt: 0 bytes" {
-	local p; p=$(port)
+	local p
 	: >"$T/in"
-	"$RECV" --encrypt --transport auto "$p" key "$T/out" &
+	"$RECV" --encrypt --transport auto 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	"$SEND" --encrypt --transport auto 127.0.0.1 "$p" key "$T/in"
 	wait "$rpid"
 	cmp "$T/in" "$T/out"
 }
 
 @test "encrypt on the sender only: both ends fail clearly, nothing written" {
-	local p; p=$(port)
+	local p
 	echo payload >"$T/in"
-	"$RECV" --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport tcp 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" --encrypt --transport tcp 127.0.0.1 "$p" key "$T/in"
 	echo "sender: $output"
 	[ "$status" -eq 12 ]
@@ -109,10 +111,11 @@ both_fail() {
 }
 
 @test "encrypt on the receiver only: both ends fail clearly, nothing written" {
-	local p; p=$(port)
+	local p
 	echo payload >"$T/in"
-	"$RECV" --encrypt --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --encrypt --transport tcp 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" --transport tcp 127.0.0.1 "$p" key "$T/in"
 	echo "sender: $output"
 	[ "$status" -eq 12 ]
@@ -126,10 +129,11 @@ both_fail() {
 }
 
 @test "encrypt with --timeout 2: 64 MiB arrive; a stopped receiver (SIGSTOP) mid-way makes the sender exit 30" {
-	local p; p=$(port)
+	local p
 	head -c $((64 << 20)) /dev/urandom >"$T/in"
-	"$RECV" -v --encrypt --timeout 2 --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --encrypt --timeout 2 --transport tcp 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run timeout 60 "$SEND" -v --encrypt --timeout 2 --transport tcp 127.0.0.1 "$p" key "$T/in"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -138,11 +142,11 @@ both_fail() {
 	[[ "$output" == *"encrypted with"* ]]
 
 	# the second run: half the data, then the receiver is stopped, then the rest
-	p=$(port)
 	rm -f "$T/out"
 	mkfifo "$T/fifo"
-	"$RECV" --encrypt --timeout 2 --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --encrypt --timeout 2 --transport tcp 0 key "$T/out" 2>"$T/recv.err" &
 	rpid=$!
+	p=$(recv_port "$T/recv.err")
 	(head -c $((32 << 20)) "$T/in"
 	 while [ ! -e "$T/stopped" ]; do sleep 0.05; done
 	 tail -c +$(((32 << 20) + 1)) "$T/in") >"$T/fifo" 2>/dev/null &

@@ -8,19 +8,20 @@ RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
 	if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 		skip "this machine has an RDMA device"
 	fi
-	run "$SEND" --transport rdma 127.0.0.1 $((20000 + RANDOM % 30000)) key /dev/null
+	run "$SEND" --transport rdma 127.0.0.1 "$(free_port)" key /dev/null
 	echo "$output"
 	[ "$status" -eq 16 ]
 	[[ "$output" == *"RDMA"* ]]
-	run "$RECV" --transport rdma --contimeout 1 $((20000 + RANDOM % 30000)) key
+	run "$RECV" --transport rdma --contimeout 1 0 key
 	echo "$output"
 	[ "$status" -eq 16 ]
 }
 
 @test "auto without an RDMA device: one-line notice, then TCP" {
-	local p=$((20000 + RANDOM % 30000))
+	local p
 	echo hi >"$T/in"
-	"$RECV" "$p" key "$T/out" &
+	"$RECV" 0 key "$T/out" 2>"$T/recv.err" &
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" -v 127.0.0.1 "$p" key "$T/in"
 	wait
 	[ "$status" -eq 0 ]
@@ -43,11 +44,11 @@ RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
 }
 
 @test "a peer that is not rdcp is dropped, the real sender still gets through" {
-	local p=$((20000 + RANDOM % 30000))
+	local p
 	echo real >"$T/in"
-	"$RECV" --transport tcp "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport tcp 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.3
+	p=$(recv_port "$T/recv.err")
 	# garbage instead of an AUTH
 	printf 'GET / HTTP/1.0\r\n\r\n%.0s' {1..20} | nc -q 1 127.0.0.1 "$p" >/dev/null || true
 	"$SEND" --transport tcp 127.0.0.1 "$p" key "$T/in"

@@ -11,14 +11,13 @@ RECV=${RDCP_BUILD:-$BATS_TEST_DIRNAME/../../build}/rdrecv
 # 1 GiB by default; the VM run may scale it (RDCP_BIG_MB)
 BIG_MB=${RDCP_BIG_MB:-1024}
 
-port() { echo $((20000 + RANDOM % 30000)); }
-
 # pipe_case SIZE_BYTES [STREAMS]: random data through rdsend|rdrecv, cmp.
 pipe_case() {
-	local size=$1 streams=${2:-1} p; p=$(port)
+	local size=$1 streams=${2:-1} p
 	head -c "$size" /dev/urandom >"$T/in"
-	"$RECV" -v --transport "$TRANSPORT" "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --transport "$TRANSPORT" 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" -v -P "$streams" --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -37,18 +36,21 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: 1 byte through pipes on both ends" {
-	local p; p=$(port)
-	("$RECV" --transport "$TRANSPORT" "$p" key >"$T/out") &
+	local p
+	("$RECV" --transport "$TRANSPORT" 0 key >"$T/out" 2>"$T/recv.err") &
+	p=$(recv_port "$T/recv.err")
 	printf 'x' | "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key
 	wait $!
 	[ "$(cat "$T/out")" = x ]
 }
 
 @test "$TRANSPORT: $BIG_MB MiB of random data, stdin to stdout, cmp identical" {
-	local p; p=$(port)
+	local p
 	head -c $((BIG_MB << 20)) /dev/urandom >"$T/in"
-	("$RECV" -v --transport "$TRANSPORT" "$p" key | cmp - "$T/in" && touch "$T/same") &
+	("$RECV" -v --transport "$TRANSPORT" 0 key 2>"$T/recv.err" | cmp - "$T/in" &&
+		touch "$T/same") &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	"$SEND" -v --transport "$TRANSPORT" "$ADDR" "$p" key <"$T/in"
 	wait "$rpid"
 	[ -e "$T/same" ]
@@ -60,20 +62,23 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: 4 streams into a pipe keep the byte order" {
-	local p; p=$(port)
+	local p
 	head -c $((40 << 20)) /dev/urandom >"$T/in"
-	("$RECV" --transport "$TRANSPORT" "$p" key | cmp - "$T/in" && touch "$T/same") &
+	("$RECV" --transport "$TRANSPORT" 0 key 2>"$T/recv.err" | cmp - "$T/in" &&
+		touch "$T/same") &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	"$SEND" -P 4 --msg-size 64K --transport "$TRANSPORT" "$ADDR" "$p" key <"$T/in"
 	wait "$rpid"
 	[ -e "$T/same" ]
 }
 
 @test "$TRANSPORT: wrong key: the sender is refused, rdrecv reports it, keeps waiting, takes the right one" {
-	local p; p=$(port)
+	local p
 	echo payload >"$T/in"
-	"$RECV" --transport "$TRANSPORT" "$p" right "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport "$TRANSPORT" 0 right "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" wrong "$T/in"
 	echo "sender: $output"
 	[ "$status" -eq 15 ]
@@ -89,17 +94,18 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: key from \$RDCP_KEY and from --key-file, never on the command line" {
-	local p; p=$(port)
+	local p
 	echo hi >"$T/in"
 	echo "file-secret" >"$T/keyfile"
-	RDCP_KEY=env-secret "$RECV" --transport "$TRANSPORT" "$p" - "$T/out" &
+	RDCP_KEY=env-secret "$RECV" --transport "$TRANSPORT" 0 - "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	RDCP_KEY=env-secret "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" - "$T/in"
 	wait "$rpid"
 	cmp "$T/in" "$T/out"
-	p=$(port)
-	"$RECV" --transport "$TRANSPORT" --key-file "$T/keyfile" "$p" - "$T/out2" &
+	"$RECV" --transport "$TRANSPORT" --key-file "$T/keyfile" 0 - "$T/out2" 2>"$T/recv2.err" &
 	rpid=$!
+	p=$(recv_port "$T/recv2.err")
 	"$SEND" --transport "$TRANSPORT" --key-file "$T/keyfile" "$ADDR" "$p" - "$T/in"
 	wait "$rpid"
 	cmp "$T/in" "$T/out2"
@@ -109,7 +115,7 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: rdsend waits for a late rdrecv" {
-	local p; p=$(port)
+	local p; p=$(free_port)   # the sender needs it before rdrecv is there
 	echo late >"$T/in"
 	("$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"; echo $? >"$T/send.rc") &
 	sleep 2
@@ -120,16 +126,17 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: nobody listening: rdsend gives up with exit 10" {
-	run "$SEND" --contimeout 1 --transport "$TRANSPORT" "$ADDR" "$(port)" key /dev/null
+	run "$SEND" --contimeout 1 --transport "$TRANSPORT" "$ADDR" "$(free_port)" key /dev/null
 	echo "$output"
 	[ "$status" -eq 10 ]
 	[[ "$output" == *"connect"* ]]
 }
 
 @test "$TRANSPORT: receiver killed mid-way: sender fails with a clear error" {
-	local p; p=$(port)
-	"$RECV" --transport "$TRANSPORT" "$p" key >/dev/null 2>"$T/recv.err" &
+	local p
+	"$RECV" --transport "$TRANSPORT" 0 key >/dev/null 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	"$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key </dev/zero 2>"$T/send.err" &
 	local spid=$!
 	sleep 1.5
@@ -142,10 +149,10 @@ pipe_case() {
 }
 
 @test "$TRANSPORT: sender killed mid-way: receiver fails with a clear error" {
-	local p; p=$(port)
-	"$RECV" --transport "$TRANSPORT" "$p" key >/dev/null 2>"$T/recv.err" &
+	local p
+	"$RECV" --transport "$TRANSPORT" 0 key >/dev/null 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.3
+	p=$(recv_port "$T/recv.err")
 	"$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key </dev/zero 2>/dev/null &
 	local spid=$!
 	sleep 1.5
@@ -159,9 +166,10 @@ pipe_case() {
 
 @test "$TRANSPORT: receiver cannot write: sender hears why and fails" {
 	[ -w /dev/full ] || skip "no /dev/full"
-	local p; p=$(port)
-	"$RECV" --transport "$TRANSPORT" "$p" key >/dev/full 2>"$T/recv.err" &
+	local p
+	"$RECV" --transport "$TRANSPORT" 0 key >/dev/full 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	head -c $((8 << 20)) /dev/zero >"$T/in"
 	run "$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"
 	echo "$output"

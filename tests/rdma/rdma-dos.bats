@@ -6,7 +6,6 @@ load ../e2e/helpers
 ADDR=${RDCP_ADDR:?run me inside the soft-RoCE VM}
 SEND=${RDCP_BUILD}/rdsend
 RECV=${RDCP_BUILD}/rdrecv
-port() { echo $((20000 + RANDOM % 30000)); }
 
 teardown() {
 	local j
@@ -16,11 +15,12 @@ teardown() {
 
 @test "attack (rdma): a wrong-key sender does not end rdrecv; the right one gets through" {
 	command -v rping >/dev/null || { echo "rping (rdmacm-utils) is missing" >&2; false; }
-	local p; p=$(port)
+	local p
 	head -c $((16 << 20)) /dev/urandom >"$T/in"
-	"$RECV" --transport rdma "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport rdma 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.5
+	# listening (not "after 0.5 s": under load rping came before it did)
+	p=$(recv_port "$T/recv.err")
 	# a connect request without our private data
 	run timeout 10 rping -c -a "$ADDR" -p "$p" -C 1
 	echo "rping: $status $output"
@@ -43,11 +43,11 @@ teardown() {
 }
 
 @test "attack (rdma): foreign connect requests and wrong-key senders racing a 4-stream session" {
-	local p; p=$(port)
+	local p
 	head -c $((64 << 20)) /dev/urandom >"$T/in"
-	"$RECV" --transport rdma "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport rdma 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.5
+	p=$(recv_port "$T/recv.err")
 	local i pids=()
 	for i in 1 2 3; do
 		timeout 10 rping -c -a "$ADDR" -p "$p" -C 1 >/dev/null 2>&1 &
@@ -71,31 +71,30 @@ teardown() {
 }
 
 @test "rdma: --allow refuses other addresses, --listen binds the RDMA listener" {
-	local p; p=$(port)
+	local p
 	echo hi >"$T/in"
-	"$RECV" --transport rdma --allow 10.9.9.9 "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" --transport rdma --allow 10.9.9.9 0 key "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.5
+	p=$(recv_port "$T/recv.err")
 	run timeout 20 "$SEND" --transport rdma --contimeout 2 "$ADDR" "$p" key "$T/in"
 	echo "$output"
 	[ "$status" -eq 10 ]
 	kill "$rpid"
 	wait "$rpid" || true
 	grep -q "not the allowed peer" "$T/recv.err"
-	p=$(port)
-	"$RECV" --transport rdma --listen "$ADDR" --allow "$ADDR" "$p" key "$T/out" &
+	"$RECV" --transport rdma --listen "$ADDR" --allow "$ADDR" 0 key "$T/out" 2>"$T/recv2.err" &
 	rpid=$!
-	sleep 0.5
+	p=$(recv_port "$T/recv2.err")
 	timeout 20 "$SEND" --transport rdma "$ADDR" "$p" key "$T/in"
 	wait "$rpid"
 	cmp "$T/in" "$T/out"
 }
 
 @test "attack (rdma): a stalled receiver (SIGSTOP): rdsend --timeout 2 exits 30 within seconds" {
-	local p; p=$(port)
-	"$RECV" --transport rdma "$p" key >"$T/out" 2>"$T/recv.err" &
+	local p
+	"$RECV" --transport rdma 0 key >"$T/out" 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.5
+	p=$(recv_port "$T/recv.err")
 	head -c $((512 << 20)) /dev/zero |
 		timeout 60 "$SEND" --transport rdma --timeout 2 "$ADDR" "$p" key 2>"$T/send.err" &
 	local spid=$!
@@ -114,10 +113,10 @@ teardown() {
 }
 
 @test "attack (rdma): a stalled sender (SIGSTOP): rdrecv --timeout 2 exits 30 within seconds" {
-	local p; p=$(port)
-	timeout 30 "$RECV" --transport rdma --timeout 2 "$p" key >/dev/null 2>"$T/recv.err" &
+	local p
+	timeout 30 "$RECV" --transport rdma --timeout 2 0 key >/dev/null 2>"$T/recv.err" &
 	local rpid=$!
-	sleep 0.5
+	p=$(recv_port "$T/recv.err")
 	"$SEND" --transport rdma "$ADDR" "$p" key </dev/zero 2>/dev/null &
 	local spid=$!
 	sleep 2

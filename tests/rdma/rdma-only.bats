@@ -5,12 +5,12 @@ load ../e2e/helpers
 ADDR=${RDCP_ADDR:?run me inside the soft-RoCE VM}
 SEND=${RDCP_BUILD}/rdsend
 RECV=${RDCP_BUILD}/rdrecv
-port() { echo $((20000 + RANDOM % 30000)); }
 
 @test "auto: an address on an RDMA device is reached over RDMA" {
-	local p; p=$(port)
+	local p
 	echo hi >"$T/in"
-	"$RECV" -v --contimeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --contimeout 30 0 key "$T/out" 2>"$T/recv.err" &
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" -v "$ADDR" "$p" key "$T/in"
 	wait
 	echo "$output"
@@ -22,9 +22,10 @@ port() { echo $((20000 + RANDOM % 30000)); }
 }
 
 @test "auto: an address without RDMA falls back to TCP with one notice" {
-	local p; p=$(port)
+	local p
 	echo hi >"$T/in"
-	"$RECV" --contimeout 30 "$p" key "$T/out" &
+	"$RECV" --contimeout 30 0 key "$T/out" 2>"$T/recv.err" &
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" -v 127.0.0.1 "$p" key "$T/in"
 	wait
 	echo "$output"
@@ -34,7 +35,7 @@ port() { echo $((20000 + RANDOM % 30000)); }
 }
 
 @test "forced rdma to an address no RDMA device serves: exit 16, says why" {
-	run "$SEND" --contimeout 2 --transport rdma 127.0.0.1 "$(port)" key /dev/null
+	run "$SEND" --contimeout 2 --transport rdma 127.0.0.1 "$(free_port)" key /dev/null
 	echo "$output"
 	[ "$status" -eq 16 ]
 	[[ "$output" == *"no RDMA device"* ]]
@@ -43,9 +44,10 @@ port() { echo $((20000 + RANDOM % 30000)); }
 @test "memlock limit too low: the error says what ulimit -l is and what is needed" {
 	command -v setpriv >/dev/null || skip "setpriv missing"
 	chmod 666 /dev/infiniband/* 2>/dev/null || true
-	local p; p=$(port)
-	"$RECV" --transport rdma --contimeout 20 "$p" key >/dev/null 2>&1 &
+	local p
+	"$RECV" --transport rdma --contimeout 20 0 key >/dev/null 2>"$T/recv.err" &
 	local rpid=$!
+	p=$(recv_port "$T/recv.err")
 	run setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
 		bash -c "ulimit -l 1024; exec '$SEND' --transport rdma --pool 64M '$ADDR' $p key /dev/null"
 	kill "$rpid" 2>/dev/null || true
@@ -58,9 +60,10 @@ port() { echo $((20000 + RANDOM % 30000)); }
 }
 
 @test "auto with --encrypt on an RDMA address: TCP (RDMA does not encrypt), one notice, sealed" {
-	local p; p=$(port)
+	local p
 	head -c $((8 << 20)) /dev/urandom >"$T/in"
-	"$RECV" -v --encrypt --contimeout 30 "$p" key "$T/out" 2>"$T/recv.err" &
+	"$RECV" -v --encrypt --contimeout 30 0 key "$T/out" 2>"$T/recv.err" &
+	p=$(recv_port "$T/recv.err")
 	run "$SEND" -v --encrypt "$ADDR" "$p" key "$T/in"
 	wait
 	echo "$output"

@@ -241,7 +241,9 @@ static void test_gate_addresses(void **state)
 /* Run fn with stderr in a file; the number of lines it wrote. */
 static int stderr_lines(void (*fn)(struct tp_gate *), struct tp_gate *g)
 {
-	char path[] = "/tmp/rdcp-gate-XXXXXX";
+	const char *tmp = getenv("TMPDIR");
+	char path[512];
+	snprintf(path, sizeof path, "%s/rdcp-gate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	int fd = mkstemp(path), saved = dup(2);
 	assert_true(fd >= 0 && saved >= 0);
 	dup2(fd, 2);
