@@ -339,62 +339,36 @@ static int read_extra(struct worker *wk, int dfd, const char *name, struct idx_e
  * root of opts->roots, or a directory above one (recorded only). */
 enum { ENT_FOUND, ENT_ROOT, ENT_ABOVE };
 
-/* Record entry name of directory dfd (path dpath); a directory is listed
- * `depth` levels down (0: not at all). */
-static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name,
-                      int depth, int how)
+/* Stat entry name of dfd into st; -1 (said, counted) when it cannot be:
+ * vanished, unreadable, or a path asked for that is not there. */
+static int stat_entry(struct worker *wk, int dfd, const char *name, const char *path,
+                      int how, struct stat *st)
 {
 	char shown[512];
-	struct stat st;
-	char *path = join_path(dpath, name);
-	if (!path) {
-		wk->w->nomem = 1;
-		return;
-	}
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (how != ENT_FOUND && errno == ENOENT && wk->w->roots_optional) {
-			free(path);
-			return;
-		}
-		if (how != ENT_FOUND)
-			log_err("%s: %s (a path asked for)", log_path(shown, sizeof shown, path),
-			        strerror(errno));
-		else if (errno == ENOENT)
-			log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
-		else
-			log_err("%s: cannot stat: %s", log_path(shown, sizeof shown, path), strerror(errno));
-		wk->st.errors++;
-		free(path);
-		return;
-	}
-	if (how != ENT_ABOVE && wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode),
-	                                                    wk->w->skip_ctx)) {
-		free(path);   /* filtered out: not recorded, not descended */
-		return;
-	}
-	if (S_ISDIR(st.st_mode) && wk->w->one_fs && st.st_dev != wk->w->root_dev) {
-		if (wk->w->one_fs > 1) {   /* -xx: mount points left out */
-			free(path);
-			return;
-		}
-		depth = 0;   /* -x: the mount point, empty (its own metadata), as rsync */
-	}
-	if (how == ENT_ABOVE)
-		depth = 0;
-	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
-		wk->w->nomem = 1;
-		free(path);
-		return;
-	}
+	if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (how != ENT_FOUND && errno == ENOENT && wk->w->roots_optional)
+		return -1;
+	if (how != ENT_FOUND)
+		log_err("%s: %s (a path asked for)", log_path(shown, sizeof shown, path),
+		        strerror(errno));
+	else if (errno == ENOENT)
+		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
+	else
+		log_err("%s: cannot stat: %s", log_path(shown, sizeof shown, path), strerror(errno));
+	wk->st.errors++;
+	return -1;
+}
+
+/* What an entry holds: a directory to list (depth > 0), a link's target,
+ * a file's hash (from the index when unchanged). The entry is the last of
+ * wk->out; dropped again when it cannot be read. *path is taken by a
+ * directory pushed for listing (then NULL). 0 or -errno. */
+static int take_content(struct worker *wk, int dfd, const char *name, char **pathp,
+                        int depth, const struct idx_entry *old)
+{
 	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
-	fill_meta(e, &st);
-	const struct idx_entry *old = unchanged(wk->w, e);
-	if (!reuse_extra(wk->w, e, old) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
-		wk->out.n--;   /* vanished */
-		free(e->path);
-		free(path);
-		return;
-	}
+	char *path = *pathp;
 	int rc = 0;
 	switch (e->type) {
 	case IDX_DIR: {
@@ -406,7 +380,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 			break;   /* the directory itself stays listed; its contents are an error */
 		}
 		push_dir(wk, cfd, path, depth);
-		path = NULL;
+		*pathp = NULL;
 		break;
 	}
 	case IDX_LNK: {
@@ -442,6 +416,54 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	default:
 		break;
 	}
+	return rc;
+}
+
+/* Record entry name of directory dfd (path dpath); a directory is listed
+ * `depth` levels down (0: not at all). */
+static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name,
+                      int depth, int how)
+{
+	char shown[512];
+	struct stat st;
+	char *path = join_path(dpath, name);
+	if (!path) {
+		wk->w->nomem = 1;
+		return;
+	}
+	if (stat_entry(wk, dfd, name, path, how, &st) < 0) {
+		free(path);
+		return;
+	}
+	if (how != ENT_ABOVE && wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode),
+	                                                    wk->w->skip_ctx)) {
+		free(path);   /* filtered out: not recorded, not descended */
+		return;
+	}
+	if (S_ISDIR(st.st_mode) && wk->w->one_fs && st.st_dev != wk->w->root_dev) {
+		if (wk->w->one_fs > 1) {   /* -xx: mount points left out */
+			free(path);
+			return;
+		}
+		depth = 0;   /* -x: the mount point, empty (its own metadata), as rsync */
+	}
+	if (how == ENT_ABOVE)
+		depth = 0;
+	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
+		wk->w->nomem = 1;
+		free(path);
+		return;
+	}
+	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
+	fill_meta(e, &st);
+	const struct idx_entry *old = unchanged(wk->w, e);
+	if (!reuse_extra(wk->w, e, old) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
+		wk->out.n--;   /* vanished */
+		free(e->path);
+		free(path);
+		return;
+	}
+	int rc = take_content(wk, dfd, name, &path, depth, old);
 	if (rc < 0) {
 		log_err("%s: %s", log_path(shown, sizeof shown, path ? path : name), strerror(-rc));
 		wk->st.errors++;

@@ -176,11 +176,10 @@ static void free_sources(const struct sync_opts *o, const char **paths)
 	free(paths);
 }
 
-int sync_client(const struct sync_opts *o)
+/* Usage errors rsync makes too: an empty SRC or DST; and --index, which
+ * names one index where a sync has two trees. */
+static int check_operands(const struct sync_opts *o)
 {
-	struct endpoint src, dst;
-	struct ctl c = { .in = -1, .out = -1 };
-	struct sync_result res = { 0 };
 	for (int i = 0; i < (o->srcs ? o->nsrc : 1); i++)
 		if (!*(o->srcs ? o->srcs[i] : o->src)) {
 			log_err("SRC is empty (''): name a file or directory, e.g. '.'");
@@ -197,58 +196,109 @@ int sync_client(const struct sync_opts *o)
 		log_err("DST is empty (''): name a directory, e.g. '.'");
 		return RD_EXIT_USAGE;
 	}
+	return 0;
+}
+
+/* Our role, after the HELLO that gives the far side its own. */
+static int play(const struct sync_opts *o, struct role *r, struct endpoint *src,
+                struct endpoint *dst, const char *remote, struct sync_result *res)
+{
+	int rc;
+	if (src->host) {   /* remote -> local: we receive */
+		rc = hello_send(r->ctl, ROLE_SENDER, o, r->srcs, r->nsrc,
+		                o->data_addr ? o->data_addr : "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(r->ctl, o);
+		r->path = dst->path;
+		r->announce_addr = o->data_addr ? o->data_addr : "";
+		if (rc == 0)
+			sync_receiver(r, res);
+	} else {           /* local -> remote or local: we send */
+		rc = hello_send(r->ctl, ROLE_RECEIVER, o, (const char **)&dst->path, 1, "");
+		if (rc == 0 && o->files_from)
+			rc = sync_files_send(r->ctl, o);
+		r->path = src->path;
+		r->connect_addr = o->data_addr ? o->data_addr
+		                  : remote ? bare_host(remote) : "127.0.0.1";
+		if (rc == 0)
+			sync_sender(r, res);
+	}
+	return rc;
+}
+
+/* The run's exit code from our result (code), our last error (rc) and the
+ * far side's exit status (xs, of the remote shell when remote). */
+static int final_code(const char *remote, int code, int rc, int xs, uint64_t frames)
+{
+	if (remote && xs == RD_EXIT_START && frames == 0)
+		return RD_EXIT_START;   /* the remote shell itself could not run (said) */
+	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
+		/* the remote shell could not run rdcp, or ssh itself failed */
+		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
+		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
+		return RD_EXIT_START;
+	}
+	if (!code && (rc < 0 || xs != 0))
+		return xs > 0 ? xs : RD_EXIT_PROTO;
+	return code;
+}
+
+static void free_endpoints(const struct sync_opts *o, const char **paths,
+                           struct endpoint *src, struct endpoint *dst)
+{
+	free_sources(o, paths);
+	free(src->host);
+	free(src->path);
+	free(dst->host);
+	free(dst->path);
+}
+
+int sync_client(const struct sync_opts *o)
+{
+	struct endpoint src = { 0 }, dst = { 0 };
+	struct ctl c = { .in = -1, .out = -1 };
+	struct sync_result res = { 0 };
+	int code = check_operands(o);
+	if (code)
+		return code;
 	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
 	const char **paths = calloc((size_t)nsrc, sizeof *paths);
 	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
 	    parse_sources(o, &src, paths) < 0) {
-		free_sources(o, paths);
+		free_endpoints(o, paths, &src, &dst);
 		return RD_EXIT_USAGE;
 	}
 	double t0 = sync_report_begin(o, !src.host);
+	const char *remote = src.host ? src.host : dst.host;
+	pid_t pid = -1;
 	if (src.host && dst.host) {
 		log_err("SRC and DST are both remote: one side must be local");
-		return sync_report(o, &res, RD_EXIT_USAGE, t0);
+		code = RD_EXIT_USAGE;
+	} else {
+		signal(SIGPIPE, SIG_IGN);
+		/* decided (and warned about) once, before a local run forks its other side */
+		if (!o->no_index)
+			idx_cache_dir_warn();
+		if ((pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c)) < 0) {
+			log_err("cannot start the other side: %s", strerror(errno));
+			code = RD_EXIT_START;
+		}
 	}
-	signal(SIGPIPE, SIG_IGN);
-	/* decided (and warned about) once, before a local run forks its other side */
-	if (!o->no_index)
-		idx_cache_dir_warn();
-	const char *remote = src.host ? src.host : dst.host;
-	pid_t pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c);
-	if (pid < 0) {
-		log_err("cannot start the other side: %s", strerror(errno));
-		return sync_report(o, &res, RD_EXIT_START, t0);
+	if (code) {
+		free_endpoints(o, paths, &src, &dst);
+		return sync_report(o, &res, code, t0);
 	}
 	static struct interrupt in;
 	in.far = pid;
 	in.c = &c;
 	catch_interrupts(&in);
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
-	                  .srcs = paths, .nsrc = nsrc,
-	                  .verbose = o->verbose,
+	                  .srcs = paths, .nsrc = nsrc, .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout };
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
-	int rc;
-	if (src.host) {   /* remote -> local: we receive */
-		rc = hello_send(&c, ROLE_SENDER, o, paths, nsrc, o->data_addr ? o->data_addr : "");
-		if (rc == 0 && o->files_from)
-			rc = sync_files_send(&c, o);
-		r.path = dst.path;
-		r.announce_addr = o->data_addr ? o->data_addr : "";
-		if (rc == 0)
-			sync_receiver(&r, &res);
-	} else {          /* local -> remote or local: we send */
-		rc = hello_send(&c, ROLE_RECEIVER, o, (const char **)&dst.path, 1, "");
-		if (rc == 0 && o->files_from)
-			rc = sync_files_send(&c, o);
-		r.path = src.path;
-		r.connect_addr = o->data_addr ? o->data_addr
-		                 : remote ? bare_host(remote) : "127.0.0.1";
-		if (rc == 0)
-			sync_sender(&r, &res);
-	}
+	int rc = play(o, &r, &src, &dst, remote, &res);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
 	if (c.in != c.out)
@@ -259,22 +309,9 @@ int sync_client(const struct sync_opts *o)
 	}
 	int status = 0;
 	reap(pid, &status, res.code != 0 || rc < 0);
-	int code = res.code, xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (remote && xs == RD_EXIT_START && r.frames == 0) {
-		code = RD_EXIT_START;   /* the remote shell itself could not run (said) */
-	} else if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
-		/* the remote shell could not run rdcp, or ssh itself failed */
-		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
-		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
-		code = RD_EXIT_START;
-	} else if (!code && (rc < 0 || xs != 0)) {
-		code = xs > 0 ? xs : RD_EXIT_PROTO;
-	}
-	free_sources(o, paths);
-	free(src.host);
-	free(src.path);
-	free(dst.host);
-	free(dst.path);
+	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+	                  r.frames);
+	free_endpoints(o, paths, &src, &dst);
 	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
 	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
 		pause();   /* the interrupt thread exits 20 for the run */

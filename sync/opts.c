@@ -292,26 +292,13 @@ static int chown_syntax(const char *arg)
 
 /* Options with a value, or with an effect beyond flags. -1 to go on, else
  * the exit code to leave with now. */
-static int take_value(int c, struct sync_args *a)
+/* --exclude, --include, --filter, -F, --exclude-from, --include-from,
+ * --files-from. -1 to go on, -2 when c is none of them, else an exit code. */
+static int take_rule(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
 	int far = a->mode == SYNC_MODE_FAR;
-	long long n;
 	switch (c) {
-	case OPT_STREAMS:
-		return tp_opt_streams(optarg, &o->tp.streams) < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_TRANSPORT:
-		return tp_opt_transport(optarg, &o->tp.kind) < 0 ? RD_EXIT_USAGE : -1;
-	case OPT_TIMEOUT:
-		if ((n = number("timeout", optarg, 0, SYNC_TIMEOUT_MAX)) < 0)
-			return RD_EXIT_USAGE;
-		o->timeout = (int)n;
-		return -1;
-	case OPT_MAX_DELETE:
-		if ((n = number("max-delete", optarg, 0, (long long)1 << 62)) < 0)
-			return RD_EXIT_USAGE;
-		o->max_delete = n;
-		return -1;
 	case OPT_EXCLUDE:
 	case OPT_INCLUDE:
 		return sync_rules_add(o, optarg, c == OPT_INCLUDE ? '+' : '-', c == OPT_INCLUDE
@@ -339,6 +326,32 @@ static int take_value(int c, struct sync_args *a)
 		if (far)
 			return -1;
 		return sync_files_read(o, optarg) < 0 || forward(o, c, "-") < 0 ? RD_EXIT_USAGE : -1;
+	}
+	return -2;
+}
+
+static int take_value(int c, struct sync_args *a)
+{
+	struct sync_opts *o = &a->o;
+	long long n;
+	int rc = take_rule(c, a);
+	if (rc != -2)
+		return rc;
+	switch (c) {
+	case OPT_STREAMS:
+		return tp_opt_streams(optarg, &o->tp.streams) < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_TRANSPORT:
+		return tp_opt_transport(optarg, &o->tp.kind) < 0 ? RD_EXIT_USAGE : -1;
+	case OPT_TIMEOUT:
+		if ((n = number("timeout", optarg, 0, SYNC_TIMEOUT_MAX)) < 0)
+			return RD_EXIT_USAGE;
+		o->timeout = (int)n;
+		return -1;
+	case OPT_MAX_DELETE:
+		if ((n = number("max-delete", optarg, 0, (long long)1 << 62)) < 0)
+			return RD_EXIT_USAGE;
+		o->max_delete = n;
+		return -1;
 	case 'x':
 		o->flags |= SYNC_F_ONE_FS;
 		o->one_fs += o->one_fs < 2;
@@ -350,7 +363,7 @@ static int take_value(int c, struct sync_args *a)
 		return -1;
 	case OPT_CHMOD: {
 		struct sync_chmod *ch;
-		int rc = sync_chmod_parse(optarg, 022, &ch);
+		rc = sync_chmod_parse(optarg, 022, &ch);
 		sync_chmod_free(ch);
 		if (rc < 0) {
 			log_err("--chmod: '%s' is not a mode: comma-separated [DF][ugoa][+-=][rwxXst] "

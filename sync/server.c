@@ -97,12 +97,61 @@ static char *expand_home(const char *path, const char **why)
 	return asprintf(&out, "%s%s", home, rest) < 0 ? NULL : out;
 }
 
+/* HELLO's path with "~" expanded (over ssh); 0, or the exit code after
+ * telling the client why. */
+static int take_path(struct ctl *c, struct hello *h, int local)
+{
+	const char *why = "out of memory";
+	char *path = local ? strdup(h->path) : expand_home(h->path, &why);
+	if (!path) {
+		char msg[300], shown[200];
+		snprintf(msg, sizeof msg, "%s: %s", log_path(shown, sizeof shown, h->path), why);
+		ctl_error(c, RD_EXIT_SELECT, msg);
+		return RD_EXIT_SELECT;
+	}
+	free(h->path);
+	h->path = path;
+	return 0;
+}
+
+/* The role the client gave us, with the addresses to use. */
+static void play(struct role *r, int role, const char *addr, int local,
+                 struct sync_result *res)
+{
+	if (role == ROLE_RECEIVER) {
+		/* the sender (the client) dials the address its ssh reached us on,
+		 * which it may not know: an ssh_config alias, a ProxyJump */
+		r->announce_addr = local ? "" : rsh_server_addr();
+		/* a local run's sender is on this machine: listen on loopback only,
+		 * and take data connections only from it. Over ssh the data may come
+		 * from another address than ssh's (IPoIB, a jump host): the
+		 * secret authenticates it. */
+		if (local)
+			r->listen_addr = r->allow_addr = "127.0.0.1";
+		sync_receiver(r, res);
+		return;
+	}
+	/* connect back to the client: the address it gave, else the one ssh
+	 * says it came from */
+	static char from[64];
+	const char *sc = getenv("SSH_CONNECTION");
+	if (*addr)
+		r->connect_addr = addr;
+	else if (sc && sscanf(sc, "%63s", from) == 1)
+		r->connect_addr = from;
+	else
+		r->connect_addr = "127.0.0.1";
+	r->verbose = 0;
+	sync_sender(r, res);
+}
+
 int sync_serve(int local)
 {
 	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
 	struct sync_result res = { 0 };
 	static struct sync_args a;
 	struct hello h;
+	const char **srcs = NULL;
 	signal(SIGPIPE, SIG_IGN);
 	int code = read_hello(&c, &h);
 	if (!code && (code = take_hello(&c, &h, &a)) != 0)
@@ -111,79 +160,35 @@ int sync_serve(int local)
 		ctl_free(&c);
 		return code;
 	}
-	const char *why = "out of memory";
-	char *path = local ? strdup(h.path) : expand_home(h.path, &why);
-	if (!path) {
-		char msg[300], shown[200];
-		snprintf(msg, sizeof msg, "%s: %s", log_path(shown, sizeof shown, h.path), why);
-		ctl_error(&c, RD_EXIT_SELECT, msg);
-		hello_free(&h);
-		sync_opts_free(&a.o);
-		ctl_free(&c);
-		return RD_EXIT_SELECT;
-	}
-	free(h.path);
-	h.path = path;
 	const struct sync_opts *o = &a.o;
 	/* the sender's SRCs: HELLO's path, then its operands */
-	const char **srcs = calloc((size_t)a.noperands + 1, sizeof *srcs);
-	if (!srcs) {
-		hello_free(&h);
-		ctl_free(&c);
-		return RD_EXIT_FILEIO;
-	}
-	srcs[0] = h.path;
-	for (int k = 0; k < a.noperands; k++)
-		srcs[k + 1] = a.operands[k];
+	if (!(code = take_path(&c, &h, local)) &&
+	    !(srcs = calloc((size_t)a.noperands + 1, sizeof *srcs)))
+		code = RD_EXIT_FILEIO;
 	struct role r = { .ctl = &c, .path = h.path, .flags = o->flags, .o = o,
-	                  .srcs = srcs, .nsrc = a.noperands + 1,
-	                  .timeout = o->timeout };
-	ctl_set_timeout(&c, o->timeout * 1000);
-	if (o->files_from && sync_files_recv(&r, &a.o) < 0) {   /* --files-from's list */
-		ctl_error(&c, RD_EXIT_PROTO, "the server could not read the --files-from list "
-		          "(see above)");
-		free(srcs);
-		hello_free(&h);
-		sync_opts_free(&a.o);
-		ctl_free(&c);
-		return RD_EXIT_PROTO;
+	                  .srcs = srcs, .nsrc = a.noperands + 1, .timeout = o->timeout,
+	                  .tp = { .streams = o->tp.streams, .kind = o->tp.kind,
+	                          .encrypt = (o->flags & SYNC_F_ENCRYPT) != 0,
+	                          .verbose = o->tp.verbose },   /* -v: the TCP notice */
+	                  .local = local, .verbose = 1 };   /* the client decides */
+	if (!code) {
+		srcs[0] = h.path;
+		for (int k = 0; k < a.noperands; k++)
+			srcs[k + 1] = a.operands[k];
+		ctl_set_timeout(&c, o->timeout * 1000);
+		if (o->files_from && sync_files_recv(&r, &a.o) < 0) {   /* --files-from's list */
+			ctl_error(&c, RD_EXIT_PROTO, "the server could not read the --files-from "
+			          "list (see above)");
+			code = RD_EXIT_PROTO;
+		}
 	}
-	int role = h.role;
-	char *addr = h.addr;
-	r.tp.streams = o->tp.streams;
-	r.tp.kind = o->tp.kind;
-	r.tp.encrypt = (o->flags & SYNC_F_ENCRYPT) != 0;
-	r.tp.verbose = o->tp.verbose;   /* -v: the TCP fallback notice */
-	r.local = local;
-	r.verbose = 1;   /* the client decides what to show */
-	if (role == ROLE_RECEIVER) {
-		/* the sender (the client) dials the address its ssh reached us on,
-		 * which it may not know: an ssh_config alias, a ProxyJump */
-		r.announce_addr = local ? "" : rsh_server_addr();
-		/* a local run's sender is on this machine: listen on loopback only,
-		 * and take data connections only from it. Over ssh the data may come
-		 * from another address than ssh's (IPoIB, a jump host): the
-		 * secret authenticates it. */
-		if (local)
-			r.listen_addr = r.allow_addr = "127.0.0.1";
-		sync_receiver(&r, &res);
-	} else {
-		/* connect back to the client: the address it gave, else the one
-		 * ssh says it came from */
-		static char from[64];
-		const char *sc = getenv("SSH_CONNECTION");
-		if (*addr)
-			r.connect_addr = addr;
-		else if (sc && sscanf(sc, "%63s", from) == 1)
-			r.connect_addr = from;
-		else
-			r.connect_addr = "127.0.0.1";
-		r.verbose = 0;
-		sync_sender(&r, &res);
+	if (!code) {
+		play(&r, h.role, h.addr, local, &res);
+		code = (int)res.code;
 	}
 	free(srcs);
 	hello_free(&h);
 	sync_opts_free(&a.o);
 	ctl_free(&c);
-	return (int)res.code;
+	return code;
 }
