@@ -360,20 +360,29 @@ static const char *dir_for_command(void)
 	return dir;
 }
 
+/* --index-list, --index-prune: the cache dir and its index files (said
+ * when they cannot be listed). */
+static int command_list(const char **dir, struct info **v, size_t *n)
+{
+	char shown[1024];
+	if (!(*dir = dir_for_command()))
+		return -ENOENT;
+	int rc = list_names(*dir, v, n);
+	if (rc < 0)
+		log_err("%s: %s", log_path(shown, sizeof shown, *dir), strerror(-rc));
+	return rc;
+}
+
 int idx_cache_list(FILE *out)
 {
-	const char *dir = dir_for_command();
+	const char *dir;
 	struct info *v;
 	size_t n;
 	uint64_t total = 0;
 	char shown[1024], b[16], when[32];
-	if (!dir)
-		return -ENOENT;
-	int rc = list_names(dir, &v, &n);
-	if (rc < 0) {
-		log_err("%s: %s", log_path(shown, sizeof shown, dir), strerror(-rc));
+	int rc = command_list(&dir, &v, &n);
+	if (rc < 0)
 		return rc;
-	}
 	for (size_t i = 0; i < n; i++) {
 		sizes(dir, &v[i]);
 		peek(dir, &v[i], 1);
@@ -458,18 +467,14 @@ out:
 
 int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res)
 {
-	const char *dir = dir_for_command();
+	const char *dir;
 	struct info *v;
 	size_t n;
 	char shown[1024], file[1024], b[16], when[32];
 	memset(res, 0, sizeof *res);
-	if (!dir)
-		return -ENOENT;
-	int rc = list_names(dir, &v, &n);
-	if (rc < 0) {
-		log_err("%s: %s", log_path(shown, sizeof shown, dir), strerror(-rc));
+	int rc = command_list(&dir, &v, &n);
+	if (rc < 0)
 		return rc;
-	}
 	time_t cutoff = time(NULL) - (time_t)days * DAY_S;
 	for (size_t i = 0; i < n; i++) {
 		struct info *in = &v[i];
