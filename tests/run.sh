@@ -24,6 +24,9 @@ real_cache=${XDG_CACHE_HOME:-}
 SUITE=$(mktemp -d "$real_tmp/rdcp-suite-XXXXXX") || exit 1
 trap 'rm -rf --one-file-system "$SUITE"' EXIT
 mkdir -p "$SUITE/tmp" "$SUITE/home" "$SUITE/cache"
+# as /tmp is: tests that run a step as another user (meta.bats) need to
+# reach their files through the suite's directory
+chmod 755 "$SUITE" "$SUITE/home" && chmod 1777 "$SUITE/tmp"
 touch "$SUITE/start"
 export TMPDIR=$SUITE/tmp HOME=$SUITE/home XDG_CACHE_HOME=$SUITE/cache
 

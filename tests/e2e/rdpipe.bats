@@ -188,7 +188,7 @@ stopped_by() {
 	run rp "$H1:< '$T/a file'" </dev/null
 	[ "$status" -eq 0 ]
 	[ "$output" = quoted ]
-	run rp "$H1:< \$HOME/../$T/a\\ file" </dev/null
+	run rp "$H1:< \$HOME/$(realpath -m --relative-to="$HOME" "$T")/a\\ file" </dev/null
 	[ "$output" = quoted ]
 	run rp "$H1:< $T/a file" </dev/null
 	[ "$status" -ne 0 ]
