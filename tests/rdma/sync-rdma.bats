@@ -17,17 +17,22 @@ mk() {
 	ln -s ../../blobs/big "$1/snap/rev/model"
 }
 
+# field NAME: one field of the --json summary on stdin
+field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
 @test "rdma: push, then a no-op re-run" {
 	mk "$T/src"
-	run "$RDCP" --sync -v --streams 2 --transport rdma --data-addr "$ADDR" -e "$LRSH" \
-		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst"
-	echo "$output"
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"over rdma"* ]]
+	"$RDCP" --sync --json --streams 2 --transport rdma --data-addr "$ADDR" -e "$LRSH" \
+		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst" >"$T/json"
+	cat "$T/json"
+	[ "$(field transport <"$T/json")" = rdma ]
+	[ "$(field files_sent <"$T/json")" -eq 201 ]
 	same "$T/src" "$T/dst"
-	run "$RDCP" --sync -v --transport rdma --data-addr "$ADDR" -e "$LRSH" \
-		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst"
-	[[ "$output" == *"0 files (0 B) transferred"* ]]
+	"$RDCP" --sync --json --transport rdma --data-addr "$ADDR" -e "$LRSH" \
+		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst" >"$T/json"
+	cat "$T/json"
+	[ "$(field files_sent <"$T/json")" -eq 0 ]
+	[ "$(field bytes_sent <"$T/json")" -eq 0 ]
 }
 
 @test "rdma: pull, one changed file" {
@@ -36,10 +41,10 @@ mk() {
 		"vm:$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 	echo changed >>"$T/src/snap/rev/f7"
-	run "$RDCP" --sync -v --transport rdma --data-addr "$ADDR" -e "$LRSH" \
-		--rdcp-path "$RDCP" "vm:$T/src" "$T/dst"
-	echo "$output"
-	[[ "$output" == *"1 files"* ]]
-	[[ "$output" == *"over rdma"* ]]
+	"$RDCP" --sync --json --transport rdma --data-addr "$ADDR" -e "$LRSH" \
+		--rdcp-path "$RDCP" "vm:$T/src" "$T/dst" >"$T/json"
+	cat "$T/json"
+	[ "$(field files_sent <"$T/json")" -eq 1 ]
+	[ "$(field transport <"$T/json")" = rdma ]
 	same "$T/src" "$T/dst"
 }
