@@ -132,14 +132,27 @@ pipe_case() {
 	[[ "$output" == *"connect"* ]]
 }
 
+# The killed-mid-way tests: the receiver's output, its first MiB kept in
+# $T/first; data_flows waits (up to 60 s) until that MiB has come, so the
+# kill lands mid-data however slow the connect (the VM's emulated RDMA).
+first_mib() { head -c $((1 << 20)) >"$T/first"; cat >/dev/null; }
+data_flows() {
+	local i
+	for i in $(seq 1200); do
+		[ "$(stat -c %s "$T/first" 2>/dev/null || echo 0)" -ge $((1 << 20)) ] && return 0
+		sleep 0.05
+	done
+	echo "no data reached the receiver within 60 s"; return 1
+}
+
 @test "$TRANSPORT: receiver killed mid-way: sender fails with a clear error" {
 	local p
-	"$RECV" --transport "$TRANSPORT" 0 key >/dev/null 2>"$T/recv.err" &
+	"$RECV" --transport "$TRANSPORT" --contimeout 60 0 key > >(first_mib) 2>"$T/recv.err" &
 	local rpid=$!
 	p=$(recv_port "$T/recv.err")
 	"$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key </dev/zero 2>"$T/send.err" &
 	local spid=$!
-	sleep 1.5
+	data_flows
 	kill -9 "$rpid"
 	local rc=0
 	wait "$spid" || rc=$?
@@ -150,12 +163,12 @@ pipe_case() {
 
 @test "$TRANSPORT: sender killed mid-way: receiver fails with a clear error" {
 	local p
-	"$RECV" --transport "$TRANSPORT" 0 key >/dev/null 2>"$T/recv.err" &
+	"$RECV" --transport "$TRANSPORT" --contimeout 60 0 key > >(first_mib) 2>"$T/recv.err" &
 	local rpid=$!
 	p=$(recv_port "$T/recv.err")
 	"$SEND" --transport "$TRANSPORT" "$ADDR" "$p" key </dev/zero 2>/dev/null &
 	local spid=$!
-	sleep 1.5
+	data_flows
 	kill -9 "$spid"
 	local rc=0
 	wait "$rpid" || rc=$?
