@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   4           /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   5           /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -47,7 +47,11 @@ enum ctl_type {
 	/* sync, version 4 */
 	CTL_PROGRESS,       /* receiver -> sender, during the data: u64 files
 	                       landed, u64 their bytes (the sender's --progress) */
-	CTL_LAST = CTL_PROGRESS,
+	/* sync, version 5 */
+	CTL_CHUNKS,         /* receiver -> sender, after PLAN: which chunks of
+	                       a planned file to send, and how (sync/chunks.c) */
+	CTL_CHUNKS_END,     /* receiver -> sender: no more CHUNKS (empty) */
+	CTL_LAST = CTL_CHUNKS_END,
 };
 
 struct ctl {

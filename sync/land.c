@@ -192,9 +192,12 @@ void recv_drop_file(struct rfile *f)
 	}
 	if (f->dirfd >= 0)
 		close(f->dirfd);
-	f->fd = f->dirfd = -1;
+	if (f->bfd >= 0)
+		close(f->bfd);
+	f->fd = f->dirfd = f->bfd = -1;
 	free(f->seen);
 	f->seen = NULL;
+	chunk_map_free(&f->map);
 }
 
 /* Give an unnamed (O_TMPFILE) file a name: its own when that is free (a new
@@ -226,6 +229,11 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	const struct idx_entry *e = &s->sm.e[i];
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
+	if (f->map.how && recv_fill_basis(s, e, f) < 0) {   /* said */
+		f->failed = 1;
+		recv_drop_file(f);
+		return;
+	}
 	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
 	int cerr = close(f->fd) < 0 ? errno : 0;
@@ -254,6 +262,10 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	f->dirfd = -1;
 	free(f->seen);
 	f->seen = NULL;
+	if (f->bfd >= 0)
+		close(f->bfd);
+	f->bfd = -1;
+	chunk_map_free(&f->map);
 }
 
 /* Is sender entry i (a link, special or hard-link follower) already what

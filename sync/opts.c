@@ -271,6 +271,7 @@ static unsigned flag_of(int c)
 	case OPT_APPEND: return SYNC_F_APPEND;
 	case OPT_APPEND_VERIFY: return SYNC_F_APPEND | SYNC_F_APPEND_VERIFY;
 	case 'S': return SYNC_F_SPARSE;
+	case 'W': return SYNC_F_WHOLE;
 	case OPT_ENCRYPT: return SYNC_F_ENCRYPT;
 	}
 	return 0;
@@ -438,8 +439,8 @@ static int take_mode(int c, struct sync_args *a)
 	case OPT_SERVER: a->mode = SYNC_MODE_SERVER; return -1;
 	case OPT_HELP: a->mode = SYNC_MODE_HELP; return -1;
 	case OPT_VERSION: a->mode = SYNC_MODE_VERSION; return -1;
-	case 'l': case 'D': case 'W':
-		return -1;   /* what rdcp always does: symlinks, devices, whole files */
+	case 'l': case 'D':
+		return -1;   /* what rdcp always does: symlinks, devices */
 	case 'z': case OPT_COMPRESS_LEVEL:
 		log_err("-z/--compress is not supported: rdcp's links (RDMA, a cluster's "
 		        "LAN) move data faster than a compressor can make it smaller; "

@@ -67,7 +67,7 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 {
 	const struct idx_entry *e = &s->sm.e[i];
 	struct rfile *rf = &s->files[s->nfiles];
-	rf->fd = rf->dirfd = -1;
+	rf->fd = rf->dirfd = rf->bfd = -1;
 	rf->existed = d != NULL;
 	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
 		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
@@ -77,8 +77,10 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
+	if (recv_chunk_plan(s, i, d, rf) < 0)   /* DST's old version: only what changed */
+		return -ENOMEM;
 	s->fetch[i] = (int32_t)s->nfiles++;
-	if (e->size == 0) {   /* nothing to send: make it now */
+	if (e->size == 0 || rf->need == 0) {   /* nothing to send: make it now */
 		if (!(s->r->flags & SYNC_F_DRYRUN) && recv_open_temp(s, e, rf) == 0)
 			recv_finish_file(s, i, rf);
 		s->fetch[i] = -1;

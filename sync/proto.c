@@ -130,6 +130,7 @@ void result_put(uint8_t *p, const struct sync_result *r)
 		put_u64(p + 44 + 8 * k, r->created[k]);
 		put_u64(p + 44 + 8 * (SYNC_KINDS + k), r->removed[k]);
 	}
+	put_u64(p + 44 + 16 * SYNC_KINDS, r->matched);
 }
 
 int result_get(const uint8_t *p, struct sync_result *r)
@@ -144,6 +145,7 @@ int result_get(const uint8_t *p, struct sync_result *r)
 		r->created[k] = get_u64(p + 44 + 8 * k);
 		r->removed[k] = get_u64(p + 44 + 8 * (SYNC_KINDS + k));
 	}
+	r->matched = get_u64(p + 44 + 16 * SYNC_KINDS);
 	if (r->code > 255) {   /* an exit status: 256 would exit 0 */
 		r->code = RD_EXIT_PROTO;
 		return -EPROTO;

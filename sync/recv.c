@@ -386,6 +386,8 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	rc = ctl_send(s->r->ctl, CTL_PLAN, pl, 4 + (size_t)*send_n * 4);
 	free(pl);
 	if (rc == 0)
+		rc = recv_send_chunks(s, *send_n);   /* of files DST has: what changed */
+	if (rc == 0)
 		recv_log_start(s);   /* the lines may go now: PLAN went first */
 	return rc;
 }
@@ -523,9 +525,10 @@ static int receive(struct rstate *s)
 static void rstate_free(struct rstate *s)
 {
 	for (uint32_t k = 0; k < s->nfiles; k++) {
-		if (s->files[k].fd >= 0 || s->files[k].dirfd >= 0)
+		if (s->files[k].fd >= 0 || s->files[k].dirfd >= 0 || s->files[k].bfd >= 0)
 			recv_drop_file(&s->files[k]);
 		free(s->files[k].seen);
+		chunk_map_free(&s->files[k].map);
 	}
 	free(s->logbuf);
 	free(s->want);

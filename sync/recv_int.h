@@ -29,6 +29,11 @@ struct rfile {
 	int failed, done;
 	int claimed;         /* small files: a writer thread has it */
 	int existed;         /* DST had a file by that name (for -v's line) */
+	/* chunk-level transfer (delta.c): what is asked for, and the old file
+	 * the rest comes from */
+	struct chunk_map map;            /* map.how NULL: every chunk is sent */
+	const struct idx_entry *basis;   /* DST's entry (dm) when map.how is set */
+	int bfd;                         /* the basis, open (-1: not yet) */
 };
 
 struct rstate {
@@ -112,6 +117,17 @@ int  recv_reject(struct rstate *s, const char *fmt, ...) __attribute__((format(p
 /* plan.c: decide, for every sender entry, what to do; remove what is in
  * the way; create directories. *want: the sm indices to fetch. */
 int  recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant);
+
+/* delta.c: chunk-level transfers on the receiving side. plan: for sm entry
+ * i, which DST has as d (NULL: not), decide which chunks to ask for (f->map,
+ * f->need); 0 or -ENOMEM. send: the maps of the planned files (CTL_CHUNKS),
+ * then CTL_CHUNKS_END. basis: f's old file, open and checked to be what the
+ * scan saw (-1: said, counted). fill: every chunk not asked for, copied
+ * from the basis into f->fd; 0 or -1 (said, counted). */
+int  recv_chunk_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
+int  recv_send_chunks(struct rstate *s, uint32_t send_n);
+int  recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+int  recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);

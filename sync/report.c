@@ -195,10 +195,10 @@ static void stats(const struct sync_opts *o, const struct sync_result *res)
 	by_kind("Number of deleted files", res->removed, h);
 	printf("Number of regular files transferred: %s\n", sync_num(b, res->files, h));
 	printf("Total file size: %s bytes\n", sync_num(b, res->total_size, h));
-	printf("Total transferred file size: %s bytes\n", sync_num(b, res->bytes, h));
-	/* rdcp sends changed files whole: every byte is literal */
+	printf("Total transferred file size: %s bytes\n",
+	       sync_num(b, res->bytes + res->matched, h));
 	printf("Literal data: %s bytes\n", sync_num(b, res->bytes, h));
-	printf("Matched data: 0 bytes\n");
+	printf("Matched data: %s bytes\n", sync_num(b, res->matched, h));
 	printf("File list size: %s\n", sync_num(b, res->flist_bytes, h));
 	printf("Total bytes sent: %s\n", sync_num(b, tx, h));
 	printf("Total bytes received: %s\n", sync_num(b, rx, h));
@@ -264,13 +264,14 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	printf(",\"dst\":");
 	json_str(stdout, o->dst);
 	printf(",\"dry_run\":%s,\"files_considered\":%llu,\"bytes_considered\":%llu,"
-	       "\"files_sent\":%llu,\"bytes_sent\":%llu,\"files_created\":%llu,"
+	       "\"files_sent\":%llu,\"bytes_sent\":%llu,\"bytes_matched\":%llu,"
+	       "\"files_created\":%llu,"
 	       "\"meta_updated\":%llu,\"deleted\":%llu,\"errors\":%llu,"
 	       "\"bytes_total_sent\":%llu,\"bytes_total_received\":%llu,\"seconds\":%.3f,"
 	       "\"transport\":", (o->flags & SYNC_F_DRYRUN) ? "true" : "false",
 	       (unsigned long long)sum(res->entries), (unsigned long long)res->total_size,
 	       (unsigned long long)res->files, (unsigned long long)res->bytes,
-	       (unsigned long long)sum(res->created), (unsigned long long)res->meta,
+	       (unsigned long long)res->matched, (unsigned long long)sum(res->created), (unsigned long long)res->meta,
 	       (unsigned long long)res->deleted, (unsigned long long)res->errors,
 	       (unsigned long long)tx, (unsigned long long)rx, secs);
 	if (res->transport)

@@ -162,9 +162,11 @@ struct sendq {
 	struct chunk_rd ring[READ_AHEAD_MAX];
 	int head, count, depth;
 	const uint32_t *big;     /* large files, in plan order */
+	const struct chunk_map **bmap;   /* each one's chunk map */
 	uint32_t nb, bi;         /* how many; the next one to open */
 	int fd;                  /* the file being queued, -1 between files */
 	uint64_t off;            /* its next chunk */
+	uint64_t end;            /* the end of its last chunk to send */
 	uint32_t bad;            /* a file whose read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
@@ -176,23 +178,57 @@ static int root_of(const struct sendq *q, uint32_t i)
 	return q->ss->n ? srcs_root(q->ss, i) : q->root;
 }
 
+/* The end of the last chunk of a file of size bytes that cm asks for
+ * (cm->how NULL: all of them); 0 when it asks for none. */
+static uint64_t map_end(const struct chunk_map *cm, uint64_t size)
+{
+	if (!cm->how)
+		return size;
+	for (uint32_t k = cm->n; k-- > 0;)
+		if (cm->how[k] != CH_HAVE)
+			return (uint64_t)(k + 1) * IDX_CHUNK_SIZE < size
+			       ? (uint64_t)(k + 1) * IDX_CHUNK_SIZE : size;
+	return 0;
+}
+
+/* Open the next large file; 0 when it is open (q->fd), -1 when there is
+ * nothing of it to read (it could not be opened, or the receiver has every
+ * chunk of it): the caller moves on. */
+static int open_next(struct sendq *q)
+{
+	uint32_t i = q->big[q->bi];
+	const struct idx_entry *e = &q->m->e[i];
+	q->off = 0;
+	q->end = map_end(q->bmap[q->bi], e->size);
+	q->fd = open_planned(&q->dc, root_of(q, i), e);
+	if (q->fd >= 0 && q->end == 0) {   /* it is all in DST's old version */
+		close(q->fd);
+		q->fd = -1;
+		if (q->sent)
+			q->sent[i] = 1;
+	} else if (q->fd < 0) {
+		*(q->fd == -2 ? &q->failed : &q->changed) += 1;
+		q->fd = -1;
+	}
+	if (q->fd >= 0) {
+		posix_fadvise(q->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		return 0;
+	}
+	q->files_done++;
+	q->bi++;
+	return -1;
+}
+
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
 static int queue_reads(struct sendq *q)
 {
 	while (q->count < q->depth && (q->fd >= 0 || q->bi < q->nb)) {
 		const struct idx_entry *e = &q->m->e[q->big[q->bi]];
-		if (q->fd < 0) {
-			q->fd = open_planned(&q->dc, root_of(q, q->big[q->bi]), e);
-			q->off = 0;
-			if (q->fd < 0) {
-				*(q->fd == -2 ? &q->failed : &q->changed) += 1;
-				q->fd = -1;
-				q->files_done++;
-				q->bi++;
-				continue;
-			}
-			posix_fadvise(q->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		}
+		if (q->fd < 0 && open_next(q) < 0)
+			continue;
+		const struct chunk_map *cm = q->bmap[q->bi];
+		while (cm->how && cm->how[q->off / IDX_CHUNK_SIZE] == CH_HAVE)
+			q->off += IDX_CHUNK_SIZE;   /* DST has it (map_end: one is left) */
 		struct chunk_rd *c = &q->ring[(q->head + q->count) % q->depth];
 		int rc = tp_msg_get(q->ts, &c->m);
 		if (rc < 0)
@@ -201,7 +237,7 @@ static int queue_reads(struct sendq *q)
 		uint32_t len = (uint32_t)(left < IDX_CHUNK_SIZE ? left : IDX_CHUNK_SIZE);
 		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = len, .off = q->off };
 		c->file = q->big[q->bi];
-		c->last = q->off + len == e->size;
+		c->last = q->off + len >= q->end;
 		q->off += len;
 		if (c->last) {   /* the fd is the last chunk's to close */
 			q->fd = -1;
@@ -299,23 +335,28 @@ static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small,
 	return rc;
 }
 
-static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struct role *r)
+static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_map *maps,
+                    uint32_t nplan, struct role *r)
 {
 	uint32_t *small = malloc((size_t)(nplan ? nplan : 1) * 4);
 	uint32_t *big = malloc((size_t)(nplan ? nplan : 1) * 4);
+	const struct chunk_map **bmap = malloc((size_t)(nplan ? nplan : 1) * sizeof *bmap);
 	uint32_t ns = 0;
 	uint64_t total = 0;
 	struct packer *pk = NULL;
-	int rc = small && big ? 0 : -ENOMEM;
+	int rc = small && big && bmap ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
 		const struct idx_entry *e = &q->m->e[plan[k]];
 		total += e->size;
-		if (e->size < SYNC_SMALL)
+		if (e->size < SYNC_SMALL) {
 			small[ns++] = plan[k];
-		else
+		} else {
+			bmap[q->nb] = &maps[k];
 			big[q->nb++] = plan[k];
+		}
 	}
 	q->big = big;
+	q->bmap = bmap;
 	/* read ahead, but leave buffers for the archive and the wire */
 	int bufs = (int)(tp_pool_bytes(q->ts) / SYNC_MSG_SIZE);
 	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
@@ -338,6 +379,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, uint32_t nplan, struc
 	}
 	free(small);
 	free(big);
+	free(bmap);
 	return rc;
 }
 
@@ -478,6 +520,7 @@ struct sstate {
 	char *root, *only;       /* where SRC is scanned; the one name sent */
 	struct srcset ss;        /* several SRCs (ss.n > 1), else ss.n is 0 */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
+	struct chunk_map *maps;  /* per plan position: which chunks (CTL_CHUNKS) */
 	struct watch w;          /* the receiver, while we send */
 	struct tp_session *ts;
 	int lockfd;              /* SRC's root, locked shared for the run */
@@ -597,6 +640,33 @@ static int scan_and_send(struct sstate *s)
 	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes);
 }
 
+/* After the plan: which chunks of the files DST has an old version of
+ * (CTL_CHUNKS), until CTL_CHUNKS_END. 0 or an error. */
+static int read_chunks(struct sstate *s)
+{
+	struct ctl *c = s->r->ctl;
+	const char *why = NULL;
+	if (!(s->maps = calloc(s->nplan ? s->nplan : 1, sizeof *s->maps)))
+		return -ENOMEM;
+	for (;;) {
+		uint8_t type;
+		size_t n;
+		int rc = sync_recv(s->r, "receiver", &type, &n);
+		if (rc < 0)
+			return rc;
+		if (type == CTL_CHUNKS_END && n == 0)
+			rc = chunks_complete(s->maps, s->nplan, &why);
+		else if (type == CTL_CHUNKS)
+			rc = chunks_decode(c->buf, n, &s->m, s->plan, s->nplan, s->maps, &why);
+		else
+			rc = -EPROTO, why = "is missing: another message came instead";
+		if (rc == -EPROTO)
+			log_err("the receiver's list of chunks to send %s", why);
+		if (rc < 0 || type == CTL_CHUNKS_END)
+			return rc;
+	}
+}
+
 /* The receiver's plan: which entries to send. 0, 1 when the receiver gave
  * up before the data (its result is in res), or an error. */
 static int read_plan(struct sstate *s)
@@ -642,7 +712,7 @@ static int read_plan(struct sstate *s)
 			continue;
 		return -EPROTO;
 	}
-	return 0;
+	return read_chunks(s);
 }
 
 /* Where and how to connect, from the receiver (or why it cannot); then the
@@ -732,7 +802,7 @@ static int send_data(struct sstate *s)
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
 	                   .m = &s->m, .res = s->res, .w = &s->w, .fd = -1, .bad = UINT32_MAX,
 	                   .sent = s->sent };
-	int rc = send_all(&q, s->plan, s->nplan, s->r);
+	int rc = send_all(&q, s->plan, s->maps, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)
 		close(q.dc.fd);
@@ -798,6 +868,9 @@ int sync_sender(struct role *r, struct sync_result *res)
 		free(s.w.kept[k].buf);
 	if (s.lockfd >= 0)
 		close(s.lockfd);
+	for (uint32_t k = 0; s.maps && k < s.nplan; k++)
+		chunk_map_free(&s.maps[k]);
+	free(s.maps);
 	free(s.plan);
 	free(s.sent);
 	if (s.rm.root >= 0)

@@ -50,7 +50,8 @@ enum {
 	SYNC_F_APPEND_VERIFY = 1 << 26,
 	SYNC_F_SPARSE    = 1 << 27,  /* -S */
 	SYNC_F_FORCE     = 1 << 28,  /* --force: a non-empty directory may give way */
-	SYNC_F_DELETE_DURING = 1 << 28,   /* --delete-during: rdcp's --delete */
+	SYNC_F_DELETE_DURING = 1 << 29,   /* --delete-during: rdcp's --delete */
+	SYNC_F_WHOLE     = 1 << 30,  /* -W: changed files are sent whole (no delta) */
 };
 
 /* Filter rules (--exclude, --include, --filter, -F, --exclude-from,

@@ -59,6 +59,68 @@ int  sync_chmod_parse(const char *arg, uint32_t umask_bits, struct sync_chmod **
 uint32_t sync_chmod_apply(const struct sync_chmod *ch, uint32_t mode, int is_dir);
 void sync_chmod_free(struct sync_chmod *ch);
 
+/* sync/chunks.c: chunk-level transfers (docs/protocol.md, CTL_CHUNKS).
+ * For a changed file DST already has, the receiver compares its own chunk
+ * digests (from its index) with the sender's and asks only for the chunks
+ * that differ; the others come from the old file (the basis). */
+enum {
+	CH_HAVE = 0,     /* not sent: the receiver takes it from its basis */
+	CH_WHOLE = 1,    /* sent whole */
+	CH_BLOCKS = 2,   /* block digests follow: only the blocks that differ */
+	CH_KINDS
+};
+#define SYNC_BLOCK_SIZE   ((uint32_t)64 << 10)
+#define SYNC_CHUNK_BLOCKS ((uint32_t)(IDX_CHUNK_SIZE / SYNC_BLOCK_SIZE))   /* 64 */
+/* A CH_BLOCKS chunk's record in CTL_CHUNKS: u64 mask of the blocks the
+ * receiver has at that offset, then one u64 digest per block (XXH3-64). */
+#define SYNC_BLOCK_REC    (8 + 8 * SYNC_CHUNK_BLOCKS)
+/* Chunks described by one CTL_CHUNKS frame, at most (64 GiB of a file). */
+#define SYNC_CHUNKS_PER_FRAME 16384u
+
+/* Data messages: a chunk's offset carries its kind in the top two bits. */
+#define SYNC_OFF_MASK   ((UINT64_C(1) << 62) - 1)
+#define SYNC_MSG_KIND(off) ((unsigned)((off) >> 62))
+enum {
+	SYNC_MSG_WHOLE = 0,    /* the chunk's bytes */
+	SYNC_MSG_BLOCKS = 1,   /* the blocks that differ, then their u64 mask:
+	                          the rest is the receiver's basis */
+	SYNC_MSG_SPARSE = 2,   /* the blocks that are not zeros, then their u64
+	                          mask: the rest is zeros (-S: holes) */
+};
+
+/* One planned file's chunk map. how NULL: every chunk whole (no map sent). */
+struct chunk_map {
+	uint32_t n;          /* the sender's chunks (idx_nchunks(size)) */
+	uint32_t filled;     /* decoded so far (the sender, frame by frame) */
+	uint8_t *how;        /* CH_* per chunk */
+	uint8_t *blocks;     /* SYNC_BLOCK_REC per CH_BLOCKS chunk, in order */
+	uint32_t nblocks;
+};
+void chunk_map_free(struct chunk_map *cm);
+/* Chunks of a file of size bytes (1 for 1..IDX_CHUNK_SIZE; idx_nchunks()
+ * counts digests, 0 for one chunk). */
+static inline uint32_t chunk_count(uint64_t size)
+{
+	return (uint32_t)((size + IDX_CHUNK_SIZE - 1) / IDX_CHUNK_SIZE);
+}
+/* Digest of chunk k of e (e->hash for a file of one chunk). */
+const uint8_t *chunk_digest(const struct idx_entry *e, uint32_t k);
+/* The receiver: cm as CTL_CHUNKS frames for sender index idx. 0 or an error. */
+int  chunks_send(struct ctl *c, uint32_t idx, const struct chunk_map *cm);
+/* The sender: one CTL_CHUNKS payload (peer input) into maps[] (one per
+ * plan position of plan[], which is increasing, for manifest m). 0, or
+ * -EPROTO with *why (a phrase: "asks for ...") */
+int  chunks_decode(const uint8_t *b, size_t n, const struct idx_manifest *m,
+                   const uint32_t *plan, uint32_t nplan, struct chunk_map *maps,
+                   const char **why);
+/* The sender at CTL_CHUNKS_END: every map that was begun was finished.
+ * 0 or -EPROTO with *why. */
+int  chunks_complete(const struct chunk_map *maps, uint32_t nplan, const char **why);
+/* Copy [off, off + len) of in to the same offset of out: a reflink
+ * (FICLONERANGE) where the filesystem can, else copy_file_range(), else
+ * read and write. 0 or -errno. */
+int  copy_range(int in, int out, uint64_t off, uint64_t len);
+
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
 int  packer_open(struct packer **p, struct tp_session *ts);
@@ -240,6 +302,8 @@ struct sync_result {
 	 * metadata-only updates; entries created and deleted by kind */
 	uint64_t files, bytes, deleted, errors, meta;
 	uint64_t created[SYNC_KINDS], removed[SYNC_KINDS];
+	uint64_t matched;          /* bytes of changed files reused from DST's old
+	                              versions, not sent (rsync's "Matched data") */
 	/* this side's own, for the report (not in DONE) */
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
@@ -322,7 +386,7 @@ void hello_free(struct hello *h);
  * r->code is RD_EXIT_PROTO). */
 void result_put(uint8_t *p, const struct sync_result *r);
 int  result_get(const uint8_t *p, struct sync_result *r);
-#define RESULT_LEN (4 + (5 + 2 * SYNC_KINDS) * 8)
+#define RESULT_LEN (4 + (6 + 2 * SYNC_KINDS) * 8)
 
 /* CTL_DATA: where the sender connects, and the session's secret. */
 struct ctl_data {

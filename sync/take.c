@@ -34,12 +34,20 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 	if (e->size < SYNC_SMALL)
 		return recv_reject(s, "the sender sent a chunk of the small file '%s' (small "
 		                   "files come in the archive)", shown);
-	if (m->off >= e->size || m->off % IDX_CHUNK_SIZE)
+	uint64_t off = m->off & SYNC_OFF_MASK;
+	unsigned kind = SYNC_MSG_KIND(m->off);
+	if (off >= e->size || off % IDX_CHUNK_SIZE)
 		return recv_reject(s, "the sender sent a chunk of '%s' at offset %llu, %s", shown,
-		                   (unsigned long long)m->off, m->off >= e->size ? "past its end"
+		                   (unsigned long long)off, off >= e->size ? "past its end"
 		                   : "not on a chunk boundary");
-	uint64_t k = m->off / IDX_CHUNK_SIZE;
-	uint64_t want = e->size - m->off < IDX_CHUNK_SIZE ? e->size - m->off : IDX_CHUNK_SIZE;
+	uint64_t k = off / IDX_CHUNK_SIZE;
+	uint64_t want = e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE;
+	if (f->map.how && f->map.how[k] == CH_HAVE)
+		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
+		                   "for (DST has it)", (unsigned long long)k, shown);
+	if (kind != SYNC_MSG_WHOLE)
+		return recv_reject(s, "the sender sent chunk %llu of '%s' as a message of "
+		                   "unknown kind %u", (unsigned long long)k, shown, kind);
 	if (m->len != want)
 		return recv_reject(s, "the sender sent chunk %llu of '%s' with %u bytes, not %llu",
 		                   (unsigned long long)k, shown, m->len, (unsigned long long)want);
@@ -71,7 +79,7 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 	}
 	for (uint32_t done = 0; done < m->len;) {
 		ssize_t n = pwrite(f->fd, (uint8_t *)m->data + done, m->len - done,
-		                   (off_t)(m->off + done));
+		                   (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {

@@ -190,6 +190,24 @@ attack() {
 @test "attack: a plan asking for a file twice" {
 	attack push plan-twice 12 "the receiver's plan asks for entry 2 again or out of order"
 }
+@test "attack: a chunk list for a file that was not planned" {
+	attack push chunks-unplanned 12 "the receiver's list of chunks to send names a file that was not planned"
+}
+@test "attack: a chunk list for a small file" {
+	attack push chunks-small 12 "the receiver's list of chunks to send names a small file"
+}
+@test "attack: a chunk list giving a file twice" {
+	attack push chunks-twice 12 "the receiver's list of chunks to send describes a file twice"
+}
+@test "attack: a chunk list with an unknown kind" {
+	attack push chunks-bad-kind 12 "the receiver's list of chunks to send has an unknown chunk kind"
+}
+@test "attack: a chunk list longer than it says" {
+	attack push chunks-overlong 12 "the receiver's list of chunks to send has a length that does not match"
+}
+@test "attack: a chunk list that never ends" {
+	attack push chunks-missing-end 12 "the receiver's list of chunks to send is missing"
+}
 @test "attack: a data-connection message with an address over 255 bytes" {
 	attack push data-overlong-addr 12 "the receiver's data-connection message has an address over 255 bytes"
 }
@@ -233,16 +251,16 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 
 @test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello 4 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 5 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
 	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
-	hello 4 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 5 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
 	hello 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 4" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 5" ]]
 }

@@ -28,6 +28,7 @@ CTL_HELLO, CTL_READY, CTL_ERROR, CTL_MANIFEST, CTL_MANIFEST_END, CTL_PLAN, \
     CTL_DATA, CTL_DONE, CTL_LOG = range(1, 10)
 CTL_SENT = 14
 CTL_LANDED = 16
+CTL_CHUNKS, CTL_CHUNKS_END = 19, 20
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 IDX_REG, IDX_DIR, IDX_LNK = 1, 2, 3
 CHUNK = 4 << 20
@@ -392,6 +393,8 @@ def play_sender(scenario):
     count = struct.unpack(">I", p[:4])[0]
     plan = struct.unpack(">%dI" % count, p[4:4 + 4 * count])
     log("plan", plan)
+    while t != CTL_CHUNKS_END:   # which chunks of files DST has (none here)
+        t, p = recv_frame()
     if not count:
         return drain()
     t, p = recv_frame()
@@ -427,14 +430,18 @@ def play_receiver(scenario):
     files = [i for i, e in enumerate(entries) if e[1] == IDX_REG]
     if scenario == "plan-out-of-range":
         send_frame(CTL_PLAN, struct.pack(">II", 1, len(entries) + 1000))
+        send_frame(CTL_CHUNKS_END)
     elif scenario == "plan-not-a-file":
         send_frame(CTL_PLAN, struct.pack(">II", 1, 0))
+        send_frame(CTL_CHUNKS_END)
     elif scenario == "plan-twice":
         send_frame(CTL_PLAN, struct.pack(">III", 2, files[0], files[0]))
+        send_frame(CTL_CHUNKS_END)
     elif scenario == "log-escapes":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_CHUNKS_END)
         send_frame(CTL_LOG, b"\x1b[2J>f+++++++++ f\n")
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(88))
     elif scenario.startswith("landed-"):
         # --remove-source-files: an empty plan, then a list of what
         # "landed" that lies (sync/remove.c must refuse it, removing nothing)
@@ -443,13 +450,35 @@ def play_receiver(scenario):
                "landed-twice": [files[-1], files[-1]],
                "landed-unasked": [files[0]]}[scenario]
         send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_CHUNKS_END)
         send_frame(CTL_LANDED, struct.pack(">I%dI" % len(idx), len(idx), *idx))
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(80))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(88))
+    elif scenario.startswith("chunks-"):
+        # a lying list of chunks: the sender must refuse it (exit 12)
+        big = [i for i, e in enumerate(entries) if e[1] == IDX_REG and e[2] >= SMALL]
+        small = [i for i, e in enumerate(entries) if e[1] == IDX_REG and e[2] < SMALL]
+        f = big[0]
+        send_frame(CTL_PLAN, struct.pack(">III", 2, *sorted((small[0], f))))
+        one = struct.pack(">III", f, 0, 1)
+        frames = {"chunks-unplanned": [struct.pack(">III", 0, 0, 1) + b"\x01"],
+                  "chunks-small": [struct.pack(">III", small[0], 0, 1) + b"\x01"],
+                  "chunks-twice": [one + b"\x01", one + b"\x01"],
+                  "chunks-bad-kind": [one + b"\x07"],
+                  "chunks-overlong": [one + b"\x01" + b"x" * 9],
+                  "chunks-missing-end": []}[scenario]
+        for fr in frames:
+            send_frame(CTL_CHUNKS, fr)
+        if scenario != "chunks-missing-end":
+            send_frame(CTL_CHUNKS_END)
+        else:
+            send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(88))
     elif scenario == "done-bad-code":
         send_frame(CTL_PLAN, struct.pack(">I", 0))
-        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0) + bytes(80))
+        send_frame(CTL_CHUNKS_END)
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 256, 0, 0, 0, 0, 0) + bytes(88))
     else:
         send_frame(CTL_PLAN, struct.pack(">II", 1, files[0]))
+        send_frame(CTL_CHUNKS_END)
         secret = b"0123456789abcdef0123456789abcdef"
         if scenario == "data-overlong-addr":
             send_frame(CTL_DATA, struct.pack(">H", 9) + secret + b"h" * 300)
