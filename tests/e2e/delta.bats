@@ -1,0 +1,158 @@
+#!/usr/bin/env bats
+# Chunk-level delta (sync/delta.c, sync/chunks.c): a changed file DST
+# already has costs only its changed 4 MiB chunks on the wire; the rest is
+# cloned or copied from the old file into the temp file, so DST holds the
+# old file or the new one, never a mix. Every result is compared with cmp
+# and with rsync -anciH --delete (silent when the trees match).
+load helpers
+
+MiB=$((1 << 20))
+
+# json_field FIELD: the number FIELD of the --json line on stdin
+json_field() {
+	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
+}
+
+# poke FILE OFFSET: one byte changed at OFFSET
+poke() {
+	printf 'Z' | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# run_json MODE ARGS...: rdcp's --json line into $T/json, its exit in $rc
+run_json() {
+	rc=0
+	sync_in "$@" >"$T/json" 2>"$T/err" || rc=$?
+	cat "$T/err"
+}
+
+delta_one_chunk() {
+	local mode=$1
+	mkdir "$T/src"
+	head -c $((20 * MiB + 1234)) /dev/urandom >"$T/src/f"
+	sync_in "$mode" --sync -a "$T/src" "$T/dst"
+	poke "$T/src/f" $((9 * MiB))
+	run_json "$mode" --sync -a --json "$T/src" "$T/dst"
+	[ "$rc" -eq 0 ]
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((4 * MiB)) ]
+	[ "$(json_field bytes_matched <"$T/json")" -eq $((16 * MiB + 1234)) ]
+}
+
+@test "delta: one changed byte sends its one 4 MiB chunk (local)" {
+	delta_one_chunk local
+}
+@test "delta: one changed byte sends its one 4 MiB chunk (push)" {
+	delta_one_chunk push
+}
+@test "delta: one changed byte sends its one 4 MiB chunk (pull)" {
+	delta_one_chunk pull
+}
+
+@test "delta: a grown file sends its new bytes and its last old chunk" {
+	mkdir "$T/src"
+	head -c $((18 * MiB + 100)) /dev/urandom >"$T/src/f"
+	sync_in push --sync -a "$T/src" "$T/dst"
+	head -c $((5 * MiB)) /dev/urandom >>"$T/src/f"
+	run_json push --sync -a --json "$T/src" "$T/dst"
+	[ "$rc" -eq 0 ]
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
+	# the old last chunk (at 16 MiB) and what follows: 23 MiB + 100 - 16 MiB
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((7 * MiB + 100)) ]
+}
+
+@test "delta: a file cut to a chunk boundary is built from the old one, nothing sent" {
+	mkdir "$T/src"
+	head -c $((13 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	truncate -s $((8 * MiB)) "$T/src/f"
+	run_json local --sync -a --json "$T/src" "$T/dst"
+	[ "$rc" -eq 0 ]
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
+	[ "$(json_field bytes_sent <"$T/json")" -eq 0 ]
+	[ "$(json_field files_sent <"$T/json")" -eq 1 ]
+}
+
+@test "delta: -W sends changed files whole, as rsync's --whole-file" {
+	mkdir "$T/src"
+	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in push --sync -a "$T/src" "$T/dst"
+	poke "$T/src/f" 5
+	run_json push --sync -a -W --json "$T/src" "$T/dst"
+	[ "$rc" -eq 0 ]
+	cmp "$T/src/f" "$T/dst/f"
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((12 * MiB)) ]
+	[ "$(json_field bytes_matched <"$T/json")" -eq 0 ]
+}
+
+@test "delta: --stats shows rsync's literal and matched data" {
+	mkdir "$T/src"
+	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	poke "$T/src/f" $((5 * MiB))
+	run sync_in local --sync -a --stats "$T/src" "$T/dst"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"Literal data: 4,194,304 bytes"* ]]
+	[[ "$output" == *"Matched data: 8,388,608 bytes"* ]]
+	[[ "$output" == *"Total transferred file size: 12,582,912 bytes"* ]]
+}
+
+@test "delta: the old file's other hard link keeps the old content (temp + rename)" {
+	mkdir "$T/src"
+	head -c $((9 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	ln "$T/dst/f" "$T/outside-link"
+	cp "$T/dst/f" "$T/old"
+	poke "$T/src/f" 7
+	sync_in local --sync -a "$T/src" "$T/dst"
+	cmp "$T/src/f" "$T/dst/f"
+	cmp "$T/old" "$T/outside-link"
+}
+
+@test "delta: DST's old file changed after the scan is not used as a basis (exit 23, file left)" {
+	mkdir "$T/src"
+	head -c $((9 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	poke "$T/src/f" 7
+	# the sender waits at the pause file (after both scans) while DST's
+	# file changes under the receiver
+	local rc=0
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -a "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$! i
+	for ((i = 0; i < 200; i++)); do [ -e "$T/pause" ] && break; sleep 0.05; done
+	[ -e "$T/pause" ]
+	printf 'local edit' | dd of="$T/dst/f" bs=1 seek=$((6 * MiB)) conv=notrunc status=none
+	cp "$T/dst/f" "$T/edited"
+	rm "$T/pause"
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 23 ]
+	grep -q "f: changed in DST since the scan" "$T/err"
+	cmp "$T/edited" "$T/dst/f"   # the local edit is not lost
+	# the next run brings it up to date
+	sync_in local --sync -a "$T/src" "$T/dst"
+	cmp "$T/src/f" "$T/dst/f"
+}
+
+@test "delta: on XFS the unchanged chunks are reflinked, not copied" {
+	command -v mkfs.xfs >/dev/null || { echo "mkfs.xfs missing (scripts/deps.sh installs xfsprogs)"; return 1; }
+	truncate -s 400M "$T/xfs.img"
+	mkfs.xfs -q -m reflink=1 "$T/xfs.img"
+	mkdir "$T/mnt"
+	mount -o loop "$T/xfs.img" "$T/mnt"
+	mkdir "$T/src"
+	head -c $((40 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/mnt/dst"
+	ln "$T/mnt/dst/f" "$T/mnt/old"   # keeps the old extents alive to compare
+	poke "$T/src/f" $((21 * MiB))
+	run_json local --sync -a --json "$T/src" "$T/mnt/dst"
+	[ "$rc" -eq 0 ]
+	cmp "$T/src/f" "$T/mnt/dst/f"
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((4 * MiB)) ]
+	# the 36 MiB kept are extents shared with the old file's
+	local shared; shared=$(filefrag -v "$T/mnt/dst/f" | grep -c shared || true)
+	filefrag -v "$T/mnt/dst/f"
+	[ "$shared" -ge 1 ]
+}
