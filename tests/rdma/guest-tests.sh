@@ -28,4 +28,4 @@ cd "$top"
 export RDPIPE_HOSTS="$addr $addr $addr" RDPIPE_BIG_MB=${RDCP_VM_PIPE_MB:-$RDCP_BIG_MB}
 RDCP_TRANSPORT=rdma RDCP_ADDR=$addr bats --tap tests/e2e/transport.bats tests/rdma/rdma-only.bats \
 	tests/rdma/rdma-dos.bats \
-	tests/rdma/sync-rdma.bats tests/e2e/rdpipe.bats
+	tests/rdma/sync-rdma.bats tests/rdma/delta-rdma.bats tests/e2e/rdpipe.bats
