@@ -30,6 +30,19 @@ const uint8_t *chunk_digest(const struct idx_entry *e, uint32_t k)
 	return e->nchunks ? e->chunks + (size_t)k * IDX_HASH_LEN : e->hash;
 }
 
+uint64_t chunk_map_bytes(const struct chunk_map *cm, uint64_t size)
+{
+	if (!cm->how)
+		return size;
+	uint64_t n = 0;
+	for (uint32_t k = 0; k < cm->n; k++) {
+		uint64_t off = (uint64_t)k * IDX_CHUNK_SIZE;
+		if (cm->how[k] != CH_HAVE)
+			n += size - off < IDX_CHUNK_SIZE ? size - off : IDX_CHUNK_SIZE;
+	}
+	return n;
+}
+
 int chunks_send(struct ctl *c, uint32_t idx, const struct chunk_map *cm)
 {
 	size_t cap = 12 + SYNC_CHUNKS_PER_FRAME * (1 + (size_t)SYNC_BLOCK_REC);

@@ -347,7 +347,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	int rc = small && big && bmap ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
 		const struct idx_entry *e = &q->m->e[plan[k]];
-		total += e->size;
+		total += chunk_map_bytes(&maps[k], e->size);
 		if (e->size < SYNC_SMALL) {
 			small[ns++] = plan[k];
 		} else {

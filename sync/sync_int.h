@@ -103,6 +103,9 @@ static inline uint32_t chunk_count(uint64_t size)
 {
 	return (uint32_t)((size + IDX_CHUNK_SIZE - 1) / IDX_CHUNK_SIZE);
 }
+/* The bytes of a file of size bytes that cm asks to be sent (--progress's
+ * total): all of them without a map. */
+uint64_t chunk_map_bytes(const struct chunk_map *cm, uint64_t size);
 /* Digest of chunk k of e (e->hash for a file of one chunk). */
 const uint8_t *chunk_digest(const struct idx_entry *e, uint32_t k);
 /* The receiver: cm as CTL_CHUNKS frames for sender index idx. 0 or an error. */

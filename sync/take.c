@@ -306,7 +306,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	struct progress pg;
 	uint64_t total = 0;
 	for (uint32_t k = 0; k < nwant; k++)
-		total += s->sm.e[want[k]].size;
+		total += chunk_map_bytes(&s->files[s->fetch[want[k]]].map, s->sm.e[want[k]].size);
 	progress_start(&pg, s->r, total, nwant);
 	rc = take_all(s, ts, &pg);
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
