@@ -151,6 +151,8 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 	if (no_tmpfile < 0)
 		no_tmpfile = getenv("RDCP_TEST_NO_TMPFILE") != NULL;
 	f->tmp[0] = 0;
+	if (f->inplace)
+		return recv_inplace_open(s, e, f);
 	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 	for (int tries = 0; f->fd < 0 && tries < 5; tries++) {
 		idx_temp_name(f->tmp);
@@ -229,6 +231,10 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	const struct idx_entry *e = &s->sm.e[i];
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
+	if (f->inplace) {
+		recv_inplace_finish(s, i, f);
+		return;
+	}
 	if (f->map.how && recv_fill_basis(s, e, f) < 0) {   /* said */
 		f->failed = 1;
 		recv_drop_file(f);
@@ -250,22 +256,21 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 		recv_fail(s, e->path, "cannot rename into place", errno);
 		unlinkat(f->dirfd, f->tmp, 0);
 	} else {
-		f->done = 1;
-		s->written[i] = 1;
-		if (!f->existed)
-			STAT_ADD(s->res->created[SYNC_K_REG], 1);
-		recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
-		          e->path) : NULL, 1));
-		STAT_ADD(s->res->files, 1);   /* after its line: --progress counts landed files */
+		recv_landed(s, i, f);
 	}
-	close(f->dirfd);
-	f->dirfd = -1;
-	free(f->seen);
-	f->seen = NULL;
-	if (f->bfd >= 0)
-		close(f->bfd);
-	f->bfd = -1;
-	chunk_map_free(&f->map);
+	recv_drop_file(f);
+}
+
+void recv_landed(struct rstate *s, size_t i, struct rfile *f)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	f->done = 1;
+	s->written[i] = 1;
+	if (!f->existed)
+		STAT_ADD(s->res->created[SYNC_K_REG], 1);
+	recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
+	          e->path) : NULL, 1));
+	STAT_ADD(s->res->files, 1);   /* after its line: --progress counts landed files */
 }
 
 /* Is sender entry i (a link, special or hard-link follower) already what

@@ -523,8 +523,6 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 int sync_opts_check(const struct sync_opts *o)
 {
 	static const struct { unsigned flag; const char *name; } later[] = {
-		{ SYNC_F_INPLACE, "--inplace" },
-		{ SYNC_F_APPEND, "--append" },
 		{ SYNC_F_SPARSE, "-S/--sparse" },
 	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
@@ -540,6 +538,12 @@ int sync_opts_check(const struct sync_opts *o)
 	                            SYNC_F_DELETE_DURING);
 	if (when & (when - 1)) {   /* rsync's rule and words */
 		log_err("you may not combine multiple --delete-WHEN options");
+		return RD_EXIT_USAGE;
+	}
+	if ((o->flags & (SYNC_F_INPLACE | SYNC_F_APPEND)) && (o->flags & SYNC_F_BACKUP)) {
+		log_err("%s with -b/--backup-dir is not supported: the backup would be the "
+		        "very file being rewritten", (o->flags & SYNC_F_APPEND) ? "--append"
+		        : "--inplace");
 		return RD_EXIT_USAGE;
 	}
 	if (o->backup_suffix && strchr(o->backup_suffix, '/')) {

@@ -69,16 +69,22 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	struct rfile *rf = &s->files[s->nfiles];
 	rf->fd = rf->dirfd = rf->bfd = -1;
 	rf->existed = d != NULL;
-	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
-		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
-		s->res->files++;   /* would be: as rsync -n --stats counts them */
-		s->res->created[SYNC_K_REG] += !d;
-	}
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
 	if (recv_chunk_plan(s, i, d, rf) < 0)   /* DST's old version: only what changed */
 		return -ENOMEM;
+	int rc = recv_inplace_plan(s, i, d, rf);   /* --inplace, --append */
+	if (rc != 0) {   /* left alone (1), or refused (-1: said) */
+		recv_drop_file(rf);
+		s->change[i] = SKIPPED;
+		return rc == -ENOMEM ? rc : 0;
+	}
+	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
+		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
+		s->res->files++;   /* would be: as rsync -n --stats counts them */
+		s->res->created[SYNC_K_REG] += !d;
+	}
 	s->fetch[i] = (int32_t)s->nfiles++;
 	if (e->size == 0 || rf->need == 0) {   /* nothing to send: make it now */
 		if (!(s->r->flags & SYNC_F_DRYRUN) && recv_open_temp(s, e, rf) == 0)

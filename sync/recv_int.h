@@ -34,6 +34,7 @@ struct rfile {
 	struct chunk_map map;            /* map.how NULL: every chunk is sent */
 	const struct idx_entry *basis;   /* DST's entry (dm) when map.how is set */
 	int bfd;                         /* the basis, open (-1: not yet) */
+	int inplace;         /* --inplace, --append: fd is DST's file itself */
 };
 
 struct rstate {
@@ -129,6 +130,17 @@ int  recv_send_chunks(struct rstate *s, uint32_t send_n);
 int  recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 int  recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 
+/* inplace.c: --inplace, --append, --append-verify. plan: for sm entry i
+ * that DST has as the regular file d, after recv_chunk_plan(): 0 (f set
+ * up, f->inplace when DST's file is written in place), 1 to leave it
+ * alone (--append: DST's is as long), -1 refused (said, counted), or
+ * -ENOMEM. open: DST's file for writing, checked to be what the scan saw;
+ * 0 or -1 (said). finish: every asked-for chunk is in: cut to size,
+ * metadata, done. */
+int  recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
+int  recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f);
+
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 
@@ -199,6 +211,8 @@ int  recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile 
 int  recv_open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 /* Every chunk of sm entry i is in and verified: metadata, then into place. */
 void recv_finish_file(struct rstate *s, size_t i, struct rfile *f);
+/* f, sm entry i, is in place: said, counted. */
+void recv_landed(struct rstate *s, size_t i, struct rfile *f);
 /* Close and forget f's temp file and directory. */
 void recv_drop_file(struct rfile *f);
 /* After the data: symlinks, hard links, fifos and devices. */

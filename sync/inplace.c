@@ -1,0 +1,119 @@
+/*
+ * --inplace, --append, --append-verify: DST's file is written where it is,
+ * no temp file, for users who cannot afford to rewrite a 500 GiB file to
+ * change a few chunks (rsync's options, rsync's meaning). What they give up
+ * is said in rdcp(1): while a file is being written, and after a run that
+ * failed mid-way, DST holds a mix of old and new. Only chunks that verified
+ * against the sender's digests are written; chunks DST already has are not
+ * touched at all.
+ *
+ * --append sends only what lies past DST's old end (from the chunk holding
+ * it: each chunk is verified whole), trusting the prefix as rsync does; a
+ * DST file as long or longer is left alone. --append-verify first checks
+ * the prefix chunks against the sender's digests (DST's come from its
+ * index) and refuses the file when they differ.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "sync/recv_int.h"
+
+/* The --append map: every full chunk of DST's old file is kept (checked
+ * first with --append-verify), the rest is sent. 0, -1 (refused: said),
+ * -ENOMEM. */
+static int append_map(struct rstate *s, const struct idx_entry *e, const struct idx_entry *d,
+                      struct rfile *f)
+{
+	uint32_t n = chunk_count(e->size), keep = (uint32_t)(d->size / IDX_CHUNK_SIZE);
+	int verify = (s->r->flags & SYNC_F_APPEND_VERIFY) != 0;
+	for (uint32_t k = 0; verify && k < keep; k++) {
+		if (!(d->flags & IDX_F_UNSTABLE) &&
+		    !memcmp(chunk_digest(e, k), chunk_digest(d, k), IDX_HASH_LEN))
+			continue;
+		char shown[4096];
+		log_err("%s: its first %llu bytes in DST differ from the sender's (chunk %u): not "
+		        "appended (--append-verify); it is left as it was",
+		        log_path(shown, sizeof shown, e->path),
+		        (unsigned long long)d->size, k);
+		STAT_ADD(s->res->errors, 1);
+		return -1;
+	}
+	chunk_map_free(&f->map);
+	f->need = n - keep;
+	if (!keep)
+		return 0;   /* no whole chunk to keep: all of it, in place */
+	if (!(f->map.how = malloc(n)))
+		return -ENOMEM;
+	f->map.n = f->map.filled = n;
+	for (uint32_t k = 0; k < n; k++)
+		f->map.how[k] = k < keep ? CH_HAVE : CH_WHOLE;
+	return 0;
+}
+
+int recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f)
+{
+	unsigned fl = s->r->flags;
+	const struct idx_entry *e = &s->sm.e[i];
+	if (!(fl & (SYNC_F_INPLACE | SYNC_F_APPEND)) || !d || d->type != IDX_REG ||
+	    (d->flags & GONE))
+		return 0;   /* a new file: through a temp file, invisible until whole */
+	if (fl & SYNC_F_APPEND) {
+		if (d->size >= e->size)
+			return 1;   /* as rsync: nothing to append */
+		int rc = append_map(s, e, d, f);
+		if (rc)
+			return rc;
+	}
+	f->inplace = 1;
+	f->basis = d;   /* what the scan saw: checked when it is opened */
+	return 0;
+}
+
+int recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
+	const char *name = strrchr(e->path, '/');
+	name = name ? name + 1 : e->path;
+	/* the directory was opened beneath DST's root; the file itself must
+	 * not be a symlink planted since the scan */
+	f->fd = openat(f->dirfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (f->fd < 0 || fstat(f->fd, &st) < 0) {
+		recv_fail(s, e->path, "cannot open to write in place", errno);
+		return -1;
+	}
+	const struct idx_entry *d = f->basis;
+	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if (!S_ISREG(st.st_mode) || st.st_ino != d->ino || (uint64_t)st.st_size != d->size ||
+	    mt != d->mtime_ns) {
+		char shown[4096];
+		log_err("%s: changed in DST since the scan: not written in place; it is left "
+		        "as it is (the next run updates it)", log_path(shown, sizeof shown, e->path));
+		STAT_ADD(s->res->errors, 1);
+		return -1;
+	}
+	return 0;
+}
+
+void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	if (ftruncate(f->fd, (off_t)e->size) < 0) {
+		recv_fail(s, e->path, "cannot cut to its new size", errno);
+	} else {
+		if (f->map.how)   /* the chunks left as they were */
+			STAT_ADD(s->res->matched, e->size - chunk_map_bytes(&f->map, e->size));
+		recv_apply_fd(s, f->fd, e, RECV_NEW_INODE);
+		int err = close(f->fd) < 0 ? errno : 0;
+		f->fd = -1;
+		if (err)
+			recv_fail(s, e->path, "write failed", err);
+		else
+			recv_landed(s, i, f);
+	}
+	recv_drop_file(f);
+}

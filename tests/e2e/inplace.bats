@@ -1,0 +1,132 @@
+#!/usr/bin/env bats
+# --inplace, --append, --append-verify (sync/inplace.c), as rsync's: DST's
+# file is written where it is; only changed (or, with --append, new) chunks
+# cross the wire, each verified before it is written. Results compared with
+# cmp and rsync -anciH --delete; behaviour with rsync's on the same trees.
+load helpers
+
+MiB=$((1 << 20))
+
+json_field() {
+	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
+}
+poke() { printf 'Z' | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+
+inplace_keeps_inode() {
+	local mode=$1
+	mkdir "$T/src"
+	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
+	head -c 1000 /dev/urandom >"$T/src/small"
+	sync_in "$mode" --sync -a "$T/src" "$T/dst"
+	local ino sino
+	ino=$(stat -c %i "$T/dst/f")
+	sino=$(stat -c %i "$T/dst/small")
+	poke "$T/src/f" $((5 * MiB))
+	poke "$T/src/small" 10
+	sync_in "$mode" --sync -a --inplace --json "$T/src" "$T/dst" >"$T/json"
+	cat "$T/json"
+	cmp "$T/src/f" "$T/dst/f"
+	cmp "$T/src/small" "$T/dst/small"
+	same "$T/src" "$T/dst"
+	[ "$(stat -c %i "$T/dst/f")" = "$ino" ]
+	[ "$(stat -c %i "$T/dst/small")" = "$sino" ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((4 * MiB + 1000)) ]
+	[ "$(json_field bytes_matched <"$T/json")" -eq $((8 * MiB)) ]
+}
+
+@test "--inplace: the same inode, only the changed chunk sent (local)" {
+	inplace_keeps_inode local
+}
+@test "--inplace: the same inode, only the changed chunk sent (push)" {
+	inplace_keeps_inode push
+}
+@test "--inplace: the same inode, only the changed chunk sent (pull)" {
+	inplace_keeps_inode pull
+}
+
+@test "--inplace: a file that shrank is cut to its new size" {
+	mkdir "$T/src"
+	head -c $((10 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	truncate -s $((6 * MiB + 5)) "$T/src/f"
+	sync_in push --sync -a --inplace "$T/src" "$T/dst"
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
+}
+
+@test "--append: a grown file sends only its tail (and the chunk holding the old end)" {
+	mkdir "$T/src"
+	head -c $((20 * MiB + 300)) /dev/urandom >"$T/src/f"
+	sync_in push --sync -a "$T/src" "$T/dst"
+	local ino; ino=$(stat -c %i "$T/dst/f")
+	head -c $((3 * MiB)) /dev/urandom >>"$T/src/f"
+	sync_in push --sync -a --append --json "$T/src" "$T/dst" >"$T/json"
+	cat "$T/json"
+	cmp "$T/src/f" "$T/dst/f"
+	[ "$(stat -c %i "$T/dst/f")" = "$ino" ]
+	# from the old end's chunk (20 MiB) to the new end
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((3 * MiB + 300)) ]
+}
+
+@test "--append: a DST file as long or longer is left alone, as rsync" {
+	mkdir "$T/src" "$T/ref"
+	head -c $((6 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	head -c $((7 * MiB)) /dev/urandom >"$T/dst/f"
+	cp -a "$T/dst/f" "$T/ref/f"
+	rsync -a --append "$T/src/" "$T/ref/"
+	sync_in push --sync -a --append --json "$T/src" "$T/dst" >"$T/json"
+	cmp "$T/ref/f" "$T/dst/f"   # rsync left it alone too
+	[ "$(json_field bytes_sent <"$T/json")" -eq 0 ]
+	[ "$(json_field exit_code <"$T/json")" -eq 0 ]
+}
+
+@test "--append-verify: a changed prefix is refused (exit 23, file left), a good one appended" {
+	mkdir "$T/src"
+	head -c $((9 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	head -c $((2 * MiB)) /dev/urandom >>"$T/src/f"
+	cp "$T/src/f" "$T/good"
+	poke "$T/src/f" 100
+	cp "$T/dst/f" "$T/before"
+	local rc=0
+	sync_in push --sync -a --append-verify "$T/src" "$T/dst" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 23 ]
+	grep -q "f: its first 9437184 bytes in DST differ from the sender's (chunk 0): not appended" "$T/err"
+	cmp "$T/before" "$T/dst/f"
+	cp "$T/good" "$T/src/f"
+	sync_in push --sync -a --append-verify --json "$T/src" "$T/dst" >"$T/json"
+	cmp "$T/src/f" "$T/dst/f"
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((3 * MiB)) ]
+}
+
+@test "--inplace never writes through a symlink planted in DST after the scan" {
+	mkdir "$T/src"
+	head -c $((9 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	poke "$T/src/f" 7
+	echo precious >"$T/victim"
+	local rc=0
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -a --inplace "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$! i
+	for ((i = 0; i < 200; i++)); do [ -e "$T/pause" ] && break; sleep 0.05; done
+	[ -e "$T/pause" ]
+	rm "$T/dst/f"
+	ln -s "$T/victim" "$T/dst/f"
+	rm "$T/pause"
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 23 ]
+	[ "$(cat "$T/victim")" = precious ]
+	[ -L "$T/dst/f" ]
+}
+
+@test "--inplace with -b is refused before anything is done" {
+	mkdir "$T/src"
+	echo x >"$T/src/f"
+	run "$RDCP" --sync -a --inplace -b "$T/src" "$T/dst"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--inplace with -b/--backup-dir is not supported"* ]]
+	[ ! -e "$T/dst" ]
+}
