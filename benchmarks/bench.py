@@ -636,11 +636,11 @@ def main():
            ", then the source read back in: warm source, cold destination.",
            "Everything runs on this one machine: remote contenders push to 127.0.0.1 "
            "through one private sshd.",
-           "", "Data sets: " + "; ".join(
+           ""] + (["Data sets: " + "; ".join(
                f"{k}: {v['files']} files, {v['bytes'] / MiB:.0f} MiB"
                + (f", 1% = {v['mod1']}" if "mod1" in v else "")
                + (f", {v['grown']}" if "grown" in v else "") for k, v in b.sets.items()),
-           ""]
+           ""] if b.sets else [])
     md = hdr
     if lines[2:]:
         md += lines + ["", "Targets (rdcp time ÷ contender time):", ""] + tl
