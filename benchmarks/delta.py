@@ -140,7 +140,8 @@ class Delta:
         """A sparse image file of `size` bytes formatted as fs, loop-mounted at where."""
         self.need_root()
         if fs == "xfs" and not shutil.which("mkfs.xfs"):
-            sh("apt-get install -y -q xfsprogs >/dev/null")
+            log("bench: installing xfsprogs (mkfs.xfs) ...")
+            subprocess.run("apt-get install -y -q xfsprogs >/dev/null", shell=True)
         img = where + ".img"
         os.makedirs(where, exist_ok=True)
         with open(img, "wb") as f:
@@ -148,15 +149,21 @@ class Delta:
         undo.append(lambda: os.unlink(img))
         mk = (["mkfs.xfs", "-q", "-f", "-m", "reflink=1", img] if fs == "xfs" else
               ["mkfs.ext4", "-q", "-F", img])
-        subprocess.run(mk, check=True)
-        subprocess.run(["mount", "-o", "loop", img, where], check=True)
+        try:
+            subprocess.run(mk, check=True, capture_output=True, text=True)
+            subprocess.run(["mount", "-o", "loop", img, where], check=True,
+                           capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise NotApplicable(f"no loop-mounted {fs}: {getattr(e, 'stderr', '') or e}".strip())
         undo.append(lambda: umount(where))
 
     def mount_tmpfs(self, size, where, undo):
         self.need_root()
         os.makedirs(where, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", where],
-                       check=True)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", where],
+                           capture_output=True, text=True)
+        if p.returncode:
+            raise NotApplicable("no tmpfs: " + p.stderr.strip())
         undo.append(lambda: umount(where))
 
     def run_set(self, name):
