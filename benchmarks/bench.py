@@ -605,8 +605,10 @@ def main():
             steps += a.reps * len([c for c in contenders if sc == "full" or c in ("rdcp", "rsync")])
     step = [0, steps]
     t0 = time.monotonic()
-    # SIGTERM unwinds like Ctrl-C: the finally blocks unmount and detach
+    # SIGTERM and SIGINT (even when started in the background, where SIGINT
+    # comes ignored) unwind: the finally blocks unmount and detach
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: terminated"))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     b.start_sshd()
     d = delta.Delta(b)
     try:
