@@ -219,6 +219,8 @@ class Delta:
                             f"+ {n} × 4 MiB) = {budget / MiB:.1f} MiB; destination on a "
                             f"{size / (1 << 30):.1f} GiB loop-mounted {fs}"
                             + (" (reflink=1)" if fs == "xfs" else ""))
+        self.budget = getattr(self, "budget", {})
+        self.budget[name] = budget
         refused = set()
         for rep in range(1, self.a.reps + 1):
             for i in range(n):
@@ -253,8 +255,6 @@ class Delta:
                 self.record(set=name, contender="floor: cp of the old files", rep=rep,
                             seconds=time.monotonic() - t0)
                 shutil.rmtree(fl)
-        self.budget = getattr(self, "budget", {})
-        self.budget[name] = budget
 
     # ------------------------------------------------------------ image
     def set_image(self, undo):
@@ -496,12 +496,12 @@ class Delta:
         return med3([r.get(key) for r in rs])
 
     def status(self, dset, c):
-        """'ok', or the n/a text of a run of dset/c (or of the whole set)."""
-        for r in self.runs:
-            if r["set"] == dset and r["contender"] in (c, "*") and r["status"] != "ok":
-                return r["status"]
-        return "ok" if any(r["set"] == dset and r["contender"] == c for r in self.runs) \
-            else "n/a: not run"
+        """'ok' when some run of dset/c has figures, else the n/a text of one
+        of its runs (or of the whole set)."""
+        rs = [r for r in self.runs if r["set"] == dset and r["contender"] in (c, "*")]
+        if any(r["status"] == "ok" for r in rs):
+            return "ok"
+        return rs[0]["status"] if rs else "n/a: not run"
 
     def target(self, out, text, dset, c, key, lim, peer=None, peer_key=None,
                invert=False, scale=1.0):
