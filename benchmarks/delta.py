@@ -81,9 +81,9 @@ class Delta:
                               "payload")) + "," + json.dumps(r.get("extra", "")).replace(",", ";")
                     + "\n")
 
-    def rdcp_cmd(self, flags, src, dst):
+    def rdcp_cmd(self, flags, src, dst, remote="rdcp-remote"):
         return [RDCP, "--sync", "-r", "--transport", "tcp", "--json", "-e", self.b.rsh,
-                "--rdcp-path", f"{self.w}/rdcp-remote"] + flags + [src, f"127.0.0.1:{dst}"]
+                "--rdcp-path", f"{self.w}/{remote}"] + flags + [src, f"127.0.0.1:{dst}"]
 
     def rdcp(self, flags, src, dst, check=True):
         """One rdcp push; returns (seconds, json dict); raises NotApplicable when refused."""
@@ -320,12 +320,12 @@ class Delta:
                 pass
         return False
 
-    def kill_at_half(self, flags, src, dst, size):
+    def kill_at_half(self, flags, src, dst, size, remote="rdcp-remote"):
         """Start rdcp FLAGS, kill -9 the sender (this side's rdcp) at half;
         returns the fraction landed then, or None when it finished first."""
         # at most ~3 s for the whole file, so that a poll every few ms sees half
         bw = ["--bwlimit", str(max(64, size // 3 // KiB))]
-        p = subprocess.Popen(self.rdcp_cmd(flags + bw, f"{src}/", dst), env=self.env,
+        p = subprocess.Popen(self.rdcp_cmd(flags + bw, f"{src}/", dst, remote), env=self.env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         frac = None
         t_end = time.monotonic() + 120
@@ -359,22 +359,31 @@ class Delta:
                                 f"receiver's file; limit for the second run "
                                 f"0.55 × {size / MiB:.0f} = {0.55 * size / MiB:.1f} MiB")
         self.resume_size = size
+        # the receiver's files unnamed (O_TMPFILE, the default) vanish with it;
+        # the named road (filesystems without O_TMPFILE) must clean up too
+        named = f"{w}/rdcp-remote-named"
+        with open(named, "w") as f:
+            f.write(f'#!/bin/sh\nRDCP_TEST_NO_TMPFILE=1 exec "{w}/rdcp-remote" "$@"\n')
+        os.chmod(named, 0o755)
         for rep in range(1, self.a.reps + 1):
-            for c in (["--partial", "none"] if rep % 2 else ["none", "--partial"]):
+            cs = ["--partial", "none", "named"]
+            for c in (cs if rep % 2 else cs[::-1]):
                 dst = f"{w}/dst-resume-{rep}-{c.strip('-')}"
                 shutil.rmtree(dst, ignore_errors=True)
                 undo.append(lambda d=dst: shutil.rmtree(d, ignore_errors=True))
                 self.b.settle(src)
-                if c == "none":
-                    self.step("resume", "kill, no --partial", rep)
-                    frac = self.kill_at_half([], src, dst, size)
-                    left = [p for p in glob.glob(f"{dst}/**/.rdcp-tmp*", recursive=True)]
-                    self.record(set="resume", contender="no --partial: temp files left",
+                if c in ("none", "named"):
+                    what = "no --partial: temp files left" + (
+                        " (named temp files)" if c == "named" else "")
+                    self.step("resume", what, rep)
+                    frac = self.kill_at_half([], src, dst, size, "rdcp-remote-named"
+                                             if c == "named" else "rdcp-remote")
+                    left = glob.glob(f"{dst}/**/.rdcp-tmp*", recursive=True)
+                    self.record(set="resume", contender=what,
                                 rep=rep, status="ok" if frac else "n/a: finished before the kill",
                                 wire=None, extra={"killed_at": frac, "left": len(left)},
                                 left=len(left), frac=frac)
-                    log(f"bench: resume without --partial rep {rep}: killed at "
-                        f"{frac}, {len(left)} temp files left")
+                    log(f"bench: resume {what} rep {rep}: killed at {frac}, {len(left)}")
                     continue
                 self.step("resume", "--partial", rep)
                 try:
@@ -556,7 +565,7 @@ class Delta:
                       "status": "ok" if v else self.status("resume", "--partial, second run"),
                       "value": f"{sum(map(bool, v))}/{len(v)} identical"})
             v = [r.get("left") for r in self.runs if r["set"] == "resume"
-                 and r["contender"] == "no --partial: temp files left" and r["status"] == "ok"]
+                 and r["contender"].startswith("no --partial") and r["status"] == "ok"]
             t.append({"target": "resume: without --partial, no .rdcp-tmp-* left after kill -9",
                       "ratio": None, "met": (max(v) == 0) if v else None,
                       "status": "ok" if v else self.status("resume",
