@@ -554,6 +554,7 @@ done
 
 
 def main():
+    sys.dont_write_bytecode = True      # no __pycache__ in the source tree
     import delta            # here: delta.py imports this file's helpers
     DELTA_SETS = delta.SETS
     ap = argparse.ArgumentParser(description=__doc__,
