@@ -323,8 +323,10 @@ class Delta:
     def kill_at_half(self, flags, src, dst, size, remote="rdcp-remote"):
         """Start rdcp FLAGS, kill -9 the sender (this side's rdcp) at half;
         returns the fraction landed then, or None when it finished first."""
-        # at most ~3 s for the whole file, so that a poll every few ms sees half
-        bw = ["--bwlimit", str(max(64, size // 3 // KiB))]
+        # the whole file held to ~3 s (1 s for a small one, in smoke runs), so
+        # that a poll every few ms sees half
+        secs = 3 if size >= 256 * MiB else 1
+        bw = ["--bwlimit", str(max(64, size // secs // KiB))]
         p = subprocess.Popen(self.rdcp_cmd(flags + bw, f"{src}/", dst, remote), env=self.env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         frac = None
