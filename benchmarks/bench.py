@@ -14,6 +14,14 @@ Scenarios: full (empty destination), noop (re-sync, nothing changed),
 mod1 (1% of the files rewritten in place) for model and small, grown (each
 video file appended to) for video.
 
+Change-driven sets (benchmarks/delta.py, issue 13; wire bytes and time):
+  grown-xfs, grown-ext4  video growth into a loop-mounted XFS / ext4
+  image      4 GiB file, 200 scattered 4 KiB writes
+  resume     kill -9 at half of a 4 GiB file, then --partial
+  fullcopy   4 x 1 GiB tmpfs to tmpfs vs iperf3
+  sparse     4 GiB file with 64 MiB of data, -S
+('grown' selects both grown sets.)
+
 Contenders, all pushing to 127.0.0.1 through one private sshd:
   rdcp        rdcp --sync -r --transport tcp (indexes of earlier runs kept)
   rdcp-cold   the same, first run ever: both index caches deleted first
@@ -42,6 +50,7 @@ import random
 import shutil
 import socket
 import statistics
+import signal
 import subprocess
 import sys
 import time
@@ -545,11 +554,15 @@ done
 
 
 def main():
+    sys.dont_write_bytecode = True      # no __pycache__ in the source tree
+    import delta            # here: delta.py imports this file's helpers
+    DELTA_SETS = delta.SETS
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="data set size factor (1 = full)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per contender (median)")
-    ap.add_argument("--sets", default="model,small,video", help="comma list of data sets")
+    ap.add_argument("--sets", default="model,small,video," + ",".join(DELTA_SETS),
+                    help="comma list of data sets and change-driven scenarios")
     ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list")
     ap.add_argument("--no-vm", action="store_true", help="skip the soft-RoCE VM part")
     ap.add_argument("--vm-mb", type=int, default=256, help="bytes per VM run, MiB")
@@ -563,10 +576,13 @@ def main():
             sys.exit(f"bench: {tool} is missing; `make deps` installs it")
     if not os.access(RDCP, os.X_OK):
         sys.exit(f"bench: {RDCP} is not built; run `make` first")
-    sets = [s for s in a.sets.split(",") if s]
+    sets = []
+    for s in a.sets.split(","):
+        sets += ["grown-xfs", "grown-ext4"] if s == "grown" else [s] if s else []
     for s in sets:
-        if s not in SCENARIOS:
-            sys.exit(f"bench: unknown data set '{s}' (model, small, video)")
+        if s not in SCENARIOS and s not in DELTA_SETS:
+            sys.exit(f"bench: unknown data set '{s}' "
+                     f"({', '.join(list(SCENARIOS) + DELTA_SETS)}, grown)")
     contenders = a.contenders.split(",")
     for c in contenders:
         if c not in CONTENDERS:
@@ -585,21 +601,30 @@ def main():
     with open(b.csv, "w") as f:
         f.write("set,scenario,contender,rep,seconds,rss_client_kb,rss_server_kb\n")
     steps = 0
-    for s in sets:
+    for s in [x for x in sets if x in SCENARIOS]:
         for sc in SCENARIOS[s]:
             steps += a.reps * len([c for c in contenders if sc == "full" or c in ("rdcp", "rsync")])
     step = [0, steps]
     t0 = time.monotonic()
+    # SIGTERM and SIGINT (even when started in the background, where SIGINT
+    # comes ignored) unwind: the finally blocks unmount and detach
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: terminated"))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     b.start_sshd()
+    d = delta.Delta(b)
     try:
         for s in sets:
-            b.do_set(s, contenders, step)
+            if s in SCENARIOS:
+                b.do_set(s, contenders, step)
+            else:
+                d.run_set(s)
     finally:
         b.stop_sshd()
         if made and not a.keep:
             shutil.rmtree(a.work, ignore_errors=True)
     vm = None if a.no_vm else run_vm(a)
     lines, tl, vl, targets, med = b.report(vm)
+    dl, dtargets, dmed = d.report()
     mach = machine()
     hdr = [f"rdcp benchmarks, {time.strftime('%Y-%m-%d')}, scale {a.scale}, {a.reps} reps, "
            f"{time.monotonic() - t0:.0f} s in all",
@@ -614,12 +639,16 @@ def main():
            ", then the source read back in: warm source, cold destination.",
            "Everything runs on this one machine: remote contenders push to 127.0.0.1 "
            "through one private sshd.",
-           "", "Data sets: " + "; ".join(
+           ""] + (["Data sets: " + "; ".join(
                f"{k}: {v['files']} files, {v['bytes'] / MiB:.0f} MiB"
                + (f", 1% = {v['mod1']}" if "mod1" in v else "")
                + (f", {v['grown']}" if "grown" in v else "") for k, v in b.sets.items()),
-           ""]
-    md = hdr + lines + ["", "Targets (rdcp time ÷ contender time):", ""] + tl
+           ""] if b.sets else [])
+    md = hdr
+    if lines[2:]:
+        md += lines + ["", "Targets (rdcp time ÷ contender time):", ""] + tl
+    if dl:
+        md += [""] + dl
     if vl:
         md += ["", f"Inside the soft-RoCE VM (rxe, QEMU TCG, 2 vCPUs), {vm['vm_mib']} MiB per "
                "run (2 blobs + 200 small files), medians (MiB/s):", ""] + vl
@@ -630,7 +659,8 @@ def main():
         json.dump({"machine": mach, "scale": a.scale, "reps": a.reps, "sets": b.sets,
                    "medians": [dict(set=k[0], scenario=k[1], contender=k[2], **v)
                                for k, v in med.items()],
-                   "targets": targets, "vm": vm}, f, indent=1)
+                   "targets": targets, "vm": vm,
+                   "change_driven": {"medians": dmed, "targets": dtargets}}, f, indent=1)
     print(text)
     print(f"raw runs: {b.csv}; medians and targets: {a.results}/bench.json")
 
