@@ -253,6 +253,11 @@ fail:
 	return -EIO;
 }
 
+sqlite3 *idx_db_handle(struct idx_db *db)
+{
+	return db->h;
+}
+
 void idx_db_close(struct idx_db *db)
 {
 	if (!db)

@@ -70,6 +70,11 @@ int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 /* Throw the stored index away (with a warning) and start an empty one. */
 int  idx_db_reset(struct idx_db *db, const char *why);
 void idx_db_close(struct idx_db *db);
+/* The index of the tree at root as idx_scan() would open it (opts: its
+ * index_path, only, no_index); 0 with *db NULL when there is none to use. */
+int  idx_db_open_tree(const char *root, const struct idx_scan_opts *opts, struct idx_db **db);
+/* The open database handle (index/partial.c keeps a table of its own). */
+sqlite3 *idx_db_handle(struct idx_db *db);
 /*
  * What an index file says about itself: the tree it indexes (*root, the key
  * given to idx_db_open(), malloc'd; NULL if it does not say), when it was

@@ -263,6 +263,38 @@ int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res);
 int idx_save(const char *root, const struct idx_scan_opts *opts,
              const struct idx_manifest *prev, const struct idx_manifest *now);
 
+/*
+ * Partial files (index/partial.c): a sync receiver's record of a temp file
+ * it was writing when the run was cut off (rdcp --partial), kept in the
+ * tree's index so the next run can find it (never by name alone) and
+ * reuse the chunks it had verified. One record per path of the tree.
+ */
+struct idx_partial {
+	char    *path;                         /* the file's path in the tree */
+	char     tmp[IDX_TEMP_NAME_LEN + 1];   /* its temp file, same directory */
+	uint64_t ino;                          /* the temp file's inode */
+	uint64_t size;                         /* the size it was being written to */
+	uint32_t n;                            /* chunks of that size */
+	uint8_t *done;                         /* n: 1 when chunk k verified */
+	uint8_t *digest;                       /* n * IDX_HASH_LEN: what it matched */
+};
+struct idx_partials;
+/* The records of the tree at root, in its index (opts as for idx_scan());
+ * 0 with *out NULL when the run has no index. 0 or a negative errno. */
+int  idx_partials_open(const char *root, const struct idx_scan_opts *opts,
+                       struct idx_partials **out);
+/* Every record, malloc'd (idx_partials_free_list()); a row that does not
+ * decode is dropped. 0 or -ENOMEM/-EIO. */
+int  idx_partials_load(struct idx_partials *p, struct idx_partial **recs, size_t *n);
+void idx_partials_free_list(struct idx_partial *recs, size_t n);
+/* Store (replace) or remove the record of r->path / path. 0 or -EIO. */
+int  idx_partial_put(struct idx_partials *p, const struct idx_partial *r);
+int  idx_partial_del(struct idx_partials *p, const char *path);
+void idx_partials_close(struct idx_partials *p);
+/* A record's chunk column: n bytes of done, then n digests. decode: 0, or
+ * -EBADMSG when len is not that (a damaged index). For the fuzz target. */
+int  idx_partial_decode(const uint8_t *b, size_t len, uint32_t n, struct idx_partial *r);
+
 void idx_manifest_free(struct idx_manifest *m);
 /* Append a deep copy of e. Returns 0 or -ENOMEM. */
 int  idx_manifest_add(struct idx_manifest *m, const struct idx_entry *e);

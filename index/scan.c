@@ -52,36 +52,44 @@ static const char *key_of(const char *real, const char *only, char *buf, size_t 
 	return buf;
 }
 
-int idx_save(const char *root, const struct idx_scan_opts *opts,
-             const struct idx_manifest *prev, const struct idx_manifest *now)
+int idx_db_open_tree(const char *root, const struct idx_scan_opts *opts, struct idx_db **db)
 {
 	char keybuf[8192];
+	*db = NULL;
 	if (opts->no_index)
 		return 0;
 	char *real = realpath(root, NULL), *dbpath = NULL;
-	struct idx_db *db = NULL;
 	int rc = -ENOMEM;
 	if (opts->index_path)
 		dbpath = strdup(opts->index_path);
 	else if (default_path_for(root, opts->only, &dbpath) == 0 && !dbpath)
 		rc = 0;   /* no cache directory: said once already */
-	if (real && dbpath) {
-		/* Let the filesystem clock pass the newest change (one tick, a few
-		 * ms): rows changed in the tick of the stamp would count as racy and
-		 * be hashed again (see docs/index.md). */
-		int64_t newest = 0;
-		for (size_t i = 0; i < now->n; i++)
-			if (now->e[i].ctime_ns > newest)
-				newest = now->e[i].ctime_ns;
-		for (int k = 0; k < 100 && now_ns(CLOCK_REALTIME_COARSE) <= newest; k++)
-			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-		rc = idx_db_open(dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), &db);
-		if (rc == 0)
-			rc = idx_db_store(db, prev, now, now_ns(CLOCK_REALTIME_COARSE));
-	}
-	idx_db_close(db);
+	if (real && dbpath)
+		rc = idx_db_open(dbpath, key_of(real, opts->only, keybuf, sizeof keybuf), db);
 	free(real);
 	free(dbpath);
+	return rc;
+}
+
+int idx_save(const char *root, const struct idx_scan_opts *opts,
+             const struct idx_manifest *prev, const struct idx_manifest *now)
+{
+	if (opts->no_index)
+		return 0;
+	/* Let the filesystem clock pass the newest change (one tick, a few ms):
+	 * rows changed in the tick of the stamp would count as racy and be
+	 * hashed again (see docs/index.md). */
+	int64_t newest = 0;
+	for (size_t i = 0; i < now->n; i++)
+		if (now->e[i].ctime_ns > newest)
+			newest = now->e[i].ctime_ns;
+	for (int k = 0; k < 100 && now_ns(CLOCK_REALTIME_COARSE) <= newest; k++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	struct idx_db *db = NULL;
+	int rc = idx_db_open_tree(root, opts, &db);
+	if (rc == 0 && db)
+		rc = idx_db_store(db, prev, now, now_ns(CLOCK_REALTIME_COARSE));
+	idx_db_close(db);
 	return rc;
 }
 

@@ -104,18 +104,24 @@ int recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 	return f->bfd = fd;
 }
 
+/* Chunk k comes from the basis (not sent, not already in the temp). */
+static int from_basis(const struct rfile *f, uint32_t k)
+{
+	return f->map.how[k] == CH_HAVE && !(f->intemp && f->intemp[k]);
+}
+
 int recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
-	int in = recv_basis(s, e, f);
-	if (in < 0)
-		return -1;
 	for (uint32_t k = 0; k < f->map.n;) {
-		if (f->map.how[k] != CH_HAVE) {
+		if (!from_basis(f, k)) {
 			k++;
 			continue;
 		}
+		int in = recv_basis(s, e, f);   /* opened once, when first needed */
+		if (in < 0)
+			return -1;
 		uint32_t end = k;   /* a run of chunks kept: one copy */
-		while (end < f->map.n && f->map.how[end] == CH_HAVE)
+		while (end < f->map.n && from_basis(f, end))
 			end++;
 		uint64_t off = (uint64_t)k * IDX_CHUNK_SIZE;
 		uint64_t len = (uint64_t)end * IDX_CHUNK_SIZE > e->size

@@ -150,9 +150,11 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 	 * the filesystem cannot, a named temp file. */
 	if (no_tmpfile < 0)
 		no_tmpfile = getenv("RDCP_TEST_NO_TMPFILE") != NULL;
-	f->tmp[0] = 0;
+	f->tmp[0] = f->resume ? f->tmp[0] : 0;
 	if (f->inplace)
 		return recv_inplace_open(s, e, f);
+	if (f->track)   /* --partial: named and recorded, or an earlier run's */
+		return recv_partial_temp(s, e, f);
 	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 	for (int tries = 0; f->fd < 0 && tries < 5; tries++) {
 		idx_temp_name(f->tmp);
@@ -187,16 +189,19 @@ int recv_open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 
 void recv_drop_file(struct rfile *f)
 {
-	if (f->fd >= 0) {
+	if (f->fd >= 0 && f->track && !f->done) {
+		/* --partial: kept, with its fd, for recv_partial_end() to store */
+	} else if (f->fd >= 0) {
 		close(f->fd);
 		if (f->tmp[0])
 			unlinkat(f->dirfd, f->tmp, 0);
+		f->fd = -1;
 	}
 	if (f->dirfd >= 0)
 		close(f->dirfd);
 	if (f->bfd >= 0)
 		close(f->bfd);
-	f->fd = f->dirfd = f->bfd = -1;
+	f->dirfd = f->bfd = -1;
 	free(f->seen);
 	f->seen = NULL;
 	chunk_map_free(&f->map);
@@ -266,6 +271,7 @@ void recv_landed(struct rstate *s, size_t i, struct rfile *f)
 	const struct idx_entry *e = &s->sm.e[i];
 	f->done = 1;
 	s->written[i] = 1;
+	recv_partial_landed(s, f);
 	if (!f->existed)
 		STAT_ADD(s->res->created[SYNC_K_REG], 1);
 	recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
@@ -610,6 +616,7 @@ void recv_clean_temps(struct rstate *s)
 		while (d && (de = readdir(d)))
 			if (de->d_name[0] == '.' && idx_is_temp_name(de->d_name) &&
 			    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !recv_partial_kept(s, s->dm.e[i].path, de->d_name, st.st_ino) &&
 			    !S_ISDIR(st.st_mode) && st.st_uid == me)
 				unlinkat(fd, de->d_name, 0);
 		if (d)

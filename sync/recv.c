@@ -337,6 +337,7 @@ static int scan_dst(struct rstate *s)
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
+	recv_partial_load(s);   /* before the temps go: --partial may reuse some */
 	if (st.temps && !(r->flags & SYNC_F_DRYRUN))
 		recv_clean_temps(s);
 	return 0;
@@ -371,6 +372,7 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	recv_link_dest_start(s);
 	if ((rc = recv_plan(s, &s->want, &s->nwant)) < 0)
 		return rc;
+	recv_partial_sweep(s);   /* earlier runs' temps nothing reuses */
 	/* --delete-before: room made before any data comes (the sender waits
 	 * for the plan); what the sender could not read is known, what will
 	 * fail later cannot be */
@@ -590,6 +592,7 @@ int sync_receiver(struct role *r, struct sync_result *res)
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
 	res->ctl_tx = r->ctl->tx_bytes;
 	res->ctl_rx = r->ctl->rx_bytes;
+	recv_partial_end(&s);
 	rstate_free(&s);
 	return res->code;
 }

@@ -35,6 +35,13 @@ struct rfile {
 	const struct idx_entry *basis;   /* DST's entry (dm) when map.how is set */
 	int bfd;                         /* the basis, open (-1: not yet) */
 	int inplace;         /* --inplace, --append: fd is DST's file itself */
+	/* --partial (partial.c): the temp is named and recorded in the index */
+	int track;           /* record its verified chunks */
+	int resume;          /* tmp names an earlier run's temp, reused */
+	uint8_t *intemp;     /* per chunk: already in that temp (CH_HAVE) */
+	struct idx_partial *rec;   /* the record as stored */
+	uint32_t rec_dirty;  /* chunks verified since it was stored */
+	double rec_t;        /* when it was stored */
 };
 
 struct rstate {
@@ -99,6 +106,11 @@ struct rstate {
 	int set_uid, set_gid;    /* owners are ours to set (root, -o/-g, --chown) */
 	int xattr_all;           /* both sides read xattrs of every namespace
 	                            but system.* (as root), else user.* only */
+	/* --partial (partial.c): the records of earlier runs' temps */
+	struct idx_partials *parts;
+	struct idx_partial *prec;
+	size_t nprec;
+	uint8_t *pclaimed;       /* per record: reused by this run */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -140,6 +152,25 @@ int  recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *
 int  recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
 int  recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f);
+
+/* partial.c: --partial. load: the records of DST's index (before its temps
+ * are cleaned); kept: 1 when the temp name in directory dir is a recorded
+ * one (that inode) this run may reuse (recv_clean_temps leaves it). plan: for sm entry
+ * i, reuse an earlier run's temp (chunks it verified that still match the
+ * sender's are not asked for) and record this one; 0 or -ENOMEM. sweep:
+ * after the plan, remove the temps (by inode) and records nothing reuses.
+ * temp: f's temp file, named, reused or new, recorded; 0 or -1 (said).
+ * verified: chunk k of f is in, with digest; stored every 32 chunks or
+ * half second after fdatasync. landed: f is in place, its record goes. end: the
+ * run is over: what is still in flight is stored, for the next run. */
+void recv_partial_load(struct rstate *s);
+int  recv_partial_kept(const struct rstate *s, const char *dir, const char *name, uint64_t ino);
+int  recv_partial_plan(struct rstate *s, size_t i, struct rfile *f);
+void recv_partial_sweep(struct rstate *s);
+int  recv_partial_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+void recv_partial_verified(struct rstate *s, struct rfile *f, uint32_t k, const uint8_t *digest);
+void recv_partial_landed(struct rstate *s, struct rfile *f);
+void recv_partial_end(struct rstate *s);
 
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);

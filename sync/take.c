@@ -92,6 +92,7 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		done += (uint32_t)n;
 	}
 	STAT_ADD(s->res->bytes, m->len);
+	recv_partial_verified(s, f, (uint32_t)k, expect);
 	if (++f->got == f->need)
 		recv_finish_file(s, i, f);
 	return 0;
