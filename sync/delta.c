@@ -53,7 +53,7 @@ int recv_chunk_plan(struct rstate *s, size_t i, const struct idx_entry *d, struc
 		how[k] = same ? CH_HAVE : CH_WHOLE;
 		have += same;
 	}
-	if (!have) {   /* nothing to reuse: the whole file, as before */
+	if (!have && n > 1) {   /* nothing to reuse: the whole file, as before */
 		free(how);
 		return 0;
 	}
@@ -77,16 +77,19 @@ int recv_send_chunks(struct rstate *s, uint32_t send_n)
 
 int recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
-	if (f->bfd >= 0)
-		return f->bfd;
 	const struct idx_entry *d = f->basis;
 	struct stat st;
-	int fd = sync_open_beneath(s->root, e->path, O_RDONLY);
+	if (f->bfd == RECV_BASIS_BAD)
+		return -1;   /* said once */
+	/* opened once, checked at every use: it must not change under us from
+	 * the plan (block records) to the landing (the chunks copied) */
+	int fd = f->bfd >= 0 ? f->bfd : sync_open_beneath(s->root, e->path, O_RDONLY);
 	if (fd < 0) {
 		recv_fail(s, e->path, "cannot open the old file to reuse its unchanged chunks",
 		          errno);
 		return -1;
 	}
+	f->bfd = -1;
 	int64_t mt = 0;
 	if (fstat(fd, &st) == 0)
 		mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
@@ -98,6 +101,7 @@ int recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 		        log_path(shown, sizeof shown, e->path));
 		STAT_ADD(s->res->errors, 1);
 		close(fd);
+		f->bfd = RECV_BASIS_BAD;
 		return -1;
 	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -135,5 +139,6 @@ int recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f
 		STAT_ADD(s->res->matched, len);
 		k = end;
 	}
-	return 0;
+	/* and it did not change while it was copied */
+	return f->bfd >= 0 && recv_basis(s, e, f) < 0 ? -1 : 0;
 }

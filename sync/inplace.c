@@ -80,7 +80,7 @@ int recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile 
 	name = name ? name + 1 : e->path;
 	/* the directory was opened beneath DST's root; the file itself must
 	 * not be a symlink planted since the scan */
-	f->fd = openat(f->dirfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	f->fd = openat(f->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);   /* blocks.c reads */
 	struct stat st;
 	if (f->fd < 0 || fstat(f->fd, &st) < 0) {
 		recv_fail(s, e->path, "cannot open to write in place", errno);

@@ -203,9 +203,12 @@ void recv_drop_file(struct rfile *f)
 		close(f->dirfd);
 	if (f->bfd >= 0)
 		close(f->bfd);
-	f->dirfd = f->bfd = -1;
+	f->dirfd = -1;
+	f->bfd = f->bfd == RECV_BASIS_BAD ? RECV_BASIS_BAD : -1;
 	free(f->seen);
 	f->seen = NULL;
+	free(f->bhave);
+	f->bhave = NULL;
 	chunk_map_free(&f->map);
 }
 

@@ -80,7 +80,8 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 		s->change[i] = SKIPPED;
 		return rc == -ENOMEM ? rc : 0;
 	}
-	if (recv_partial_plan(s, i, rf) < 0)   /* --partial: an earlier run's temp */
+	if (recv_partial_plan(s, i, rf) < 0 ||   /* --partial: an earlier run's temp */
+	    recv_blocks_plan(s, e, rf) < 0)      /* changed chunks: by 64 KiB blocks */
 		return -ENOMEM;
 	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
 		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));

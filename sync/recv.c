@@ -530,6 +530,7 @@ static void rstate_free(struct rstate *s)
 		if (s->files[k].fd >= 0 || s->files[k].dirfd >= 0 || s->files[k].bfd >= 0)
 			recv_drop_file(&s->files[k]);
 		free(s->files[k].seen);
+		free(s->files[k].bhave);
 		chunk_map_free(&s->files[k].map);
 	}
 	free(s->logbuf);
@@ -544,6 +545,7 @@ static void rstate_free(struct rstate *s)
 	free(s->top);
 	free(s->root_path);
 	free(s->cdir);
+	free(s->scratch);
 	sync_chmod_free(s->chmod);
 	sync_filter_free(s->filter);
 	sync_files_roots_free(s->roots, s->nroots);

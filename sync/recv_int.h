@@ -19,6 +19,8 @@
 
 #include "sync/sync_int.h"
 
+#define RECV_BASIS_BAD (-2)
+
 /* A file being received. */
 struct rfile {
 	int fd;              /* temp file, -1 when not open */
@@ -33,12 +35,14 @@ struct rfile {
 	 * the rest comes from */
 	struct chunk_map map;            /* map.how NULL: every chunk is sent */
 	const struct idx_entry *basis;   /* DST's entry (dm) when map.how is set */
-	int bfd;                         /* the basis, open (-1: not yet) */
+	int bfd;                         /* the basis, open (-1: not yet;
+	                                    RECV_BASIS_BAD: it changed, said) */
 	int inplace;         /* --inplace, --append: fd is DST's file itself */
 	/* --partial (partial.c): the temp is named and recorded in the index */
 	int track;           /* record its verified chunks */
 	int resume;          /* tmp names an earlier run's temp, reused */
 	uint8_t *intemp;     /* per chunk: already in that temp (CH_HAVE) */
+	uint64_t *bhave;     /* per CH_BLOCKS chunk: the blocks the basis has */
 	struct idx_partial *rec;   /* the record as stored */
 	uint32_t rec_dirty;  /* chunks verified since it was stored */
 	double rec_t;        /* when it was stored */
@@ -111,6 +115,7 @@ struct rstate {
 	struct idx_partial *prec;
 	size_t nprec;
 	uint8_t *pclaimed;       /* per record: reused by this run */
+	uint8_t *scratch;        /* a chunk rebuilt from blocks (blocks.c) */
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -141,6 +146,15 @@ int  recv_chunk_plan(struct rstate *s, size_t i, const struct idx_entry *d, stru
 int  recv_send_chunks(struct rstate *s, uint32_t send_n);
 int  recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 int  recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+
+/* blocks.c: block delta. plan: for f's changed chunks that its basis has
+ * (after the other plans), block records (CH_BLOCKS, f->bhave); 0 or
+ * -ENOMEM. chunk: chunk k of a BLOCKS message m (its layout checked, mask
+ * its blocks) rebuilt with the basis's other blocks into *chunk (scratch,
+ * until the next call); 0, -1 (said), -ENOMEM. */
+int  recv_blocks_plan(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+int  recv_blocks_chunk(struct rstate *s, struct rfile *f, const struct idx_entry *e,
+                       uint32_t k, const struct tp_msg *m, uint64_t mask, uint8_t **chunk);
 
 /* inplace.c: --inplace, --append, --append-verify. plan: for sm entry i
  * that DST has as the regular file d, after recv_chunk_plan(): 0 (f set

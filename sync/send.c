@@ -124,6 +124,7 @@ struct chunk_rd {
 	uint32_t file;       /* manifest index */
 	int last;            /* the file's last chunk: its fd is closed with it */
 	int hole;            /* -S: all of it is a hole (not read) */
+	const uint8_t *rec;  /* CH_BLOCKS: the receiver's block record */
 	uint32_t len;        /* its bytes */
 };
 
@@ -169,6 +170,7 @@ struct sendq {
 	int fd;                  /* the file being queued, -1 between files */
 	uint64_t off;            /* its next chunk */
 	uint64_t end;            /* the end of its last chunk to send */
+	uint32_t brec;           /* its next block record (CTL_CHUNKS) */
 	uint32_t bad;            /* a file whose read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
@@ -202,6 +204,7 @@ static int open_next(struct sendq *q)
 	uint32_t i = q->big[q->bi];
 	const struct idx_entry *e = &q->m->e[i];
 	q->off = 0;
+	q->brec = 0;
 	q->end = map_end(q->bmap[q->bi], e->size);
 	q->fd = open_planned(&q->dc, root_of(q, i), e);
 	if (q->fd >= 0 && q->end == 0) {   /* it is all in DST's old version */
@@ -229,22 +232,26 @@ static int in_hole(int fd, uint64_t off, uint32_t len)
 	return (d < 0 && errno == ENXIO) || (d >= 0 && (uint64_t)d >= off + len);
 }
 
-/* The message for a chunk read into c->m: whole, or with -S its non-zero
- * blocks (a hole: none). Sets the kind in off's top bits. */
+/* The message for a chunk read into c->m: whole, or the blocks the
+ * receiver lacks (CH_BLOCKS), or with -S its non-zero blocks (a hole:
+ * none). Sets the kind in off's top bits. */
 static void shape(struct sendq *q, struct chunk_rd *c)
 {
 	c->m->len = c->len;
 	c->m->off = c->j.off;
 	uint32_t n = 0;
+	unsigned kind = SYNC_MSG_SPARSE;
 	if (c->hole) {
 		put_u64(c->m->data, 0);   /* no block: the mask alone */
 		n = 8;
+	} else if (c->rec && (n = blocks_pack(c->m->data, c->len, c->rec))) {
+		kind = SYNC_MSG_BLOCKS;
 	} else if (q->sparse) {
 		n = sparse_pack(c->m->data, c->len);
 	}
 	if (n) {
 		c->m->len = n;
-		c->m->off |= (uint64_t)SYNC_MSG_SPARSE << 62;
+		c->m->off |= (uint64_t)kind << 62;
 	}
 }
 
@@ -266,6 +273,8 @@ static int queue_reads(struct sendq *q)
 		uint32_t len = (uint32_t)(left < IDX_CHUNK_SIZE ? left : IDX_CHUNK_SIZE);
 		c->len = len;
 		c->hole = q->sparse && in_hole(q->fd, q->off, len);
+		c->rec = cm->how && cm->how[q->off / IDX_CHUNK_SIZE] == CH_BLOCKS
+		         ? cm->blocks + (size_t)q->brec++ * SYNC_BLOCK_REC : NULL;
 		/* a hole is not read: a job of no bytes keeps the ring's order */
 		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = c->hole ? 0 : len,
 		                        .off = q->off };

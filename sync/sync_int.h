@@ -97,6 +97,11 @@ enum {
  * are left alone (a fresh temp file: holes), or with punch (a file that
  * held data there) punched out, else written as zeros. 0 or -errno. */
 uint32_t sparse_pack(uint8_t *buf, uint32_t len);
+/* sync/blocks.c, the sender: the read chunk buf of len bytes as a
+ * SYNC_MSG_BLOCKS payload in place, given the receiver's block record rec
+ * (its blocks that differ, then their mask); its new length, or 0 (buf
+ * untouched) when it is better sent whole. */
+uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec);
 int  sparse_check(const void *data, uint32_t mlen, uint64_t len, uint64_t *mask);
 void sparse_hash(const void *data, uint64_t len, uint64_t mask, uint8_t out[IDX_HASH_LEN]);
 int  sparse_write(int fd, const void *data, uint64_t off, uint64_t len, uint64_t mask, int punch);

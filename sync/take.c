@@ -18,9 +18,25 @@
 
 /* Chunk k (want bytes) as message m of kind: well formed? 0, or the
  * rejection. *mask: which blocks a SPARSE message holds. */
-static int check_kind(struct rstate *s, const struct tp_msg *m, unsigned kind, uint64_t k,
-                      uint64_t want, const char *shown, uint64_t *mask)
+static int check_kind(struct rstate *s, const struct rfile *f, const struct tp_msg *m,
+                      unsigned kind, uint64_t k, uint64_t want, const char *shown,
+                      uint64_t *mask)
 {
+	if (kind == SYNC_MSG_BLOCKS && f->failed)
+		return 0;   /* its map is gone; what comes is dropped */
+	if (kind == SYNC_MSG_BLOCKS) {   /* the same layout as SPARSE's */
+		uint64_t all = want > 63 * (uint64_t)SYNC_BLOCK_SIZE ? ~UINT64_C(0)
+		               : (UINT64_C(1) << ((want + SYNC_BLOCK_SIZE - 1) / SYNC_BLOCK_SIZE)) - 1;
+		if (!f->map.how || f->map.how[k] != CH_BLOCKS)
+			return recv_reject(s, "the sender sent chunk %llu of '%s' by blocks, which "
+			                   "was not asked for", (unsigned long long)k, shown);
+		if (sparse_check(m->data, m->len, want, mask) < 0 ||
+		    (all & ~*mask & ~f->bhave[k]))
+			return recv_reject(s, "the sender sent chunk %llu of '%s' by blocks that do "
+			                   "not add up (%u bytes, or blocks we do not have left out)",
+			                   (unsigned long long)k, shown, m->len);
+		return 0;
+	}
 	if (kind == SYNC_MSG_SPARSE && (s->r->flags & SYNC_F_SPARSE)) {
 		if (sparse_check(m->data, m->len, want, mask) < 0)
 			return recv_reject(s, "the sender sent chunk %llu of '%s' as a sparse "
@@ -37,15 +53,15 @@ static int check_kind(struct rstate *s, const struct tp_msg *m, unsigned kind, u
 	return 0;
 }
 
-/* The verified chunk into f at off. 0 or -errno. */
-static int write_chunk(const struct rfile *f, const struct tp_msg *m, unsigned kind,
+/* The verified chunk (data, len bytes; a SPARSE message's blocks) into f
+ * at off. 0 or -errno. */
+static int write_chunk(const struct rfile *f, const uint8_t *data, uint32_t len, unsigned kind,
                        uint64_t off, uint64_t want, uint64_t mask)
 {
 	if (kind == SYNC_MSG_SPARSE)   /* a file that held data there: punched */
-		return sparse_write(f->fd, m->data, off, want, mask, f->inplace || f->resume);
-	for (uint32_t done = 0; done < m->len;) {
-		ssize_t n = pwrite(f->fd, (uint8_t *)m->data + done, m->len - done,
-		                   (off_t)(off + done));
+		return sparse_write(f->fd, data, off, want, mask, f->inplace || f->resume);
+	for (uint32_t done = 0; done < len;) {
+		ssize_t n = pwrite(f->fd, data + done, len - done, (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -85,7 +101,7 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
 		                   "for (DST has it)", (unsigned long long)k, shown);
 	uint64_t mask = 0;
-	if (check_kind(s, m, kind, k, want, shown, &mask) < 0)
+	if (check_kind(s, f, m, kind, k, want, shown, &mask) < 0)
 		return -EPROTO;
 	/* every chunk came (or this one did), or a one-chunk file's only chunk
 	 * came and failed: a chunk of a file that failed later is still news */
@@ -96,11 +112,21 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		f->seen[k] = 1;
 	if (f->failed)
 		return 0;
-	uint8_t h[IDX_HASH_LEN];
+	uint8_t h[IDX_HASH_LEN], *data = m->data;
+	uint32_t len = m->len;
+	if (kind == SYNC_MSG_BLOCKS) {   /* rebuilt with the old file's blocks */
+		int rc = recv_blocks_chunk(s, f, e, (uint32_t)k, m, mask, &data);
+		if (rc < 0) {
+			f->failed = 1;
+			recv_drop_file(f);
+			return rc == -ENOMEM ? rc : 0;
+		}
+		len = (uint32_t)want;
+	}
 	if (kind == SYNC_MSG_SPARSE)
 		sparse_hash(m->data, want, mask, h);
 	else
-		idx_hash_buf(m->data, m->len, h);
+		idx_hash_buf(data, len, h);
 	const uint8_t *expect = e->nchunks ? e->chunks + k * IDX_HASH_LEN : e->hash;
 	if (memcmp(h, expect, IDX_HASH_LEN) != 0) {
 		log_err("%s: chunk %llu does not match the sender's hash: the file changed "
@@ -116,14 +142,14 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		recv_drop_file(f);
 		return 0;
 	}
-	int err = -write_chunk(f, m, kind, off, want, mask);
+	int err = -write_chunk(f, data, len, kind, off, want, mask);
 	if (err) {
 		recv_fail(s, e->path, "write failed", err);
 		f->failed = 1;
 		recv_drop_file(f);
 		return err == ENOSPC || err == EDQUOT ? -err : 0;
 	}
-	STAT_ADD(s->res->bytes, kind == SYNC_MSG_SPARSE ? m->len - 8 : m->len);
+	STAT_ADD(s->res->bytes, kind != SYNC_MSG_WHOLE ? m->len - 8 : m->len);
 	recv_partial_verified(s, f, (uint32_t)k, expect);
 	if (++f->got == f->need)
 		recv_finish_file(s, i, f);

@@ -35,17 +35,18 @@ delta_one_chunk() {
 	[ "$rc" -eq 0 ]
 	cmp "$T/src/f" "$T/dst/f"
 	same "$T/src" "$T/dst"
-	[ "$(json_field bytes_sent <"$T/json")" -eq $((4 * MiB)) ]
-	[ "$(json_field bytes_matched <"$T/json")" -eq $((16 * MiB + 1234)) ]
+	# its chunk's one 64 KiB block (blocks.c); the rest reused
+	[ "$(json_field bytes_sent <"$T/json")" -eq 65536 ]
+	[ "$(json_field bytes_matched <"$T/json")" -eq $((20 * MiB + 1234 - 65536)) ]
 }
 
-@test "delta: one changed byte sends its one 4 MiB chunk (local)" {
+@test "delta: one changed byte sends one block of its chunk (local)" {
 	delta_one_chunk local
 }
-@test "delta: one changed byte sends its one 4 MiB chunk (push)" {
+@test "delta: one changed byte sends one block of its chunk (push)" {
 	delta_one_chunk push
 }
-@test "delta: one changed byte sends its one 4 MiB chunk (pull)" {
+@test "delta: one changed byte sends one block of its chunk (pull)" {
 	delta_one_chunk pull
 }
 
@@ -58,8 +59,9 @@ delta_one_chunk() {
 	[ "$rc" -eq 0 ]
 	cmp "$T/src/f" "$T/dst/f"
 	same "$T/src" "$T/dst"
-	# the old last chunk (at 16 MiB) and what follows: 23 MiB + 100 - 16 MiB
-	[ "$(json_field bytes_sent <"$T/json")" -eq $((7 * MiB + 100)) ]
+	# the old last chunk (at 16 MiB: 2 MiB + 100 bytes) keeps its 32 whole
+	# blocks; the rest of it and what follows: 23 MiB + 100 - 18 MiB
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((5 * MiB + 100)) ]
 }
 
 @test "delta: a file cut to a chunk boundary is built from the old one, nothing sent" {
@@ -94,8 +96,8 @@ delta_one_chunk() {
 	poke "$T/src/f" $((5 * MiB))
 	run sync_in local --sync -a --stats "$T/src" "$T/dst"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"Literal data: 4,194,304 bytes"* ]]
-	[[ "$output" == *"Matched data: 8,388,608 bytes"* ]]
+	[[ "$output" == *"Literal data: 65,536 bytes"* ]]
+	[[ "$output" == *"Matched data: 12,517,376 bytes"* ]]
 	[[ "$output" == *"Total transferred file size: 12,582,912 bytes"* ]]
 }
 
@@ -150,7 +152,7 @@ delta_one_chunk() {
 	run_json local --sync -a --json "$T/src" "$T/mnt/dst"
 	[ "$rc" -eq 0 ]
 	cmp "$T/src/f" "$T/mnt/dst/f"
-	[ "$(json_field bytes_sent <"$T/json")" -eq $((4 * MiB)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq 65536 ]
 	# the 36 MiB kept are extents shared with the old file's
 	local shared; shared=$(filefrag -v "$T/mnt/dst/f" | grep -c shared || true)
 	filefrag -v "$T/mnt/dst/f"

@@ -156,6 +156,9 @@ attack() {
 	attack pull chunk-twice 12 "the sender sent chunk 0 of 'a' twice"
 	cmp <(printf 'a-content.%.0s' $(seq 10000)) "$W/dst/a"   # the first, verified
 }
+@test "attack: a chunk by blocks that was not asked for by blocks" {
+	attack pull blocks-unasked 12 "the sender sent chunk 0 of 'a' by blocks, which was not asked for"
+}
 @test "attack: a sparse message to a receiver without -S" {
 	attack pull sparse-without-S 12 "the sender sent chunk 0 of 'a' as a message of unknown kind 2"
 }

@@ -302,6 +302,7 @@ def archive(*parts):
 # ("chunk", id, off, payload[, claimed len]) and ("archive", bytes)
 SPARSE = 2 << 62   # a -S message: its non-zero blocks, then their u64 mask
 DATA = {
+    "blocks-unasked": [("chunk", 2, 1 << 62, A[:65536] + struct.pack(">Q", 1))],
     "sparse-without-S": [("chunk", 2, SPARSE, A[:65536] + struct.pack(">Q", 1))],
     "sparse-mask-past": [("chunk", 2, SPARSE, A[:65536] + struct.pack(">Q", 1 << 5))],
     "sparse-bad-len": [("chunk", 2, SPARSE, A[:1000] + struct.pack(">Q", 1))],
