@@ -56,7 +56,9 @@ mk_src() {
 @test "--partial: kill -9 of the receiving side at half, the next run sends about the other half" {
 	mk_src
 	start_push --partial
-	pkill -9 -f -- "--server.*$T/dst" || pkill -9 -f -- "rdcp --server"
+	# the server is this push's own child (local-rsh execs it); a pattern
+	# alone would also kill the servers of other runs on the machine
+	pkill -9 -P "$pid" -f -- --server
 	wait "$pid" || true
 	sleep 0.5
 	sync_in push --sync -a --partial --json "$T/src" "$T/dst" >"$T/json"
