@@ -102,6 +102,22 @@ mk_src() {
 	[ -z "$(temps)" ]
 }
 
+@test "--partial: a verified chunk overwritten in the temp file (same inode) does not survive" {
+	mk_src
+	start_push --partial
+	kill -9 "$pid"
+	wait "$pid" || true
+	local t; t=$(temps | head -1)
+	[ -n "$t" ]
+	# chunk 0 had verified and is recorded; scribble on it where it is
+	head -c $((1 * MiB)) /dev/zero | dd of="$t" bs=1M seek=1 conv=notrunc status=none
+	sync_in push --sync -a --partial --json "$T/src" "$T/dst" >"$T/json"
+	cat "$T/json"
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
+	[ -z "$(temps)" ]
+}
+
 @test "--partial: a run without it removes the kept temp file, by its record" {
 	mk_src
 	start_push --partial
