@@ -169,8 +169,10 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		f->dirfd = -1;
 		return -1;
 	}
-	/* size multi-chunk files up front (chunks land in any order) */
-	if (e->nchunks && ftruncate(f->fd, (off_t)e->size) < 0) {
+	/* size multi-chunk files up front (chunks land in any order); with -S
+	 * any file: its zero blocks at the end are never written */
+	if ((e->nchunks || (s->r->flags & SYNC_F_SPARSE)) &&
+	    ftruncate(f->fd, (off_t)e->size) < 0) {
 		recv_fail(s, e->path, "cannot size the temp file", errno);
 		return -1;
 	}

@@ -519,12 +519,9 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 	return -1;
 }
 
-/* Options parsed but not built yet: refused, so none is silently ignored. */
+/* Options that do not go together, or not with this run. */
 int sync_opts_check(const struct sync_opts *o)
 {
-	static const struct { unsigned flag; const char *name; } later[] = {
-		{ SYNC_F_SPARSE, "-S/--sparse" },
-	};
 	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
 		        "are looked at");
@@ -555,11 +552,6 @@ int sync_opts_check(const struct sync_opts *o)
 		log_err("--suffix cannot be empty without --backup-dir");
 		return RD_EXIT_USAGE;
 	}
-	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
-		if (o->flags & later[i].flag) {
-			log_err("%s is not implemented yet", later[i].name);
-			return RD_EXIT_USAGE;
-		}
 	return 0;
 }
 

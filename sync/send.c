@@ -123,6 +123,8 @@ struct chunk_rd {
 	struct tp_msg *m;
 	uint32_t file;       /* manifest index */
 	int last;            /* the file's last chunk: its fd is closed with it */
+	int hole;            /* -S: all of it is a hole (not read) */
+	uint32_t len;        /* its bytes */
 };
 
 /* The receiver's frames while we send: its lines (CTL_LOG) printed as they
@@ -170,6 +172,7 @@ struct sendq {
 	uint32_t bad;            /* a file whose read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
+	int sparse;              /* -S: zero blocks as a mask, holes not read */
 };
 
 /* The directory entry i's path is relative to. */
@@ -219,6 +222,32 @@ static int open_next(struct sendq *q)
 	return -1;
 }
 
+/* -S: is [off, off + len) of fd all hole (no data up to its end)? */
+static int in_hole(int fd, uint64_t off, uint32_t len)
+{
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+	return (d < 0 && errno == ENXIO) || (d >= 0 && (uint64_t)d >= off + len);
+}
+
+/* The message for a chunk read into c->m: whole, or with -S its non-zero
+ * blocks (a hole: none). Sets the kind in off's top bits. */
+static void shape(struct sendq *q, struct chunk_rd *c)
+{
+	c->m->len = c->len;
+	c->m->off = c->j.off;
+	uint32_t n = 0;
+	if (c->hole) {
+		put_u64(c->m->data, 0);   /* no block: the mask alone */
+		n = 8;
+	} else if (q->sparse) {
+		n = sparse_pack(c->m->data, c->len);
+	}
+	if (n) {
+		c->m->len = n;
+		c->m->off |= (uint64_t)SYNC_MSG_SPARSE << 62;
+	}
+}
+
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
 static int queue_reads(struct sendq *q)
 {
@@ -235,7 +264,11 @@ static int queue_reads(struct sendq *q)
 			return rc;
 		uint64_t left = e->size - q->off;
 		uint32_t len = (uint32_t)(left < IDX_CHUNK_SIZE ? left : IDX_CHUNK_SIZE);
-		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = len, .off = q->off };
+		c->len = len;
+		c->hole = q->sparse && in_hole(q->fd, q->off, len);
+		/* a hole is not read: a job of no bytes keeps the ring's order */
+		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = c->hole ? 0 : len,
+		                        .off = q->off };
 		c->file = q->big[q->bi];
 		c->last = q->off + len >= q->end;
 		q->off += len;
@@ -269,12 +302,12 @@ static int send_next(struct sendq *q, int drop)
 	if (drop || c->file == q->bad) {
 		tp_msg_put(q->ts, c->m);
 	} else {
-		c->m->len = c->j.len;
+		shape(q, c);
 		c->m->id = (uint64_t)c->file + 1;
-		c->m->off = c->j.off;
+		uint32_t data = SYNC_MSG_KIND(c->m->off) ? c->m->len - 8 : c->m->len;
 		if ((rc = tp_msg_send(q->ts, c->m)) == 0) {
-			q->res->bytes += c->j.len;
-			q->big_bytes += c->j.len;
+			q->res->bytes += data;
+			q->big_bytes += data;
 		}
 	}
 	if (c->last) {
@@ -801,7 +834,7 @@ static int send_data(struct sstate *s)
 		return -errno;
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
 	                   .m = &s->m, .res = s->res, .w = &s->w, .fd = -1, .bad = UINT32_MAX,
-	                   .sent = s->sent };
+	                   .sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0 };
 	int rc = send_all(&q, s->plan, s->maps, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)

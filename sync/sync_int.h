@@ -88,6 +88,19 @@ enum {
 	                          mask: the rest is zeros (-S: holes) */
 };
 
+/* sync/sparse.c: -S. pack: the read chunk buf of len bytes as a
+ * SYNC_MSG_SPARSE payload in place (its non-zero 64 KiB blocks, then their
+ * mask); its new length, or 0 when no block is zeros (send it whole).
+ * check: a SPARSE payload of mlen bytes for a chunk of len bytes is well
+ * formed (peer input): 0, or -1. hash: the chunk it stands for, with zeros
+ * in the blocks not in mask. write: its blocks at off of fd; the others
+ * are left alone (a fresh temp file: holes), or with punch (a file that
+ * held data there) punched out, else written as zeros. 0 or -errno. */
+uint32_t sparse_pack(uint8_t *buf, uint32_t len);
+int  sparse_check(const void *data, uint32_t mlen, uint64_t len, uint64_t *mask);
+void sparse_hash(const void *data, uint64_t len, uint64_t mask, uint8_t out[IDX_HASH_LEN]);
+int  sparse_write(int fd, const void *data, uint64_t off, uint64_t len, uint64_t mask, int punch);
+
 /* One planned file's chunk map. how NULL: every chunk whole (no map sent). */
 struct chunk_map {
 	uint32_t n;          /* the sender's chunks (idx_nchunks(size)) */

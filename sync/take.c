@@ -16,6 +16,45 @@
 #include "common/wire.h"
 #include "sync/recv_int.h"
 
+/* Chunk k (want bytes) as message m of kind: well formed? 0, or the
+ * rejection. *mask: which blocks a SPARSE message holds. */
+static int check_kind(struct rstate *s, const struct tp_msg *m, unsigned kind, uint64_t k,
+                      uint64_t want, const char *shown, uint64_t *mask)
+{
+	if (kind == SYNC_MSG_SPARSE && (s->r->flags & SYNC_F_SPARSE)) {
+		if (sparse_check(m->data, m->len, want, mask) < 0)
+			return recv_reject(s, "the sender sent chunk %llu of '%s' as a sparse "
+			                   "message whose blocks do not add up (%u bytes)",
+			                   (unsigned long long)k, shown, m->len);
+		return 0;
+	}
+	if (kind != SYNC_MSG_WHOLE)
+		return recv_reject(s, "the sender sent chunk %llu of '%s' as a message of "
+		                   "unknown kind %u", (unsigned long long)k, shown, kind);
+	if (m->len != want)
+		return recv_reject(s, "the sender sent chunk %llu of '%s' with %u bytes, not %llu",
+		                   (unsigned long long)k, shown, m->len, (unsigned long long)want);
+	return 0;
+}
+
+/* The verified chunk into f at off. 0 or -errno. */
+static int write_chunk(const struct rfile *f, const struct tp_msg *m, unsigned kind,
+                       uint64_t off, uint64_t want, uint64_t mask)
+{
+	if (kind == SYNC_MSG_SPARSE)   /* a file that held data there: punched */
+		return sparse_write(f->fd, m->data, off, want, mask, f->inplace || f->resume);
+	for (uint32_t done = 0; done < m->len;) {
+		ssize_t n = pwrite(f->fd, (uint8_t *)m->data + done, m->len - done,
+		                   (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (uint32_t)n;
+	}
+	return 0;
+}
+
 /* One message: a chunk of file (id - 1) at off. */
 static int take_chunk(struct rstate *s, struct tp_msg *m)
 {
@@ -45,12 +84,9 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 	if (f->map.how && f->map.how[k] == CH_HAVE)
 		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
 		                   "for (DST has it)", (unsigned long long)k, shown);
-	if (kind != SYNC_MSG_WHOLE)
-		return recv_reject(s, "the sender sent chunk %llu of '%s' as a message of "
-		                   "unknown kind %u", (unsigned long long)k, shown, kind);
-	if (m->len != want)
-		return recv_reject(s, "the sender sent chunk %llu of '%s' with %u bytes, not %llu",
-		                   (unsigned long long)k, shown, m->len, (unsigned long long)want);
+	uint64_t mask = 0;
+	if (check_kind(s, m, kind, k, want, shown, &mask) < 0)
+		return -EPROTO;
 	/* every chunk came (or this one did), or a one-chunk file's only chunk
 	 * came and failed: a chunk of a file that failed later is still news */
 	if (f->done || f->got >= f->need || (f->seen && f->seen[k]) || (!e->nchunks && f->failed))
@@ -61,7 +97,10 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 	if (f->failed)
 		return 0;
 	uint8_t h[IDX_HASH_LEN];
-	idx_hash_buf(m->data, m->len, h);
+	if (kind == SYNC_MSG_SPARSE)
+		sparse_hash(m->data, want, mask, h);
+	else
+		idx_hash_buf(m->data, m->len, h);
 	const uint8_t *expect = e->nchunks ? e->chunks + k * IDX_HASH_LEN : e->hash;
 	if (memcmp(h, expect, IDX_HASH_LEN) != 0) {
 		log_err("%s: chunk %llu does not match the sender's hash: the file changed "
@@ -77,21 +116,14 @@ static int take_chunk(struct rstate *s, struct tp_msg *m)
 		recv_drop_file(f);
 		return 0;
 	}
-	for (uint32_t done = 0; done < m->len;) {
-		ssize_t n = pwrite(f->fd, (uint8_t *)m->data + done, m->len - done,
-		                   (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int err = n < 0 ? errno : EIO;   /* before anything else can change it */
-			recv_fail(s, e->path, "write failed", err);
-			f->failed = 1;
-			recv_drop_file(f);
-			return err == ENOSPC || err == EDQUOT ? -err : 0;
-		}
-		done += (uint32_t)n;
+	int err = -write_chunk(f, m, kind, off, want, mask);
+	if (err) {
+		recv_fail(s, e->path, "write failed", err);
+		f->failed = 1;
+		recv_drop_file(f);
+		return err == ENOSPC || err == EDQUOT ? -err : 0;
 	}
-	STAT_ADD(s->res->bytes, m->len);
+	STAT_ADD(s->res->bytes, kind == SYNC_MSG_SPARSE ? m->len - 8 : m->len);
 	recv_partial_verified(s, f, (uint32_t)k, expect);
 	if (++f->got == f->need)
 		recv_finish_file(s, i, f);

@@ -37,7 +37,8 @@ snapshot() {
 attack() {
 	local mode=$1 scenario=$2 code=$3 text=$4 rc=0
 	if [ "$mode" = pull ]; then
-		"$RDCP" -e "$FAKE $scenario" --sync host:src "$W/dst" >"$T/out" 2>"$T/err" || rc=$?
+		"$RDCP" ${ATTACK_ARGS:-} -e "$FAKE $scenario" --sync host:src "$W/dst" >"$T/out" \
+			2>"$T/err" || rc=$?
 	else
 		"$RDCP" -e "$FAKE $scenario" --sync "$T/src" host:dst >"$T/out" 2>"$T/err" || rc=$?
 	fi
@@ -154,6 +155,19 @@ attack() {
 @test "attack: the same chunk of a file twice" {
 	attack pull chunk-twice 12 "the sender sent chunk 0 of 'a' twice"
 	cmp <(printf 'a-content.%.0s' $(seq 10000)) "$W/dst/a"   # the first, verified
+}
+@test "attack: a sparse message to a receiver without -S" {
+	attack pull sparse-without-S 12 "the sender sent chunk 0 of 'a' as a message of unknown kind 2"
+}
+@test "attack: a sparse message with a block past the chunk's end (-S)" {
+	ATTACK_ARGS=-S attack pull sparse-mask-past 12 "the sender sent chunk 0 of 'a' as a sparse message whose blocks do not add up (65544 bytes)"
+}
+@test "attack: a sparse message shorter than its mask says (-S)" {
+	ATTACK_ARGS=-S attack pull sparse-bad-len 12 "the sender sent chunk 0 of 'a' as a sparse message whose blocks do not add up (1008 bytes)"
+}
+@test "attack: a sparse message whose zeros do not verify: the file is left as it was, exit 23 (-S)" {
+	ATTACK_ARGS=-S attack pull sparse-bad-hash 23 "rdcp: a: chunk 0 does not match the sender's hash"
+	[ ! -e "$W/dst/a" ]
 }
 @test "attack: a chunk whose hash does not match: the file is left as it was, exit 23" {
 	attack pull chunk-bad-hash 23 "rdcp: a: chunk 0 does not match the sender's hash"

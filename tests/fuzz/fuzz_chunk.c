@@ -4,7 +4,9 @@
  *   id (8), off (8), len (4), how (1): 0 = len zero bytes (the manifest's
  *   content, so chunks can verify), 1 = the next len bytes of the input,
  *   else len bytes of the value how
- * (len at most 4 MiB: the transport refuses longer messages). Whatever
+ * (len at most 4 MiB: the transport refuses longer messages). An input
+ * whose last byte is 0xff runs with -S, so sparse messages
+ * (off's kind 2) are taken, not refused. Whatever
  * comes, only verified content may land, and only at the manifest's paths.
  */
 #include <stdint.h>
@@ -20,6 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct fixture f;
 	fx_start(&f);
+	if (size && data[size - 1] == 0xff)
+		f.r.flags |= SYNC_F_SPARSE;
 	for (int k = 0; size >= 21 && k < 64; k++) {
 		struct tp_msg m = { .id = get_u64(data), .off = get_u64(data + 8) };
 		uint32_t len = get_u32(data + 16);

@@ -300,7 +300,11 @@ def archive(*parts):
 
 # name -> what the sender sends in the data session: a list of
 # ("chunk", id, off, payload[, claimed len]) and ("archive", bytes)
+SPARSE = 2 << 62   # a -S message: its non-zero blocks, then their u64 mask
 DATA = {
+    "sparse-without-S": [("chunk", 2, SPARSE, A[:65536] + struct.pack(">Q", 1))],
+    "sparse-mask-past": [("chunk", 2, SPARSE, A[:65536] + struct.pack(">Q", 1 << 5))],
+    "sparse-bad-len": [("chunk", 2, SPARSE, A[:1000] + struct.pack(">Q", 1))],
     "chunk-past-end": [("chunk", 2, 8 * CHUNK, A)],
     "chunk-len-not-chunk": [("chunk", 2, 0, A[:5000])],
     "chunk-len-past-buffer": [("chunk", 2, 0, b"", 5 * CHUNK)],
@@ -310,6 +314,9 @@ DATA = {
     "chunk-bad-hash": [("chunk", 2, 0, content(b"evil", 100000)),
                        ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
                                                                tar_entry(5, T_), TAR_END))],
+    "sparse-bad-hash": [("chunk", 2, SPARSE, struct.pack(">Q", 0)),
+                        ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
+                                                                tar_entry(5, T_), TAR_END))],
     "archive-absurd-size": [("archive", archive(tar_entry(4, b"", size=1 << 40)))],
     "archive-large-file": [("archive", archive(tar_entry(3, C), TAR_END))],
     "archive-twice": [("archive", archive(tar_entry(4, S), tar_entry(4, S), TAR_END))],
