@@ -88,6 +88,31 @@ static int temp_there(struct rstate *s, const struct idx_partial *rec)
 	return ok;
 }
 
+/* rec's temp opened for reading, or -1. */
+static int open_temp(struct rstate *s, const struct idx_partial *rec)
+{
+	const char *name;
+	int pd = recv_open_parent(s->root, rec->path, &name);
+	if (pd < 0)
+		return -1;
+	int fd = openat(pd, rec->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(pd);
+	return fd;
+}
+
+/* Does chunk k of the temp still hold what it verified against? The record
+ * only says what was on disk when it was stored: the temp may have been
+ * written to since (same inode), and a stale chunk must not land. */
+static int still_there(int fd, uint64_t size, uint32_t k, const uint8_t *want, uint8_t *buf)
+{
+	uint64_t len = chunk_len(size, k);
+	uint8_t h[IDX_HASH_LEN];
+	if (fd < 0 || pread(fd, buf, len, (off_t)((uint64_t)k * IDX_CHUNK_SIZE)) != (ssize_t)len)
+		return 0;
+	idx_hash_buf(buf, len, h);
+	return !memcmp(h, want, IDX_HASH_LEN);
+}
+
 /* Which chunks of rec's temp e can keep: into f->intemp and f's map. The
  * number kept, or -ENOMEM. */
 static int64_t reuse(struct rstate *s, const struct idx_entry *e, const struct idx_partial *rec,
@@ -103,15 +128,23 @@ static int64_t reuse(struct rstate *s, const struct idx_entry *e, const struct i
 		memset(f->map.how, CH_WHOLE, n);
 		f->map.n = f->map.filled = n;
 	}
+	uint8_t *buf = malloc(IDX_CHUNK_SIZE);
+	if (!buf)
+		return -ENOMEM;
+	int fd = open_temp(s, rec);
 	for (uint32_t k = 0; k < n && k < rec->n; k++) {
 		if (!rec->done[k] || chunk_len(rec->size, k) != chunk_len(e->size, k) ||
-		    memcmp(rec->digest + (size_t)k * IDX_HASH_LEN, chunk_digest(e, k), IDX_HASH_LEN))
+		    memcmp(rec->digest + (size_t)k * IDX_HASH_LEN, chunk_digest(e, k), IDX_HASH_LEN) ||
+		    !still_there(fd, e->size, k, chunk_digest(e, k), buf))
 			continue;
 		f->intemp[k] = 1;
 		f->map.how[k] = CH_HAVE;
 		STAT_ADD(s->res->matched, chunk_len(e->size, k));
 		kept++;
 	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
 	f->need = 0;
 	for (uint32_t k = 0; k < n; k++)
 		f->need += f->map.how[k] != CH_HAVE;

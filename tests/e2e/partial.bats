@@ -56,7 +56,9 @@ mk_src() {
 @test "--partial: kill -9 of the receiving side at half, the next run sends about the other half" {
 	mk_src
 	start_push --partial
-	pkill -9 -f -- "--server.*$T/dst" || pkill -9 -f -- "rdcp --server"
+	# the server is this push's own child (local-rsh execs it); a pattern
+	# alone would also kill the servers of other runs on the machine
+	pkill -9 -P "$pid" -f -- --server
 	wait "$pid" || true
 	sleep 0.5
 	sync_in push --sync -a --partial --json "$T/src" "$T/dst" >"$T/json"
@@ -97,6 +99,22 @@ mk_src() {
 	cat "$T/json"
 	cmp "$T/src/f" "$T/dst/f"
 	[ "$(json_field bytes_sent <"$T/json")" -eq $((SIZE + 6)) ]
+	[ -z "$(temps)" ]
+}
+
+@test "--partial: a verified chunk overwritten in the temp file (same inode) does not survive" {
+	mk_src
+	start_push --partial
+	kill -9 "$pid"
+	wait "$pid" || true
+	local t; t=$(temps | head -1)
+	[ -n "$t" ]
+	# chunk 0 had verified and is recorded; scribble on it where it is
+	head -c $((1 * MiB)) /dev/zero | dd of="$t" bs=1M seek=1 conv=notrunc status=none
+	sync_in push --sync -a --partial --json "$T/src" "$T/dst" >"$T/json"
+	cat "$T/json"
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
 	[ -z "$(temps)" ]
 }
 
