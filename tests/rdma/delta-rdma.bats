@@ -88,7 +88,11 @@ poke() { printf 'Z' | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
 	[ -n "$t" ]
 	kill -9 "$pid"
 	wait "$pid" || true
-	sleep 1
+	# the receiving side learns of it from the RDMA connection's end, and
+	# then gives its tree's lock back: wait for it (the only rdcp here)
+	for ((i = 0; i < 600; i++)); do pgrep -f -- 'rdcp.* --server' >/dev/null || break; sleep 0.1; done
+	echo "the receiver ended $((i / 10)) s after the sender was killed"
+	! pgrep -f -- 'rdcp.* --server'
 	push --partial "$T/src" "vm:$T/dst" >"$T/json"
 	cat "$T/json"
 	cmp "$T/src/f" "$T/dst/f"
