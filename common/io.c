@@ -39,6 +39,22 @@ int io_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 static long long now_ms(void)
 {
 	struct timespec ts;

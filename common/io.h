@@ -5,9 +5,12 @@
 #define RDCP_COMMON_IO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 int io_read_full(int fd, void *buf, size_t len);
 int io_write_full(int fd, const void *buf, size_t len);
+/* All of buf at off of fd (pwrite); a write of nothing is -EIO. */
+int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 /* The same with an inactivity limit: -ETIME when no byte moves for
  * timeout_ms (0: none). For a write to be bounded, fd must be O_NONBLOCK. */
 int io_xfer_timeout(int fd, void *buf, size_t len, int writing, int timeout_ms);

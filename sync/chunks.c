@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
@@ -191,12 +192,7 @@ static int copy_rw(int in, int out, uint64_t off, uint64_t len)
 			rc = got < 0 ? -errno : -ENODATA;   /* shorter than it said */
 			break;
 		}
-		for (ssize_t done = 0; done < got && rc == 0;) {
-			ssize_t w = pwrite(out, buf + done, (size_t)(got - done), (off_t)off + done);
-			if (w < 0 && errno != EINTR)
-				rc = -errno;
-			done += w > 0 ? w : 0;
-		}
+		rc = io_pwrite_full(out, buf, (size_t)got, off);
 		off += (uint64_t)got;
 		len -= (uint64_t)got;
 	}

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/io.h"
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
@@ -88,19 +89,6 @@ void sparse_hash(const void *data, uint64_t len, uint64_t mask, uint8_t out[IDX_
 	XXH3_freeState(st);
 }
 
-static int write_all(int fd, const uint8_t *p, uint32_t n, uint64_t off)
-{
-	for (uint32_t done = 0; done < n;) {
-		ssize_t w = pwrite(fd, p + done, n - done, (off_t)(off + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		done += (uint32_t)w;
-	}
-	return 0;
-}
-
 int sparse_write(int fd, const void *data, uint64_t off, uint64_t len, uint64_t mask, int punch)
 {
 	const uint8_t *p = data;
@@ -109,11 +97,11 @@ int sparse_write(int fd, const void *data, uint64_t off, uint64_t len, uint64_t 
 		uint64_t at = off + (uint64_t)b * SYNC_BLOCK_SIZE;
 		int rc = 0;
 		if (mask & (UINT64_C(1) << b)) {
-			rc = write_all(fd, p, bl, at);
+			rc = io_pwrite_full(fd, p, bl, at);
 			p += bl;
 		} else if (punch && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		                              (off_t)at, bl) < 0) {
-			rc = write_all(fd, zeros, bl, at);   /* no holes here: zeros */
+			rc = io_pwrite_full(fd, zeros, bl, at);   /* no holes here: zeros */
 		}
 		if (rc < 0)
 			return rc;

@@ -12,6 +12,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "sync/recv_int.h"
@@ -60,46 +61,53 @@ static int write_chunk(const struct rfile *f, const uint8_t *data, uint32_t len,
 {
 	if (kind == SYNC_MSG_SPARSE)   /* a file that held data there: punched */
 		return sparse_write(f->fd, data, off, want, mask, f->inplace || f->resume);
-	for (uint32_t done = 0; done < len;) {
-		ssize_t n = pwrite(f->fd, data + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (uint32_t)n;
-	}
-	return 0;
+	return io_pwrite_full(f->fd, data, len, off);
 }
 
 /* One message: a chunk of file (id - 1) at off. */
-static int take_chunk(struct rstate *s, struct tp_msg *m)
+/* Which planned file and chunk message m is for: *i, and its offset
+ * (without the kind). 0, or the rejection. shown: the file's path. */
+static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint64_t *off,
+                      char shown[300])
 {
-	char shown[300];
 	if (m->id <= s->shift || m->id - s->shift > s->sm.n)
 		return recv_reject(s, "the sender sent data for file id %llu, which its file list "
 		                   "does not have", (unsigned long long)m->id);
-	size_t i = (size_t)(m->id - 1 - s->shift);
-	const struct idx_entry *e = &s->sm.e[i];
-	log_path(shown, sizeof shown, e->path);
-	if (s->fetch[i] < 0)
+	*i = (size_t)(m->id - 1 - s->shift);
+	const struct idx_entry *e = &s->sm.e[*i];
+	log_path(shown, 300, e->path);
+	if (s->fetch[*i] < 0)
 		return recv_reject(s, "the sender sent a chunk of '%s', which was not asked for",
 		                   shown);
-	struct rfile *f = &s->files[s->fetch[i]];
+	const struct rfile *f = &s->files[s->fetch[*i]];
 	/* small files come only in the archive (whose writer threads own them) */
 	if (e->size < SYNC_SMALL)
 		return recv_reject(s, "the sender sent a chunk of the small file '%s' (small "
 		                   "files come in the archive)", shown);
-	uint64_t off = m->off & SYNC_OFF_MASK;
-	unsigned kind = SYNC_MSG_KIND(m->off);
-	if (off >= e->size || off % IDX_CHUNK_SIZE)
+	*off = m->off & SYNC_OFF_MASK;
+	if (*off >= e->size || *off % IDX_CHUNK_SIZE)
 		return recv_reject(s, "the sender sent a chunk of '%s' at offset %llu, %s", shown,
-		                   (unsigned long long)off, off >= e->size ? "past its end"
+		                   (unsigned long long)*off, *off >= e->size ? "past its end"
 		                   : "not on a chunk boundary");
+	if (f->map.how && f->map.how[*off / IDX_CHUNK_SIZE] == CH_HAVE)
+		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
+		                   "for (DST has it)", (unsigned long long)(*off / IDX_CHUNK_SIZE),
+		                   shown);
+	return 0;
+}
+
+static int take_chunk(struct rstate *s, struct tp_msg *m)
+{
+	char shown[300];
+	size_t i = 0;
+	uint64_t off = 0;
+	if (find_chunk(s, m, &i, &off, shown) < 0)
+		return -EPROTO;
+	const struct idx_entry *e = &s->sm.e[i];
+	struct rfile *f = &s->files[s->fetch[i]];
+	unsigned kind = SYNC_MSG_KIND(m->off);
 	uint64_t k = off / IDX_CHUNK_SIZE;
 	uint64_t want = e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE;
-	if (f->map.how && f->map.how[k] == CH_HAVE)
-		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
-		                   "for (DST has it)", (unsigned long long)k, shown);
 	uint64_t mask = 0;
 	if (check_kind(s, f, m, kind, k, want, shown, &mask) < 0)
 		return -EPROTO;
