@@ -118,7 +118,7 @@ sync
 busybox poweroff -f
 GUEST
 
-timeout "${VM_TIMEOUT:-1200}" qemu-system-x86_64 \
+timeout "${VM_TIMEOUT:-2100}" qemu-system-x86_64 \
 	-accel tcg,thread=multi -cpu max -smp 2 -m "${VM_MEM:-4G}" \
 	-nodefaults -no-user-config -display none -serial "file:$job/console" \
 	-monitor none -nic none -no-reboot \
