@@ -9,7 +9,7 @@
 # reason (and the console) when the VM could not run it.
 #   RDCP_VM_KERNEL  kernel version to boot (default: the installed one that
 #                   has rdma_rxe; pinned, never "the newest" by accident)
-#   VM_TIMEOUT      seconds before the VM is killed (default 600)
+#   VM_TIMEOUT      seconds before the VM is killed (default 2100: the emulated CPU drifts)
 #   VM_MEM          guest memory (default 4G)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
