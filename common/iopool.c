@@ -16,7 +16,7 @@ struct io_pool {
 	int nth;
 };
 
-static void run_job(struct io_job *j)
+void io_job_run(struct io_job *j)
 {
 	uint8_t *buf = j->buf;
 	j->got = 0;
@@ -52,7 +52,10 @@ static void *io_main(void *arg)
 		if (!p->todo)
 			p->tail = NULL;
 		pthread_mutex_unlock(&p->mu);
-		run_job(j);
+		if (j->work)
+			j->work(j);
+		else
+			io_job_run(j);
 		if (j->complete) {
 			j->complete(j, j->ctx);   /* j is the callback's now */
 			pthread_mutex_lock(&p->mu);
@@ -64,6 +67,14 @@ static void *io_main(void *arg)
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
+}
+
+int io_pool_threads(int streams)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = cores > 0 && cores < IO_POOL_AUTO_MAX ? (int)cores : IO_POOL_AUTO_MAX;
+	n = streams > n ? streams : n;
+	return n < 2 ? 2 : n > IO_POOL_AUTO_MAX ? IO_POOL_AUTO_MAX : n;
 }
 
 int io_pool_start(struct io_pool **out, int threads)

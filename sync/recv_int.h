@@ -4,7 +4,8 @@
  * plans (plan.c), takes the data (take.c), and lands every file through a
  * temp file, then links, deletions, metadata and its index (land.c).
  *
- * Threads: the main thread takes chunks; the archive's writer threads land
+ * Threads: the main thread takes chunks and hands them to I/O threads,
+ * which verify and write them (take.c); the archive's writer threads land
  * small files. They share files[], written[] and the result counters: the
  * counters are bumped with STAT_ADD, the rest under rstate.mu, and a file
  * claimed by one writer is that writer's alone.
@@ -26,7 +27,9 @@ struct rfile {
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
 	char tmp[IDX_TEMP_NAME_LEN + 1];   /* its name, when it has one (not O_TMPFILE) */
-	uint32_t need, got;  /* messages (chunks) */
+	uint32_t need, got;  /* messages (chunks): to come, verified and written */
+	uint32_t taken;      /* accepted (some may be on their way to the disk) */
+	uint32_t inflight;   /* on the I/O threads: its fd and temp stay */
 	uint8_t *seen;       /* one byte per chunk */
 	int failed, done;
 	int claimed;         /* small files: a writer thread has it */
@@ -75,6 +78,7 @@ struct rstate {
 	uint64_t sender_errors;  /* entries the sender's scan could not read */
 	uint64_t unsent;         /* planned files the sender could not send */
 	uint64_t incomplete;     /* files whose data stopped short */
+	int werr;                /* ENOSPC or EDQUOT from an I/O thread: stop */
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[]: see above */

@@ -114,8 +114,7 @@ static uint32_t read_full(int fd, uint8_t *buf, uint32_t want, uint64_t off)
 	return got;
 }
 
-#define READ_THREADS   4   /* as rdsend's pump: reads of several chunks at once */
-#define READ_AHEAD_MAX 4   /* chunks read ahead of the one being sent */
+#define READ_AHEAD_MAX 8   /* chunks read ahead of the one being sent */
 
 /* A chunk of a large file on its way from the disk (common/iopool.h). */
 struct chunk_rd {
@@ -124,6 +123,7 @@ struct chunk_rd {
 	uint32_t file;       /* manifest index */
 	int last;            /* the file's last chunk: its fd is closed with it */
 	int hole;            /* -S: all of it is a hole (not read) */
+	int sparse;          /* -S: zero blocks left out of the message */
 	const uint8_t *rec;  /* CH_BLOCKS: the receiver's block record */
 	uint32_t len;        /* its bytes */
 };
@@ -235,7 +235,7 @@ static int in_hole(int fd, uint64_t off, uint32_t len)
 /* The message for a chunk read into c->m: whole, or the blocks the
  * receiver lacks (CH_BLOCKS), or with -S its non-zero blocks (a hole:
  * none). Sets the kind in off's top bits. */
-static void shape(struct sendq *q, struct chunk_rd *c)
+static void shape(struct chunk_rd *c)
 {
 	c->m->len = c->len;
 	c->m->off = c->j.off;
@@ -246,13 +246,23 @@ static void shape(struct sendq *q, struct chunk_rd *c)
 		n = 8;
 	} else if (c->rec && (n = blocks_pack(c->m->data, c->len, c->rec))) {
 		kind = SYNC_MSG_BLOCKS;
-	} else if (q->sparse) {
+	} else if (c->sparse) {
 		n = sparse_pack(c->m->data, c->len);
 	}
 	if (n) {
 		c->m->len = n;
 		c->m->off |= (uint64_t)kind << 62;
 	}
+}
+
+/* On an I/O thread: read the chunk, then shape its message (the block
+ * digests and zero tests of several chunks run at once). */
+static void read_chunk(struct io_job *j)
+{
+	struct chunk_rd *c = (struct chunk_rd *)j;
+	io_job_run(j);
+	if (!j->err && j->got == j->len)
+		shape(c);
 }
 
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
@@ -276,8 +286,9 @@ static int queue_reads(struct sendq *q)
 		c->rec = cm->how && cm->how[q->off / IDX_CHUNK_SIZE] == CH_BLOCKS
 		         ? cm->blocks + (size_t)q->brec++ * SYNC_BLOCK_REC : NULL;
 		/* a hole is not read: a job of no bytes keeps the ring's order */
+		c->sparse = q->sparse;
 		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = c->hole ? 0 : len,
-		                        .off = q->off };
+		                        .off = q->off, .work = read_chunk };
 		c->file = q->big[q->bi];
 		c->last = q->off + len >= q->end;
 		q->off += len;
@@ -311,7 +322,6 @@ static int send_next(struct sendq *q, int drop)
 	if (drop || c->file == q->bad) {
 		tp_msg_put(q->ts, c->m);
 	} else {
-		shape(q, c);
 		c->m->id = (uint64_t)c->file + 1;
 		uint32_t data = SYNC_MSG_KIND(c->m->off) ? c->m->len - 8 : c->m->len;
 		if ((rc = tp_msg_send(q->ts, c->m)) == 0) {
@@ -403,7 +413,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	int bufs = (int)(tp_pool_bytes(q->ts) / SYNC_MSG_SIZE);
 	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
 	if (rc == 0 && q->nb)
-		rc = io_pool_start(&q->io, READ_THREADS);
+		rc = io_pool_start(&q->io, io_pool_threads(tp_streams(q->ts)));
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
 	progress_start(&q->w->pg, r, total, nplan);

@@ -1,7 +1,8 @@
 /*
  * The receiver's data phase: one transport session from the sender. Large
- * files come as chunks, each hashed on arrival against the sender's chunk
- * digest and written at its offset into the file's temp file; small files
+ * files come as chunks, each checked here and handed to I/O threads that
+ * hash it against the sender's chunk digest and write it at its offset into
+ * the file's temp file, several chunks at once; small files
  * come inside one archive stream, which the unpacker (pack.c) writes on its
  * own threads. A file is landed (land.c) when all of it is in and verified.
  */
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/io.h"
+#include "common/iopool.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "sync/recv_int.h"
@@ -64,7 +66,6 @@ static int write_chunk(const struct rfile *f, const uint8_t *data, uint32_t len,
 	return io_pwrite_full(f->fd, data, len, off);
 }
 
-/* One message: a chunk of file (id - 1) at off. */
 /* Which planned file and chunk message m is for: *i, and its offset
  * (without the kind). 0, or the rejection. shown: the file's path. */
 static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint64_t *off,
@@ -96,71 +97,152 @@ static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint6
 	return 0;
 }
 
-static int take_chunk(struct rstate *s, struct tp_msg *m)
+/* A chunk on its way to the disk: verified against the sender's digest,
+ * then written. WHOLE and SPARSE chunks go to the I/O threads, several at
+ * once; a BLOCKS chunk is rebuilt and written on the receiving thread,
+ * which owns the scratch buffer it is rebuilt in. */
+struct cjob {
+	struct io_job j;
+	struct rstate *s;
+	struct tp_session *ts;   /* NULL: m is the caller's (fuzz) */
+	struct tp_msg *m;
+	size_t i;                /* sm index */
+	unsigned kind;
+	uint32_t k;              /* chunk */
+	uint64_t off, want, mask;
+	const uint8_t *data;     /* what is verified and written */
+	uint32_t len;
+	int bad;                 /* its digest did not match */
+};
+
+/* f failed: left as it was. Its temp goes once no chunk of it is on its
+ * way to the disk (under s->mu). */
+static void fail_file(struct rfile *f)
+{
+	f->failed = 1;
+	if (!f->inflight)
+		recv_drop_file(f);
+}
+
+/* Verify c, then write it (any thread, without s->mu: the file's fd stays
+ * open while a chunk of it is in flight). */
+static void chunk_io(struct io_job *j)
+{
+	struct cjob *c = (struct cjob *)j;
+	const struct rfile *f = &c->s->files[c->s->fetch[c->i]];
+	uint8_t h[IDX_HASH_LEN];
+	if (c->kind == SYNC_MSG_SPARSE)
+		sparse_hash(c->data, c->want, c->mask, h);
+	else
+		idx_hash_buf(c->data, c->len, h);
+	j->err = 0;
+	c->bad = memcmp(h, chunk_digest(&c->s->sm.e[c->i], c->k), IDX_HASH_LEN) != 0;
+	if (!c->bad)
+		j->err = -write_chunk(f, c->data, c->len, c->kind, c->off, c->want, c->mask);
+}
+
+/* c is verified and written, or not: count it, land its file when it was
+ * the last. Under s->mu. */
+static void chunk_end(struct cjob *c)
+{
+	struct rstate *s = c->s;
+	const struct idx_entry *e = &s->sm.e[c->i];
+	struct rfile *f = &s->files[s->fetch[c->i]];
+	char shown[300];
+	f->inflight--;
+	if (f->failed) {
+		/* another chunk of it failed meanwhile: already said */
+	} else if (c->bad) {
+		log_err("%s: chunk %u does not match the sender's hash: the file changed while "
+		        "it was sent, or was damaged in transit; it is left as it was",
+		        log_path(shown, sizeof shown, e->path), c->k);
+		STAT_ADD(s->res->errors, 1);
+		fail_file(f);
+	} else if (c->j.err) {
+		recv_fail(s, e->path, "write failed", c->j.err);
+		if (c->j.err == ENOSPC || c->j.err == EDQUOT)   /* the run stops */
+			__atomic_store_n(&s->werr, c->j.err, __ATOMIC_RELAXED);
+		fail_file(f);
+	} else {
+		STAT_ADD(s->res->bytes, c->kind != SYNC_MSG_WHOLE ? c->m->len - 8 : c->m->len);
+		recv_partial_verified(s, f, c->k, chunk_digest(e, c->k));
+		if (++f->got == f->need)
+			recv_finish_file(s, c->i, f);
+	}
+	if (f->failed && !f->inflight)
+		recv_drop_file(f);
+}
+
+/* On the I/O thread, once chunk_io() is done: its buffer goes back to the
+ * transport. */
+static void chunk_done(struct io_job *j, void *ctx)
+{
+	struct cjob *c = ctx;
+	pthread_mutex_lock(&c->s->mu);
+	chunk_end(c);
+	pthread_mutex_unlock(&c->s->mu);
+	if (c->ts)
+		tp_msg_release(c->ts, c->m);
+	free(c);
+	(void)j;
+}
+
+/* Message m, a chunk: checked, then (*out) a job for the I/O threads that
+ * owns m from now on, or NULL when it was taken here or dropped. 0, or an
+ * error (-EPROTO: rejected, said). Under s->mu. */
+static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
+                      struct cjob **out)
 {
 	char shown[300];
 	size_t i = 0;
 	uint64_t off = 0;
+	*out = NULL;
 	if (find_chunk(s, m, &i, &off, shown) < 0)
 		return -EPROTO;
 	const struct idx_entry *e = &s->sm.e[i];
 	struct rfile *f = &s->files[s->fetch[i]];
-	unsigned kind = SYNC_MSG_KIND(m->off);
-	uint64_t k = off / IDX_CHUNK_SIZE;
-	uint64_t want = e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE;
-	uint64_t mask = 0;
-	if (check_kind(s, f, m, kind, k, want, shown, &mask) < 0)
+	struct cjob c = { .s = s, .ts = ts, .m = m, .i = i, .kind = SYNC_MSG_KIND(m->off),
+	                  .k = (uint32_t)(off / IDX_CHUNK_SIZE), .off = off,
+	                  .data = m->data, .len = m->len };
+	c.want = e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE;
+	if (check_kind(s, f, m, c.kind, c.k, c.want, shown, &c.mask) < 0)
 		return -EPROTO;
 	/* every chunk came (or this one did), or a one-chunk file's only chunk
 	 * came and failed: a chunk of a file that failed later is still news */
-	if (f->done || f->got >= f->need || (f->seen && f->seen[k]) || (!e->nchunks && f->failed))
-		return recv_reject(s, "the sender sent chunk %llu of '%s' twice",
-		                   (unsigned long long)k, shown);
+	if (f->done || f->taken >= f->need || (f->seen && f->seen[c.k]) ||
+	    (!e->nchunks && f->failed))
+		return recv_reject(s, "the sender sent chunk %u of '%s' twice", c.k, shown);
+	f->taken++;
 	if (f->seen)
-		f->seen[k] = 1;
+		f->seen[c.k] = 1;
 	if (f->failed)
 		return 0;
-	uint8_t h[IDX_HASH_LEN], *data = m->data;
-	uint32_t len = m->len;
-	if (kind == SYNC_MSG_BLOCKS) {   /* rebuilt with the old file's blocks */
-		int rc = recv_blocks_chunk(s, f, e, (uint32_t)k, m, mask, &data);
+	if (c.kind == SYNC_MSG_BLOCKS) {   /* rebuilt with the old file's blocks */
+		uint8_t *data;
+		int rc = recv_blocks_chunk(s, f, e, c.k, m, c.mask, &data);
 		if (rc < 0) {
-			f->failed = 1;
-			recv_drop_file(f);
+			fail_file(f);
 			return rc == -ENOMEM ? rc : 0;
 		}
-		len = (uint32_t)want;
-	}
-	if (kind == SYNC_MSG_SPARSE)
-		sparse_hash(m->data, want, mask, h);
-	else
-		idx_hash_buf(data, len, h);
-	const uint8_t *expect = e->nchunks ? e->chunks + k * IDX_HASH_LEN : e->hash;
-	if (memcmp(h, expect, IDX_HASH_LEN) != 0) {
-		log_err("%s: chunk %llu does not match the sender's hash: the file changed "
-		        "while it was sent, or was damaged in transit; it is left as it was",
-		        shown, (unsigned long long)k);
-		STAT_ADD(s->res->errors, 1);
-		f->failed = 1;
-		recv_drop_file(f);
-		return 0;
+		c.data = data;
+		c.len = (uint32_t)c.want;
 	}
 	if (f->fd < 0 && recv_open_temp(s, e, f) < 0) {
-		f->failed = 1;
-		recv_drop_file(f);
+		fail_file(f);
 		return 0;
 	}
-	int err = -write_chunk(f, data, len, kind, off, want, mask);
-	if (err) {
-		recv_fail(s, e->path, "write failed", err);
-		f->failed = 1;
-		recv_drop_file(f);
-		return err == ENOSPC || err == EDQUOT ? -err : 0;
+	f->inflight++;
+	if (c.kind == SYNC_MSG_BLOCKS) {   /* its data is the scratch buffer's */
+		chunk_io(&c.j);
+		chunk_end(&c);
+		return c.j.err == ENOSPC || c.j.err == EDQUOT ? -c.j.err : 0;
 	}
-	STAT_ADD(s->res->bytes, kind != SYNC_MSG_WHOLE ? m->len - 8 : m->len);
-	recv_partial_verified(s, f, (uint32_t)k, expect);
-	if (++f->got == f->need)
-		recv_finish_file(s, i, f);
+	if (!(*out = malloc(sizeof c))) {
+		f->inflight--;
+		return -ENOMEM;
+	}
+	**out = c;
+	(*out)->j = (struct io_job){ .work = chunk_io, .complete = chunk_done, .ctx = *out };
 	return 0;
 }
 
@@ -312,6 +394,7 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg)
 {
 	struct unpacker *up = NULL;
+	struct io_pool *io = NULL;   /* the chunks' verifying and writing threads */
 	int rc;
 	for (;;) {
 		struct tp_msg *m;
@@ -332,14 +415,29 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 			progress_update(pg, s->res->bytes, s->res->files, 0);
 			continue;
 		}
+		struct cjob *c;
 		pthread_mutex_lock(&s->mu);
-		rc = take_chunk(s, m);
+		rc = take_chunk(s, ts, m, &c);
 		pthread_mutex_unlock(&s->mu);
-		tp_msg_release(ts, m);
+		if (c && !io && (rc = io_pool_start(&io, io_pool_threads(tp_streams(ts)))) < 0) {
+			free(c);
+			c = NULL;
+		}
+		if (c)
+			io_pool_submit(io, &c->j);   /* it releases m */
+		else
+			tp_msg_release(ts, m);
 		progress_update(pg, s->res->bytes, s->res->files, 0);
+		int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
+		if (rc >= 0 && werr)
+			rc = -werr;   /* the disk is full: stop, the sender hears why */
 		if (rc < 0)
 			break;
 	}
+	io_pool_stop(io);   /* every chunk on its way is written and counted */
+	int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
+	if (rc >= 0 && werr)
+		rc = -werr;
 	if (up) {
 		int urc = unpacker_finish(up);
 		if (urc < 0 && rc >= 0)
@@ -390,9 +488,16 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 
 int recv_fuzz_chunk(struct rstate *s, struct tp_msg *m)
 {
+	struct cjob *c;
 	pthread_mutex_lock(&s->mu);
-	int rc = take_chunk(s, m);
+	int rc = take_chunk(s, NULL, m, &c);
 	pthread_mutex_unlock(&s->mu);
+	if (c) {   /* as an I/O thread would */
+		chunk_io(&c->j);
+		chunk_done(&c->j, c);
+		rc = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
+		rc = rc ? -rc : 0;
+	}
 	return rc;
 }
 
