@@ -53,6 +53,8 @@ parallel_files() {
 # longer match the digest the manifest carries. That file must fail alone
 # (exit 23, its DST version kept, no temp left) while its other chunks and
 # the other files' chunks are in flight on the receiver's I/O threads.
+# (Whether a chunk of it is still in flight when it fails is up to the
+# scheduler: this checks the outcome, not that timing.)
 changed_mid_send() {
 	local mode=$1 rc=0 i
 	mixed_tree "$T/src"
