@@ -115,6 +115,7 @@ static uint32_t read_full(int fd, uint8_t *buf, uint32_t want, uint64_t off)
 }
 
 #define READ_AHEAD_MAX 8   /* chunks read ahead of the one being sent */
+#define FILES_IN_FLIGHT 4  /* large files sent at once, at most */
 
 /* A chunk of a large file on its way from the disk (common/iopool.h). */
 struct chunk_rd {
@@ -124,6 +125,7 @@ struct chunk_rd {
 	int last;            /* the file's last chunk: its fd is closed with it */
 	int hole;            /* -S: all of it is a hole (not read) */
 	int sparse;          /* -S: zero blocks left out of the message */
+	int fromfile;        /* not read: sent from the page cache (sendfile) */
 	const uint8_t *rec;  /* CH_BLOCKS: the receiver's block record */
 	uint32_t len;        /* its bytes */
 };
@@ -167,14 +169,21 @@ struct sendq {
 	const uint32_t *big;     /* large files, in plan order */
 	const struct chunk_map **bmap;   /* each one's chunk map */
 	uint32_t nb, bi;         /* how many; the next one to open */
-	int fd;                  /* the file being queued, -1 between files */
-	uint64_t off;            /* its next chunk */
-	uint64_t end;            /* the end of its last chunk to send */
-	uint32_t brec;           /* its next block record (CTL_CHUNKS) */
-	uint32_t bad;            /* a file whose read failed: its chunks are
+	/* the files being queued, chunk by chunk in turn, so that the receiver
+	 * writes several files at once (one file's writes queue on its inode) */
+	struct openf {
+		int fd;          /* -1: the slot is free */
+		uint32_t bi;     /* which large file */
+		uint64_t off;    /* its next chunk */
+		uint64_t end;    /* the end of its last chunk to send */
+		uint32_t brec;   /* its next block record (CTL_CHUNKS) */
+	} slot[FILES_IN_FLIGHT];
+	int nslots, cur;
+	uint8_t *bad;            /* index -> its read failed: its chunks are
 	                            dropped (the receiver sees it incomplete) */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 	int sparse;              /* -S: zero blocks as a mask, holes not read */
+	int files;               /* the transport sends file ranges (plain TCP) */
 };
 
 /* The directory entry i's path is relative to. */
@@ -196,33 +205,57 @@ static uint64_t map_end(const struct chunk_map *cm, uint64_t size)
 	return 0;
 }
 
-/* Open the next large file; 0 when it is open (q->fd), -1 when there is
- * nothing of it to read (it could not be opened, or the receiver has every
- * chunk of it): the caller moves on. */
-static int open_next(struct sendq *q)
+/* Open the next large file into slot o; 0 when it is open, -1 when there
+ * is nothing of it to read (it could not be opened, or the receiver has
+ * every chunk of it): the caller moves on. */
+static int open_next(struct sendq *q, struct openf *o)
 {
 	uint32_t i = q->big[q->bi];
 	const struct idx_entry *e = &q->m->e[i];
-	q->off = 0;
-	q->brec = 0;
-	q->end = map_end(q->bmap[q->bi], e->size);
-	q->fd = open_planned(&q->dc, root_of(q, i), e);
-	if (q->fd >= 0 && q->end == 0) {   /* it is all in DST's old version */
-		close(q->fd);
-		q->fd = -1;
+	*o = (struct openf){ .bi = q->bi++ };
+	o->end = map_end(q->bmap[o->bi], e->size);
+	o->fd = open_planned(&q->dc, root_of(q, i), e);
+	if (o->fd >= 0 && o->end == 0) {   /* it is all in DST's old version */
+		close(o->fd);
+		o->fd = -1;
 		if (q->sent)
 			q->sent[i] = 1;
-	} else if (q->fd < 0) {
-		*(q->fd == -2 ? &q->failed : &q->changed) += 1;
-		q->fd = -1;
+	} else if (o->fd < 0) {
+		*(o->fd == -2 ? &q->failed : &q->changed) += 1;
+		o->fd = -1;
 	}
-	if (q->fd >= 0) {
-		posix_fadvise(q->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if (o->fd >= 0) {
+		posix_fadvise(o->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		return 0;
 	}
 	q->files_done++;
-	q->bi++;
 	return -1;
+}
+
+/* The next file to take a chunk of, in turn, opening one into a free
+ * slot; NULL when every large file is queued. */
+static struct openf *next_file(struct sendq *q)
+{
+	for (int t = 0; t < q->nslots; t++) {
+		int k = (q->cur + t) % q->nslots;
+		struct openf *o = &q->slot[k];
+		while (o->fd < 0 && q->bi < q->nb && open_next(q, o) < 0)
+			;
+		if (o->fd >= 0) {
+			q->cur = (k + 1) % q->nslots;
+			return o;
+		}
+	}
+	return NULL;
+}
+
+/* Large files left to send: queued, open or not opened yet. */
+static int big_left(const struct sendq *q)
+{
+	for (int k = 0; k < q->nslots; k++)
+		if (q->slot[k].fd >= 0)
+			return 1;
+	return q->count || q->bi < q->nb;
 }
 
 /* -S: is [off, off + len) of fd all hole (no data up to its end)? */
@@ -268,34 +301,35 @@ static void read_chunk(struct io_job *j)
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
 static int queue_reads(struct sendq *q)
 {
-	while (q->count < q->depth && (q->fd >= 0 || q->bi < q->nb)) {
-		const struct idx_entry *e = &q->m->e[q->big[q->bi]];
-		if (q->fd < 0 && open_next(q) < 0)
-			continue;
-		const struct chunk_map *cm = q->bmap[q->bi];
-		while (cm->how && cm->how[q->off / IDX_CHUNK_SIZE] == CH_HAVE)
-			q->off += IDX_CHUNK_SIZE;   /* DST has it (map_end: one is left) */
+	struct openf *o;
+	while (q->count < q->depth && (o = next_file(q))) {
+		const struct idx_entry *e = &q->m->e[q->big[o->bi]];
+		const struct chunk_map *cm = q->bmap[o->bi];
+		while (cm->how && cm->how[o->off / IDX_CHUNK_SIZE] == CH_HAVE)
+			o->off += IDX_CHUNK_SIZE;   /* DST has it (map_end: one is left) */
 		struct chunk_rd *c = &q->ring[(q->head + q->count) % q->depth];
 		int rc = tp_msg_get(q->ts, &c->m);
 		if (rc < 0)
 			return rc;
-		uint64_t left = e->size - q->off;
+		uint64_t left = e->size - o->off;
 		uint32_t len = (uint32_t)(left < IDX_CHUNK_SIZE ? left : IDX_CHUNK_SIZE);
 		c->len = len;
-		c->hole = q->sparse && in_hole(q->fd, q->off, len);
-		c->rec = cm->how && cm->how[q->off / IDX_CHUNK_SIZE] == CH_BLOCKS
-		         ? cm->blocks + (size_t)q->brec++ * SYNC_BLOCK_REC : NULL;
+		c->hole = q->sparse && in_hole(o->fd, o->off, len);
+		c->rec = cm->how && cm->how[o->off / IDX_CHUNK_SIZE] == CH_BLOCKS
+		         ? cm->blocks + (size_t)o->brec++ * SYNC_BLOCK_REC : NULL;
 		/* a hole is not read: a job of no bytes keeps the ring's order */
 		c->sparse = q->sparse;
-		c->j = (struct io_job){ .fd = q->fd, .buf = c->m->data, .len = c->hole ? 0 : len,
-		                        .off = q->off, .work = read_chunk };
-		c->file = q->big[q->bi];
-		c->last = q->off + len >= q->end;
-		q->off += len;
-		if (c->last) {   /* the fd is the last chunk's to close */
-			q->fd = -1;
-			q->bi++;
-		}
+		/* a whole chunk over plain TCP is not read here: the kernel sends
+		 * it from the page cache (the receiver checks its digest) */
+		c->fromfile = q->files && !c->hole && !c->rec && !q->sparse;
+		c->j = (struct io_job){ .fd = o->fd, .buf = c->m->data,
+		                        .len = c->hole || c->fromfile ? 0 : len,
+		                        .off = o->off, .work = read_chunk };
+		c->file = q->big[o->bi];
+		c->last = o->off + len >= o->end;
+		o->off += len;
+		if (c->last)   /* the fd is the last chunk's to close */
+			o->fd = -1;
 		io_pool_submit(q->io, &c->j);
 		q->count++;
 	}
@@ -312,14 +346,27 @@ static int send_next(struct sendq *q, int drop)
 	q->count--;
 	const struct idx_entry *e = &q->m->e[c->file];
 	int rc = 0;
-	if (!drop && c->file != q->bad && (c->j.err || c->j.got != c->j.len)) {
+	if (!drop && !q->bad[c->file] && (c->j.err || c->j.got != c->j.len)) {
 		char shown[4096];
 		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
 		         c->j.err ? strerror(c->j.err) : "shrank while being sent");
 		*(c->j.err ? &q->failed : &q->changed) += 1;
-		q->bad = c->file;
+		q->bad[c->file] = 1;
 	}
-	if (drop || c->file == q->bad) {
+	if (!drop && !q->bad[c->file] && c->fromfile &&
+	    (c->m->file_fd = fcntl(c->j.fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		char shown[4096];
+		c->m->file_fd = -1;   /* no fd left: read it here */
+		if (read_full(c->j.fd, c->m->data, c->len, c->j.off) != c->len) {
+			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
+			         strerror(errno ? errno : EIO));
+			q->failed++;
+			q->bad[c->file] = 1;
+		}
+	}
+	if (c->fromfile)
+		c->m->file_off = c->j.off;
+	if (drop || q->bad[c->file]) {
 		tp_msg_put(q->ts, c->m);
 	} else {
 		c->m->id = (uint64_t)c->file + 1;
@@ -332,7 +379,7 @@ static int send_next(struct sendq *q, int drop)
 	if (c->last) {
 		close(c->j.fd);
 		q->files_done++;
-		if (q->sent && !drop && c->file != q->bad && rc == 0)
+		if (q->sent && !drop && !q->bad[c->file] && rc == 0)
 			q->sent[c->file] = 1;
 	}
 	return rc;
@@ -373,9 +420,8 @@ static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small,
 	uint8_t *buf = ns ? malloc(SYNC_SMALL) : NULL;
 	uint32_t si = 0;
 	int rc = ns && !buf ? -ENOMEM : 0;
-	while (rc == 0 && (si < ns || q->count || q->bi < q->nb)) {
-		int big_left = q->count || q->bi < q->nb;
-		if (si < ns && (!big_left || packer_bytes(pk) <= q->big_bytes)) {
+	while (rc == 0 && (si < ns || big_left(q))) {
+		if (si < ns && (!big_left(q) || packer_bytes(pk) <= q->big_bytes)) {
 			rc = pack_one(q, pk, small[si++], buf);
 		} else if ((rc = queue_reads(q)) == 0 && q->count) {
 			rc = send_next(q, 0);
@@ -409,11 +455,17 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	}
 	q->big = big;
 	q->bmap = bmap;
+	int threads = io_pool_threads(tp_streams(q->ts));
+	q->nslots = threads < FILES_IN_FLIGHT ? threads : FILES_IN_FLIGHT;
+	for (int k = 0; k < FILES_IN_FLIGHT; k++)
+		q->slot[k].fd = -1;
+	if (rc == 0 && !(q->bad = calloc(q->m->n ? q->m->n : 1, 1)))
+		rc = -ENOMEM;
 	/* read ahead, but leave buffers for the archive and the wire */
 	int bufs = (int)(tp_pool_bytes(q->ts) / SYNC_MSG_SIZE);
 	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
 	if (rc == 0 && q->nb)
-		rc = io_pool_start(&q->io, io_pool_threads(tp_streams(q->ts)));
+		rc = io_pool_start(&q->io, threads);
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
 	progress_start(&q->w->pg, r, total, nplan);
@@ -421,8 +473,9 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 		rc = send_mixed(q, pk, small, ns);
 	while (q->count)
 		send_next(q, 1);   /* after an error: let the reads in flight end */
-	if (q->fd >= 0)
-		close(q->fd);
+	for (int k = 0; k < FILES_IN_FLIGHT; k++)
+		if (q->slot[k].fd >= 0)
+			close(q->slot[k].fd);
 	io_pool_stop(q->io);
 	if (pk) {
 		int prc = packer_close(pk, rc == 0);
@@ -432,6 +485,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	free(small);
 	free(big);
 	free(bmap);
+	free(q->bad);
 	return rc;
 }
 
@@ -852,8 +906,9 @@ static int send_data(struct sstate *s)
 	if (rootfd < 0 && !s->ss.n)
 		return -errno;
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
-	                   .m = &s->m, .res = s->res, .w = &s->w, .fd = -1, .bad = UINT32_MAX,
-	                   .sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0 };
+	                   .m = &s->m, .res = s->res, .w = &s->w,
+	                   .sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
+	                   .files = tp_sends_files(s->ts) };
 	int rc = send_all(&q, s->plan, s->maps, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)

@@ -124,6 +124,14 @@ static void fail_file(struct rfile *f)
 		recv_drop_file(f);
 }
 
+/* Writes into one file take turns here rather than on its inode's lock,
+ * where the kernel spins (measured: 6% of both cores on a 4 GiB tmpfs
+ * copy); the digests are still made in parallel. By file, striped. */
+#define WRITE_LOCKS 16
+static pthread_mutex_t write_mu[WRITE_LOCKS] = {
+	[0 ... WRITE_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER
+};
+
 /* Verify c, then write it (any thread, without s->mu: the file's fd stays
  * open while a chunk of it is in flight). */
 static void chunk_io(struct io_job *j)
@@ -137,8 +145,12 @@ static void chunk_io(struct io_job *j)
 		idx_hash_buf(c->data, c->len, h);
 	j->err = 0;
 	c->bad = memcmp(h, chunk_digest(&c->s->sm.e[c->i], c->k), IDX_HASH_LEN) != 0;
-	if (!c->bad)
+	if (!c->bad) {
+		pthread_mutex_t *mu = &write_mu[(size_t)c->s->fetch[c->i] % WRITE_LOCKS];
+		pthread_mutex_lock(mu);
 		j->err = -write_chunk(f, c->data, c->len, c->kind, c->off, c->want, c->mask);
+		pthread_mutex_unlock(mu);
+	}
 }
 
 /* c is verified and written, or not: count it, land its file when it was

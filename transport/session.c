@@ -183,6 +183,7 @@ int tp_msg_get(struct tp_session *s, struct tp_msg **m)
 	if (rc == 0) {
 		b->m.len = 0;
 		b->m.id = b->m.off = 0;
+		b->m.file_fd = -1;
 		*m = &b->m;
 	}
 	return rc;
@@ -196,8 +197,8 @@ static struct tp_buf *buf_of(struct tp_msg *m)
 int tp_msg_send(struct tp_session *s, struct tp_msg *m)
 {
 	struct tp_buf *b = buf_of(m);
-	if (m->len > m->cap) {
-		s->ops->put(s, b);
+	if (m->len > m->cap || (m->file_fd >= 0 && !tp_sends_files(s))) {
+		tp_msg_put(s, m);
 		return -EINVAL;
 	}
 	tp_hdr_put(b->hdr, &(struct tp_hdr){ .type = TP_DATA, .len = m->len,
@@ -209,7 +210,15 @@ int tp_msg_send(struct tp_session *s, struct tp_msg *m)
 
 void tp_msg_put(struct tp_session *s, struct tp_msg *m)
 {
+	tp_buf_drop_file(buf_of(m));
 	s->ops->put(s, buf_of(m));
+}
+
+void tp_buf_drop_file(struct tp_buf *b)
+{
+	if (b->m.file_fd >= 0)
+		close(b->m.file_fd);
+	b->m.file_fd = -1;
 }
 
 int tp_finish(struct tp_session *s)
@@ -258,6 +267,11 @@ size_t tp_pool_bytes(const struct tp_session *s)
 int tp_streams(const struct tp_session *s)
 {
 	return s->nstreams;
+}
+
+int tp_sends_files(const struct tp_session *s)
+{
+	return s->ops->files && s->cipher == TP_CIPHER_NONE;
 }
 
 int tp_peer_status(const struct tp_session *s)

@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,10 +140,16 @@ static int read_full(int fd, void *buf, size_t len)
 	return read_io(NULL, fd, buf, len);
 }
 
+static int sock_err(int err)
+{
+	return err == EPIPE ? -ECONNRESET : err == EAGAIN ? -ETIMEDOUT : -err;
+}
+
 /* Header, payload (len may be 0) and, when sealed, the tag (else NULL), in
- * one sendmsg (or more); each is progress for t (may be NULL). */
-static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len,
-                   const uint8_t *tag)
+ * one sendmsg (or more; flags: MSG_MORE when more of it follows); each is
+ * progress for t (may be NULL). */
+static int send_io_f(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len,
+                     const uint8_t *tag, int flags)
 {
 	struct iovec iov[3] = { { (void *)hdr, TP_HDR_LEN } };
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 1 };
@@ -151,11 +158,11 @@ static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, 
 	if (tag)
 		iov[mh.msg_iovlen++] = (struct iovec){ (void *)tag, TP_TAG_LEN };
 	while (mh.msg_iovlen) {
-		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | flags);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return errno == EPIPE ? -ECONNRESET : errno == EAGAIN ? -ETIMEDOUT : -errno;
+			return sock_err(errno);
 		touch(t);
 		while (n > 0 && mh.msg_iovlen) {
 			size_t take = (size_t)n < mh.msg_iov->iov_len ? (size_t)n : mh.msg_iov->iov_len;
@@ -169,6 +176,46 @@ static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, 
 		}
 	}
 	return 0;
+}
+
+static int send_io(struct tcp *t, int fd, const void *hdr, const void *payload, size_t len,
+                   const uint8_t *tag)
+{
+	return send_io_f(t, fd, hdr, payload, len, tag, 0);
+}
+
+/* The header, then len bytes of file `in` at off straight from its page
+ * cache (sendfile). A file that shrank or cannot be read is made up with
+ * zeros: the framing holds and the receiver's digest check fails that
+ * file alone. 0 or a socket error. */
+static int send_file_io(struct tcp *t, int fd, const void *hdr, int in, uint64_t off,
+                        size_t len)
+{
+	static const uint8_t zeros[64 << 10];
+	int rc = send_io_f(t, fd, hdr, NULL, 0, NULL, MSG_MORE);
+	int readable = 1;
+	while (rc == 0 && len) {
+		size_t want = len < sizeof zeros ? len : sizeof zeros;
+		off_t o = (off_t)off;
+		ssize_t n = readable ? sendfile(fd, in, &o, len) : send(fd, zeros, want, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && readable && errno != EPIPE && errno != EAGAIN && errno != ECONNRESET &&
+		    errno != ENOTCONN && errno != ETIMEDOUT) {
+			readable = 0;   /* the file's error (EIO...), not the socket's */
+			continue;
+		}
+		if (n < 0)
+			return sock_err(errno);
+		if (n == 0) {
+			readable = 0;   /* end of file: it shrank */
+			continue;
+		}
+		touch(t);
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return rc;
 }
 
 /* One control message: header + len bytes of payload. */
@@ -273,8 +320,11 @@ static void *writer_main(void *arg)
 	for (;;) {
 		while (st->qhead < 0 && !t->ending && !t->err)
 			pthread_cond_wait(&t->cv, &t->mu);
-		if (t->err)
+		if (t->err) {   /* nothing more goes out: the queued files close */
+			for (int i = st->qhead; i >= 0; i = s->bufs[i].next)
+				tp_buf_drop_file(&s->bufs[i]);
 			break;
+		}
 		int i = list_pop(s, &st->qhead, &st->qtail);
 		if (i < 0) {   /* ending and nothing queued: END */
 			uint64_t msgs = st->msgs, bytes = st->bytes;
@@ -293,7 +343,10 @@ static void *writer_main(void *arg)
 		uint8_t tag[TP_TAG_LEN];
 		if (t->sealed)   /* here, so that the streams seal in parallel */
 			tp_seal(&st->seal[0], b->hdr, b->m.data, b->m.len, tag);
-		int rc = send_io(t, st->fd, b->hdr, b->m.data, b->m.len, t->sealed ? tag : NULL);
+		int rc = b->m.file_fd >= 0
+		         ? send_file_io(t, st->fd, b->hdr, b->m.file_fd, b->m.file_off, b->m.len)
+		         : send_io(t, st->fd, b->hdr, b->m.data, b->m.len, t->sealed ? tag : NULL);
+		tp_buf_drop_file(b);
 		pthread_mutex_lock(&t->mu);
 		if (rc < 0)
 			set_err(t, rc);
@@ -437,6 +490,7 @@ static int tcp_send(struct tp_session *s, struct tp_buf *b)
 	pthread_mutex_lock(&t->mu);
 	int rc = t->err;
 	if (rc) {
+		tp_buf_drop_file(b);
 		list_push(s, &t->free_head, NULL, (int)(b - s->bufs));
 		pthread_mutex_unlock(&t->mu);
 		return rc;
@@ -550,6 +604,7 @@ static void tcp_close(struct tp_session *s)
 
 static const struct tp_ops tcp_ops = {
 	.name = "tcp",
+	.files = 1,
 	.send = tcp_send, .get = tcp_get, .put = tcp_put, .finish = tcp_finish,
 	.recv = tcp_recv, .release = tcp_release, .verdict = tcp_verdict,
 	.close = tcp_close,

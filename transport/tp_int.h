@@ -165,8 +165,12 @@ struct tp_buf {
 	int owner;           /* stream whose quota it counts against (receiver) */
 };
 
+/* b's file (tp_msg.file_fd), if any, closed: the message is sent or dropped. */
+void tp_buf_drop_file(struct tp_buf *b);
+
 struct tp_ops {
 	const char *name;
+	int files;   /* send() takes messages of a file range (tp_msg.file_fd) */
 	int  (*send)(struct tp_session *s, struct tp_buf *b);
 	int  (*get)(struct tp_session *s, struct tp_buf **b);
 	void (*put)(struct tp_session *s, struct tp_buf *b);

@@ -98,6 +98,12 @@ struct tp_msg {
 	uint64_t id;       /* what the bytes belong to (the caller's choice) */
 	uint64_t off;      /* where they go in it */
 	int stream;        /* which stream carried it (receiver; informative) */
+	/* Sender, only where tp_sends_files(): the payload is len bytes of this
+	 * file at file_off, sent from the page cache (sendfile(2), no copy in
+	 * user space) instead of data. The transport closes the fd once the
+	 * message is sent or dropped. tp_msg_get() sets it to -1: data. */
+	int file_fd;
+	uint64_t file_off;
 };
 
 struct tp_session;
@@ -167,6 +173,10 @@ const char *tp_kind_name(const struct tp_session *s);
 /* Bytes of buffer memory this session holds (registered, for RDMA). */
 size_t tp_pool_bytes(const struct tp_session *s);
 int tp_streams(const struct tp_session *s);
+/* Sender: 1 when messages may name a file range (tp_msg.file_fd): plain
+ * TCP. RDMA sends from registered memory, and a sealed stream seals the
+ * bytes in its buffer. */
+int tp_sends_files(const struct tp_session *s);
 /* Sender: the errno value the receiver reported it failed with, else 0. */
 int tp_peer_status(const struct tp_session *s);
 /* "AES-256-GCM" or "ChaCha20-Poly1305" when the session is sealed, else NULL. */

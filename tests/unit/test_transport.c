@@ -3,6 +3,7 @@
  * sessions (also under the I/O timeout). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -513,6 +514,84 @@ static void test_io_timeout(void **state)
 	tp_close(rcv);
 }
 
+static void *finish_main(void *arg)
+{
+	return (void *)(intptr_t)tp_finish(arg);
+}
+
+/* Messages that name a file range (tp_msg.file_fd) arrive as those bytes;
+ * one whose file is shorter than it says arrives padded with zeros (the
+ * framing holds; the caller's digest catches it); the fds are closed. A
+ * sealed session does not take them. */
+static void test_file_messages(void **state)
+{
+	(void)state;
+	struct tp_session *snd, *rcv;
+	struct tp_msg *m, *r;
+	char path[] = "/tmp/rdcp-unit-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	uint8_t data[100000];
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	assert_int_equal(pwrite(fd, data, sizeof data, 0), (ssize_t)sizeof data);
+	pair(5000, &snd, &rcv);
+	assert_int_equal(tp_sends_files(snd), 1);
+	int before = fcntl(fd, F_DUPFD, 0);
+	close(before);   /* the lowest free fd number now */
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(tp_msg_get(snd, &m), 0);
+		m->id = 9 + (uint64_t)k;
+		m->off = 1000;
+		m->len = k ? 5000 : 60000;   /* the second: 1,000 bytes past the end */
+		m->file_off = k ? 99000 : 1000;
+		m->file_fd = fcntl(fd, F_DUPFD, 0);
+		assert_true(m->file_fd >= 0);
+		assert_int_equal(tp_msg_send(snd, m), 0);
+	}
+	for (int n = 0; n < 2; n++) {   /* two streams: in either order */
+		assert_int_equal(tp_msg_recv(rcv, &r), 0);
+		int k = (int)r->id - 9;
+		assert_true(k == 0 || k == 1);
+		if (!k) {
+			assert_int_equal(r->len, 60000);
+			assert_memory_equal(r->data, data + 1000, 60000);
+		} else {
+			uint8_t want[5000] = { 0 };
+			memcpy(want, data + 99000, 1000);
+			assert_int_equal(r->len, 5000);
+			assert_memory_equal(r->data, want, 5000);
+		}
+		tp_msg_release(rcv, r);
+	}
+	pthread_t th;   /* finish waits for the verdict */
+	assert_int_equal(pthread_create(&th, NULL, finish_main, snd), 0);
+	assert_int_equal(tp_msg_recv(rcv, &r), 1);
+	tp_verdict(rcv, 0);
+	void *frc;
+	pthread_join(th, &frc);
+	assert_int_equal((intptr_t)frc, 0);
+	tp_close(snd);
+	tp_close(rcv);
+	int after = fcntl(fd, F_DUPFD, 0);   /* the transport closed its dups */
+	assert_int_equal(after, before);
+	close(after);
+	/* sealed: refused, and the fd is still closed */
+	pair_enc(5000, 1, &snd, &rcv);
+	assert_int_equal(tp_sends_files(snd), 0);
+	assert_int_equal(tp_msg_get(snd, &m), 0);
+	m->len = 10;
+	m->file_fd = fcntl(fd, F_DUPFD, 0);
+	assert_int_equal(tp_msg_send(snd, m), -EINVAL);
+	after = fcntl(fd, F_DUPFD, 0);
+	assert_int_equal(after, before);
+	close(after);
+	tp_close(snd);
+	tp_close(rcv);
+	close(fd);
+}
+
 /* --- encrypted sessions --- */
 
 /* A handshake where the receiver does (r_enc) or does not encrypt, and so
@@ -876,6 +955,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_header_roundtrip),
+		cmocka_unit_test(test_file_messages),
 		cmocka_unit_test(test_header_rejects),
 		cmocka_unit_test(test_handshake_ok),
 		cmocka_unit_test(test_handshake_wrong_key),
