@@ -238,9 +238,13 @@ static int read_acls(const char *path, int acl, int dacl, int is_dir,
 
 unsigned idx_got_for(unsigned want)
 {
+	static int root = -1;   /* geteuid() once: this runs per file */
+	int r = __atomic_load_n(&root, __ATOMIC_RELAXED);
+	if (r < 0)
+		__atomic_store_n(&root, r = geteuid() == 0, __ATOMIC_RELAXED);
 	unsigned got = 0;
 	if (want & IDX_SCAN_XATTRS)
-		got |= IDX_GOT_XATTRS | (geteuid() == 0 ? IDX_GOT_XATTRS_ALL : 0);
+		got |= IDX_GOT_XATTRS | (r ? IDX_GOT_XATTRS_ALL : 0);
 	if (want & IDX_SCAN_ACLS)
 		got |= IDX_GOT_ACLS;
 	return got;

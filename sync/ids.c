@@ -275,9 +275,10 @@ int recv_map_ids(struct rstate *s)
 		goto out;
 	if (!(f & SYNC_F_NUMERIC_IDS) && (rc = build_map(&im, &lb)) < 0)
 		goto out;
-	s->set_uid = geteuid() == 0 && ((f & SYNC_F_OWNER) || cu != IDX_ID_NONE);
+	int root = geteuid() == 0;
+	s->set_uid = root && ((f & SYNC_F_OWNER) || cu != IDX_ID_NONE);
 	s->set_gid = (f & SYNC_F_OWNER) || cg != IDX_ID_NONE;
-	if (geteuid() != 0 && s->set_gid) {
+	if (!root && s->set_gid) {
 		/* not root: only groups we are in, as rsync; others are left as
 		 * the new file gets them (IDX_ID_NONE: never a difference) */
 		ngroups = getgroups(0, NULL);
@@ -292,7 +293,7 @@ int recv_map_ids(struct rstate *s)
 		struct idx_entry *e = &s->sm.e[i];
 		e->uid = cu != IDX_ID_NONE ? cu : map_id(&im, IDX_NAME_USER, e->uid);
 		e->gid = cg != IDX_ID_NONE ? cg : map_id(&im, IDX_NAME_GROUP, e->gid);
-		if (geteuid() != 0 && e->gid != IDX_ID_NONE && !member_of(groups, ngroups, e->gid))
+		if (!root && e->gid != IDX_ID_NONE && !member_of(groups, ngroups, e->gid))
 			e->gid = IDX_ID_NONE;
 		for (int t = 0; e->x && t < 2; t++) {
 			struct idx_ace *a = t ? e->x->dacl : e->x->acl;

@@ -107,7 +107,7 @@ void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f)
 	} else {
 		if (f->map.how)   /* the chunks left as they were */
 			STAT_ADD(s->res->matched, e->size - chunk_map_bytes(&f->map, e->size));
-		recv_apply_fd(s, f->fd, e, RECV_NEW_INODE);
+		recv_apply_fd(s, f->fd, e, RECV_NEW_INODE, NULL);
 		int err = close(f->fd) < 0 ? errno : 0;
 		f->fd = -1;
 		if (err)

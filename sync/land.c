@@ -155,7 +155,10 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		return recv_inplace_open(s, e, f);
 	if (f->track)   /* --partial: named and recorded, or an earlier run's */
 		return recv_partial_temp(s, e, f);
-	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+	/* unnamed, it can have its mode from the start (a named temp is the
+	 * user's alone until it is complete) */
+	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC,
+	                                 recv_mode_of(s, e) & 0777);
 	for (int tries = 0; f->fd < 0 && tries < 5; tries++) {
 		idx_temp_name(f->tmp);
 		f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -212,22 +215,50 @@ void recv_drop_file(struct rfile *f)
 	chunk_map_free(&f->map);
 }
 
+/* What the index keeps of st. */
+static void recv_st_of(struct recv_st *r, const struct stat *st)
+{
+	*r = (struct recv_st){
+		.dev = st->st_dev, .ino = st->st_ino, .size = (uint64_t)st->st_size,
+		.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+		.ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
+		.nlink = (uint32_t)st->st_nlink, .mode = st->st_mode, .uid = st->st_uid,
+		.gid = st->st_gid,
+	};
+}
+
+/* linkat() of an open file: by the fd itself where we may (AT_EMPTY_PATH
+ * needs CAP_DAC_READ_SEARCH), else through /proc/self/fd, whose lookup costs
+ * a path walk and a permission check per file. */
+static int link_fd(int fd, int dirfd, const char *name)
+{
+	static int by_fd = 1;
+	if (__atomic_load_n(&by_fd, __ATOMIC_RELAXED)) {
+		if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0)
+			return 0;
+		if (errno != EPERM && errno != ENOENT && errno != EINVAL)
+			return -1;
+		__atomic_store_n(&by_fd, 0, __ATOMIC_RELAXED);
+	}
+	char proc[40];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
+}
+
 /* Give an unnamed (O_TMPFILE) file a name: its own when that is free (a new
  * file: one directory entry written, no rename), else a temp name for the
  * caller to rename over the file it replaces. 1: in place, 0: linked as
  * f->tmp, -1: error (errno). */
 static int link_in(struct rfile *f, const char *name)
 {
-	char proc[40];
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", f->fd);
-	if (linkat(AT_FDCWD, proc, f->dirfd, name, AT_SYMLINK_FOLLOW) == 0)
-		return 1;
-	if (errno != EEXIST)
-		return -1;
-	for (int tries = 0; tries < 5; tries++) {
-		idx_temp_name(f->tmp);
-		if (linkat(AT_FDCWD, proc, f->dirfd, f->tmp, AT_SYMLINK_FOLLOW) == 0)
-			return 0;
+	for (int tries = 0; tries < 6; tries++) {
+		const char *as = name;
+		if (tries) {   /* name is taken: a temp name, renamed over it later */
+			idx_temp_name(f->tmp);
+			as = f->tmp;
+		}
+		if (link_fd(f->fd, f->dirfd, as) == 0)
+			return tries == 0;
 		if (errno != EEXIST)
 			break;
 	}
@@ -250,8 +281,14 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 		recv_drop_file(f);
 		return;
 	}
-	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE);
+	struct stat st;   /* unnamed: made by us just now, its owner and mode as made */
+	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE,
+	              !f->tmp[0] && fstat(f->fd, &st) == 0 ? &st : NULL);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
+	if (linked == 1 && !e->hlink && fstat(f->fd, &st) == 0) {   /* as it stays: the index's */
+		recv_st_of(&f->st, &st);
+		f->st_ok = 1;
+	}
 	int cerr = close(f->fd) < 0 ? errno : 0;
 	f->fd = -1;
 	if (linked < 0) {
@@ -376,23 +413,37 @@ void recv_make_links(struct rstate *s)
 			recv_fail(s, e->path, "cannot open its directory", errno);
 			continue;
 		}
-		idx_temp_name(tmp);
-		int rc = make_entry(s, e, follower, pd, tmp);
+		/* where DST has nothing, the entry is made under its own name (it
+		 * has no content to be seen half-written); else under a temp name,
+		 * renamed over the old one */
+		const struct idx_entry *old = idx_manifest_find(&s->dm, e->path);
+		int fresh = !old || (old->flags & GONE);
+		int rc = fresh ? make_entry(s, e, follower, pd, name) : -1;
+		if (!fresh || (rc < 0 && errno == EEXIST)) {
+			fresh = 0;
+			idx_temp_name(tmp);
+			rc = make_entry(s, e, follower, pd, tmp);
+		}
 		if (rc < 0)
 			recv_fail(s, e->path, "cannot create", errno);
 		if (rc != 0) {
 			close(pd);
 			continue;
 		}
-		entry_meta(s, e, follower, pd, tmp);
-		const struct idx_entry *old = idx_manifest_find(&s->dm, e->path);
-		if ((f & SYNC_F_BACKUP) && old && !(old->flags & GONE) && old->type != IDX_DIR &&
-		    recv_backup(s, pd, name, e->path, 0) < 0) {
+		entry_meta(s, e, follower, pd, fresh ? name : tmp);
+		int placed = fresh;
+		if (fresh) {
+			/* in place already */
+		} else if ((f & SYNC_F_BACKUP) && old && !(old->flags & GONE) &&
+		           old->type != IDX_DIR && recv_backup(s, pd, name, e->path, 0) < 0) {
 			unlinkat(pd, tmp, 0);
 		} else if (renameat(pd, tmp, pd, name) < 0) {
 			recv_fail(s, e->path, "cannot rename into place", errno);
 			unlinkat(pd, tmp, 0);
 		} else {
+			placed = 1;
+		}
+		if (placed) {
 			s->written[i] = 1;
 			STAT_ADD(s->actions, 1);
 			if (bits & SYNC_ITEM_NEW)
@@ -439,7 +490,7 @@ static void fix_one(struct rstate *s, const struct idx_entry *e, unsigned what)
 	if (special)
 		recv_apply_special(s, fd, e, what);
 	else
-		recv_apply_fd(s, fd, e, what);
+		recv_apply_fd(s, fd, e, what, NULL);
 	close(fd);
 }
 
@@ -646,23 +697,30 @@ void recv_save_index(struct rstate *s)
 				idx_manifest_add(&now, d);
 			continue;
 		}
-		if (*e->path ? fstatat(s->root, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0
-		             : fstat(s->root, &st) < 0)
+		const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
+		struct recv_st r;
+		if (f && f->st_ok) {   /* its writer's stat as it landed */
+			r = f->st;
+		} else {
+			if (*e->path ? fstatat(s->root, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0
+			             : fstat(s->root, &st) < 0)
+				continue;
+			recv_st_of(&r, &st);
+		}
+		if ((e->type == IDX_REG) != S_ISREG(r.mode))
 			continue;
 		struct idx_entry n = *e;
 		n.x = NULL;   /* xattrs and ACLs as set are not vouched for: read next time */
 		n.got = 0;
-		n.dev = st.st_dev;
-		n.ino = st.st_ino;
-		n.nlink = (uint32_t)st.st_nlink;
-		n.size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-		n.mode = st.st_mode & 07777;
-		n.uid = st.st_uid;
-		n.gid = st.st_gid;
-		n.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		n.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-		if ((e->type == IDX_REG) != S_ISREG(st.st_mode))
-			continue;
+		n.dev = r.dev;
+		n.ino = r.ino;
+		n.nlink = r.nlink;
+		n.size = S_ISREG(r.mode) ? r.size : 0;
+		n.mode = r.mode & 07777;
+		n.uid = r.uid;
+		n.gid = r.gid;
+		n.mtime_ns = r.mtime_ns;
+		n.ctime_ns = r.ctime_ns;
 		idx_manifest_add(&now, &n);
 	}
 	idx_manifest_sort(&now);

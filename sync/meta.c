@@ -338,7 +338,14 @@ static struct timespec mtime_of(const struct idx_entry *e)
 	return (struct timespec){ e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 };
 }
 
-void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what)
+mode_t recv_mode_of(const struct rstate *s, const struct idx_entry *e)
+{
+	/* without -p, as rsync: the source's mode less the umask */
+	return (s->r->flags & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
+}
+
+void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what,
+                   const struct stat *now)
 {
 	unsigned f = s->r->flags;
 	const char *p = *e->path ? e->path : ".";
@@ -346,11 +353,16 @@ void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned
 	gid_t g;
 	STAT_ADD(s->actions, 1);
 	owner_ids(s, e, &u, &g);
-	if ((u != (uid_t)-1 || g != (gid_t)-1) && fchown(fd, u, g) < 0)
+	if (now && u == now->st_uid)   /* what the inode already is stays */
+		u = (uid_t)-1;
+	if (now && g == now->st_gid)
+		g = (gid_t)-1;
+	int own = u != (uid_t)-1 || g != (gid_t)-1;
+	if (own && fchown(fd, u, g) < 0)
 		recv_fail(s, p, "cannot set owner", errno);
-	/* without -p, as rsync: the source's mode less the umask */
-	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
-	if (fchmod(fd, mode) < 0)
+	/* a chown clears setuid and setgid: the mode after it */
+	mode_t mode = recv_mode_of(s, e);
+	if ((!now || own || (now->st_mode & 07777) != mode) && fchmod(fd, mode) < 0)
 		recv_fail(s, p, "cannot set mode", errno);
 	struct target t = { fd, NULL, 0 };
 	char fdpath[40];
@@ -404,7 +416,7 @@ void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *
 	if ((u != (uid_t)-1 || g != (gid_t)-1) &&
 	    fchownat(opath_fd, "", u, g, AT_EMPTY_PATH) < 0)
 		recv_fail(s, e->path, "cannot set owner", errno);
-	mode_t mode = (f & SYNC_F_PERMS) ? e->mode : (e->mode & 0777 & ~s->umask);
+	mode_t mode = recv_mode_of(s, e);
 	if (chmod(fdpath, mode) < 0)
 		recv_fail(s, e->path, "cannot set mode", errno);
 	struct target t = { -1, fdpath, 0 };

@@ -31,6 +31,7 @@
 #define UNPACK_WRITERS   2          /* threads creating and writing files */
 #endif
 #define UNPACK_QUEUE     64         /* entries read ahead of the writers */
+#define UNPACK_BATCH     16         /* entries handed over under one lock */
 #define UNPACK_MAX_ENTRY SYNC_SMALL /* the archive holds only small files */
 
 /* --- sending --- */
@@ -168,6 +169,11 @@ struct unpacker {
 	pthread_cond_t jcv, room;
 	struct job *jobs, *jtail;
 	int njobs, jdone;
+	int idle;               /* writers waiting for jobs */
+	/* the reader's entries not yet handed over: a lock and a wake-up per
+	 * batch, not per file, unless a writer has nothing to do */
+	struct job *mine, *mtail;
+	int nmine;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct held *held;      /* sorted by offset, waiting for the reader */
@@ -207,7 +213,7 @@ void unpacker_push(struct unpacker *u, struct tp_msg *m)
 	pthread_mutex_lock(&u->mu);
 	if (!h || u->err) {
 		if (!u->err)
-			u->err = -ENOMEM;
+			__atomic_store_n(&u->err, -ENOMEM, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&u->mu);
 		free(h);
 		release(u, m);   /* a failed reader drops the rest */
@@ -256,7 +262,7 @@ static void write_job(struct unpacker *u, struct job *j)
 	if (fd == -EPROTO) {
 		pthread_mutex_lock(&u->mu);
 		if (!u->err)
-			u->err = -EPROTO;
+			__atomic_store_n(&u->err, -EPROTO, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&u->cv);
 		pthread_cond_broadcast(&u->room);
 		pthread_mutex_unlock(&u->mu);
@@ -280,7 +286,7 @@ static void write_job(struct unpacker *u, struct job *j)
 	if (rc < 0) {   /* e.g. the disk is full: no point in the rest */
 		pthread_mutex_lock(&u->mu);
 		if (!u->err)
-			u->err = rc;
+			__atomic_store_n(&u->err, rc, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&u->cv);
 		pthread_cond_broadcast(&u->room);
 		pthread_mutex_unlock(&u->mu);
@@ -292,26 +298,76 @@ static void *writer_main(void *arg)
 	struct unpacker *u = arg;
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
-		while (!u->jobs && !u->jdone)
+		while (!u->jobs && !u->jdone) {
+			__atomic_add_fetch(&u->idle, 1, __ATOMIC_RELAXED);
 			pthread_cond_wait(&u->jcv, &u->mu);
-		struct job *j = u->jobs;
-		if (!j)
+			__atomic_sub_fetch(&u->idle, 1, __ATOMIC_RELAXED);
+		}
+		if (!u->jobs)
 			break;
-		u->jobs = j->next;
+		/* half of what is queued (the other writer gets the rest) */
+		struct job *first = u->jobs, *last = first;
+		int n = 1;
+		for (; n < (u->njobs + 1) / 2 && n < UNPACK_BATCH; n++)
+			last = last->next;
+		u->jobs = last->next;
+		last->next = NULL;
 		if (!u->jobs)
 			u->jtail = NULL;
-		u->njobs--;
+		u->njobs -= n;
 		pthread_cond_signal(&u->room);
-		int skip = u->err < 0;
 		pthread_mutex_unlock(&u->mu);
-		if (!skip)
-			write_job(u, j);
-		free(j->data);
-		free(j);
+		for (struct job *j = first, *next; j; j = next) {
+			next = j->next;
+			if (__atomic_load_n(&u->err, __ATOMIC_RELAXED) >= 0)
+				write_job(u, j);
+			free(j->data);
+			free(j);
+		}
 		pthread_mutex_lock(&u->mu);
 	}
 	pthread_mutex_unlock(&u->mu);
 	return NULL;
+}
+
+/* The reader's batch to the writers: when it is full, when a writer waits,
+ * or (force) at the end. Waits while the queue is full. */
+static int hand_over(struct unpacker *u, int force)
+{
+	if (!u->nmine || (!force && u->nmine < UNPACK_BATCH &&
+	                  !__atomic_load_n(&u->idle, __ATOMIC_RELAXED)))
+		return 0;
+	pthread_mutex_lock(&u->mu);
+	while (u->njobs >= UNPACK_QUEUE && !u->err)
+		pthread_cond_wait(&u->room, &u->mu);
+	int err = u->err < 0 ? u->err : 0;
+	if (!err) {
+		if (u->jtail)
+			u->jtail->next = u->mine;
+		else
+			u->jobs = u->mine;
+		u->jtail = u->mtail;
+		u->njobs += u->nmine;
+		u->mine = u->mtail = NULL;
+		u->nmine = 0;
+		if (u->idle)
+			pthread_cond_broadcast(&u->jcv);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return err;
+}
+
+/* The reader's batch, dropped after an error. */
+static void drop_mine(struct unpacker *u)
+{
+	while (u->mine) {
+		struct job *j = u->mine;
+		u->mine = j->next;
+		free(j->data);
+		free(j);
+	}
+	u->mtail = NULL;
+	u->nmine = 0;
 }
 
 /* No more entries: the writers finish what is queued (or drop it after an
@@ -396,25 +452,13 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		return damaged(u, "the sender's archive has a sparse or overlong entry for file %llu",
 		               idx);
 	}
-	pthread_mutex_lock(&u->mu);
-	while (u->njobs >= UNPACK_QUEUE && !u->err)
-		pthread_cond_wait(&u->room, &u->mu);
-	int err = u->err < 0 ? u->err : 0;
-	if (!err) {
-		if (u->jtail)
-			u->jtail->next = j;
-		else
-			u->jobs = j;
-		u->jtail = j;
-		u->njobs++;
-		pthread_cond_signal(&u->jcv);
-	}
-	pthread_mutex_unlock(&u->mu);
-	if (err) {
-		free(j->data);
-		free(j);
-	}
-	return err;
+	if (u->mtail)
+		u->mtail->next = j;
+	else
+		u->mine = j;
+	u->mtail = j;
+	u->nmine++;
+	return hand_over(u, 0);
 }
 
 static void *unpack_main(void *arg)
@@ -435,6 +479,9 @@ static void *unpack_main(void *arg)
 			     : stream_damaged(u, a);
 		archive_read_free(a);
 	}
+	if (rc == 0)
+		rc = hand_over(u, 1);
+	drop_mine(u);
 	if (u->inuse) {
 		release(u, u->inuse);
 		u->inuse = NULL;
@@ -442,7 +489,7 @@ static void *unpack_main(void *arg)
 	stop_writers(u);
 	pthread_mutex_lock(&u->mu);
 	if (rc < 0 && !u->err)
-		u->err = rc;
+		__atomic_store_n(&u->err, rc, __ATOMIC_RELAXED);
 	/* from here on, whatever still comes is released at once */
 	while (u->held) {
 		struct held *h = u->held;
@@ -451,7 +498,7 @@ static void *unpack_main(void *arg)
 		free(h);
 	}
 	if (!u->err)
-		u->err = 1;   /* done: later pushes are dropped */
+		__atomic_store_n(&u->err, 1, __ATOMIC_RELAXED);   /* done: later pushes are dropped */
 	pthread_mutex_unlock(&u->mu);
 	return NULL;
 }

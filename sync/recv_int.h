@@ -23,6 +23,13 @@
 #define RECV_BASIS_BAD (-2)
 
 /* A file being received. */
+/* What the index keeps of a stat (a struct stat is 144 bytes). */
+struct recv_st {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+	uint32_t nlink, mode, uid, gid;
+};
+
 struct rfile {
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
@@ -34,6 +41,8 @@ struct rfile {
 	int failed, done;
 	int claimed;         /* small files: a writer thread has it */
 	int existed;         /* DST had a file by that name (for -v's line) */
+	int st_ok;           /* st: the file as landed, for the index */
+	struct recv_st st;
 	/* chunk-level transfer (delta.c): what is asked for, and the old file
 	 * the rest comes from */
 	struct chunk_map map;            /* map.how NULL: every chunk is sent */
@@ -215,7 +224,12 @@ void recv_acl_canon(struct idx_ace *a, uint16_t *n);
  * fd). what: which of IDX_M_ACL, IDX_M_XATTR to set (a new inode: both);
  * the rest is always set. Failures are recv_fail()ed. */
 #define RECV_NEW_INODE (IDX_M_ACL | IDX_M_XATTR)
-void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what);
+/* now: fd's stat when known (a new file as created): owner and mode are
+ * set only where they differ. */
+void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned what,
+                   const struct stat *now);
+/* The mode e gets in DST (-p: the source's, else less the umask). */
+mode_t recv_mode_of(const struct rstate *s, const struct idx_entry *e);
 void recv_apply_link(struct rstate *s, int pd, const char *name, const struct idx_entry *e,
                      unsigned what);
 void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
