@@ -229,6 +229,8 @@ void unpacker_push(struct unpacker *u, struct tp_msg *m)
 	pthread_mutex_unlock(&u->mu);
 }
 
+static int hand_over(struct unpacker *u, int force);
+
 /* libarchive's read callback: the next piece of the stream, in order. */
 static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 {
@@ -239,6 +241,12 @@ static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 		u->inuse = NULL;
 	}
 	pthread_mutex_lock(&u->mu);
+	if (!(u->held && u->held->m->off == u->want) && u->nmine) {
+		/* about to wait for the wire: the writers get what is read */
+		pthread_mutex_unlock(&u->mu);
+		hand_over(u, 1);   /* an error shows in u->err */
+		pthread_mutex_lock(&u->mu);
+	}
 	while (!(u->held && u->held->m->off == u->want) && !u->eof && !u->err)
 		pthread_cond_wait(&u->cv, &u->mu);
 	la_ssize_t n = 0;

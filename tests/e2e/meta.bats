@@ -310,6 +310,54 @@ mk_ns_rsh() {
 	[ -z "$(items "$T/out")" ]
 }
 
+# New files are made unnamed with their permission bits, and owner and mode
+# are set only where the new inode differs (sync/land.c): each way it can
+# differ, against rsync -aH. The second round adds files to DST's setgid
+# directory, where a new inode takes the directory's group, not ours.
+new_inode_meta() {
+	local mode=$1
+	mkdir -p "$T/src/gdir"
+	for f in suid sgid sticky none wide plain; do printf '%s' $f >"$T/src/$f"; done
+	chown 5610:5611 "$T/src/suid"; chmod 4755 "$T/src/suid"   # (a chown clears it)
+	chown 0:5612 "$T/src/sgid"; chmod 2755 "$T/src/sgid"
+	chmod 1644 "$T/src/sticky"
+	chmod 0000 "$T/src/none"
+	chmod 0666 "$T/src/wide"
+	chown 5610:5610 "$T/src/plain"
+	chgrp 5613 "$T/src/gdir"; chmod 2775 "$T/src/gdir"
+	printf 'f' >"$T/src/gdir/f"; chmod 640 "$T/src/gdir/f"
+	ln -s plain "$T/src/link"
+	ln "$T/src/plain" "$T/src/hard"
+	rm -rf "$T/ref" "$T/got"
+	(umask 022; rsync -aH "$T/src/" "$T/ref/"; sync_in "$mode" --sync -aH "$T/src/" "$T/got/")
+	same "$T/ref" "$T/got"
+	[ "$(stat -c %a:%u:%g "$T/got/suid")" = 4755:5610:5611 ]
+	[ "$(stat -c %a "$T/got/wide")" = 666 ]
+	[ "$(stat -c %a "$T/got/none")" = 0 ]
+	[ "$(stat -c %i "$T/got/plain")" = "$(stat -c %i "$T/got/hard")" ]
+	[ "$(readlink "$T/got/link")" = plain ]
+	# round 2: new entries into the setgid directory DST now has
+	printf 'g' >"$T/src/gdir/g"; chown 0:0 "$T/src/gdir/g"; chmod 4710 "$T/src/gdir/g"
+	printf 'h' >"$T/src/gdir/h"; chown 5610:0 "$T/src/gdir/h"
+	ln -s ../plain "$T/src/gdir/l"
+	(umask 022; rsync -aH "$T/src/" "$T/ref/"; sync_in "$mode" --sync -aH "$T/src/" "$T/got/")
+	same "$T/ref" "$T/got"
+	[ "$(stat -c %a:%g "$T/got/gdir/g")" = 4710:0 ]   # not the directory's 5613
+	[ "$(stat -c %u:%g "$T/got/gdir/h")" = 5610:0 ]
+	! ls -A "$T/got" "$T/got/gdir" | grep -q '^\.rdcp-tmp-'
+	noop "$mode" --sync -aH
+}
+
+@test "new files' modes and owners: setuid, setgid, sticky, 0000, 0666 past the umask, another owner, a setgid directory, links made in place (local)" {
+	as_root
+	new_inode_meta local
+}
+
+@test "new files' modes and owners: setuid, setgid, sticky, 0000, 0666 past the umask, another owner, a setgid directory, links made in place (push)" {
+	as_root
+	new_inode_meta push
+}
+
 # --- --chown and --chmod ---
 
 chown_chmod() {
