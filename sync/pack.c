@@ -24,12 +24,11 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "common/iopool.h"
 #include "common/log.h"
 #include "sync/sync_int.h"
 
-#ifndef UNPACK_WRITERS
-#define UNPACK_WRITERS   2          /* threads creating and writing files */
-#endif
+#define UNPACK_WRITERS_MAX IO_POOL_AUTO_MAX   /* threads creating and writing files */
 #define UNPACK_QUEUE     64         /* entries read ahead of the writers */
 #define UNPACK_BATCH     16         /* entries handed over under one lock */
 #define UNPACK_MAX_ENTRY SYNC_SMALL /* the archive holds only small files */
@@ -161,11 +160,12 @@ struct job {
 
 struct unpacker {
 	pthread_t th;
-	/* writers: files are created and written by UNPACK_WRITERS threads, so
-	 * the filesystem's per-file work (inode allocation, metadata, linking
-	 * into the directory) of one file overlaps another's */
-	pthread_t wth[UNPACK_WRITERS];
-	int nw;
+	/* writers: files are created and written by one thread per core (2 to
+	 * 8), so the filesystem's per-file work (inode allocation, metadata,
+	 * linking into the directory) of one file overlaps another's */
+	pthread_t wth[UNPACK_WRITERS_MAX];
+	int nw;                 /* started */
+	int share;              /* writers asked for (set before they start) */
 	pthread_cond_t jcv, room;
 	struct job *jobs, *jtail;
 	int njobs, jdone;
@@ -313,10 +313,10 @@ static void *writer_main(void *arg)
 		}
 		if (!u->jobs)
 			break;
-		/* half of what is queued (the other writer gets the rest) */
+		/* a writer's share of what is queued (the others get the rest) */
 		struct job *first = u->jobs, *last = first;
 		int n = 1;
-		for (; n < (u->njobs + 1) / 2 && n < UNPACK_BATCH; n++)
+		for (; n < (u->njobs + u->share - 1) / u->share && n < UNPACK_BATCH; n++)
 			last = last->next;
 		u->jobs = last->next;
 		last->next = NULL;
@@ -524,7 +524,8 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 	u->ts = ts;
 	u->ops = ops;
 	u->ctx = ctx;
-	for (; u->nw < UNPACK_WRITERS; u->nw++)
+	u->share = io_pool_threads(1);
+	for (; u->nw < u->share; u->nw++)
 		if (pthread_create(&u->wth[u->nw], NULL, writer_main, u))
 			break;
 	if (!u->nw || pthread_create(&u->th, NULL, unpack_main, u)) {
