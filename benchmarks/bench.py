@@ -374,6 +374,10 @@ class Bench:
         # (ext4 skips recently freed inodes: measured as 37% of a receiver's
         # time), so such trees are deleted only when the set is done.
         trash = []
+        # copies are named for this run: a --work directory kept from an
+        # interrupted run holds copies under its names, and a "full" run
+        # into one of them would be a re-sync
+        tag = os.getpid()
 
         def discard(path):
             if nfiles > 10000:
@@ -384,11 +388,11 @@ class Bench:
             # "rdcp" is the steady state: the indexes of an earlier run exist
             # (rdcp-cold measures the first run ever)
             log(f"bench: {dset}: one untimed rdcp run to build its indexes ...")
-            self.run_one(dset, "prime", "rdcp", src, f"{w}/dst-{dset}-prime", nbytes)
-            discard(f"{w}/dst-{dset}-prime")
+            self.run_one(dset, "prime", "rdcp", src, f"{w}/dst-{dset}-prime-{tag}", nbytes)
+            discard(f"{w}/dst-{dset}-prime-{tag}")
         for rep in range(1, a.reps + 1):
             order = cs if rep % 2 else cs[::-1]
-            dsts = {c: f"{w}/dst-{dset}-{c}-{rep}" for c in cs}
+            dsts = {c: f"{w}/dst-{dset}-{c}-{rep}-{tag}" for c in cs}
             for sc in SCENARIOS[dset]:
                 if sc == "mod1":
                     n, b = modify_1pct(src, rep)
