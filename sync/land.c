@@ -383,6 +383,24 @@ static void entry_meta(struct rstate *s, const struct idx_entry *e, int follower
 	}
 }
 
+/* tmp in pd over name (old: what DST had there), backed up first with -b.
+ * 1 when in place; else tmp is gone (and a failure said). */
+static int rename_over(struct rstate *s, int pd, const char *tmp, const char *name,
+                       const char *path, const struct idx_entry *old)
+{
+	if ((s->r->flags & SYNC_F_BACKUP) && old && !(old->flags & GONE) &&
+	    old->type != IDX_DIR && recv_backup(s, pd, name, path, 0) < 0) {
+		unlinkat(pd, tmp, 0);
+		return 0;
+	}
+	if (renameat(pd, tmp, pd, name) < 0) {
+		recv_fail(s, path, "cannot rename into place", errno);
+		unlinkat(pd, tmp, 0);
+		return 0;
+	}
+	return 1;
+}
+
 /* Symlinks, hard links, fifos and devices: made after the data, each under
  * a temp name and renamed over whatever is there. */
 void recv_make_links(struct rstate *s)
@@ -431,19 +449,7 @@ void recv_make_links(struct rstate *s)
 			continue;
 		}
 		entry_meta(s, e, follower, pd, fresh ? name : tmp);
-		int placed = fresh;
-		if (fresh) {
-			/* in place already */
-		} else if ((f & SYNC_F_BACKUP) && old && !(old->flags & GONE) &&
-		           old->type != IDX_DIR && recv_backup(s, pd, name, e->path, 0) < 0) {
-			unlinkat(pd, tmp, 0);
-		} else if (renameat(pd, tmp, pd, name) < 0) {
-			recv_fail(s, e->path, "cannot rename into place", errno);
-			unlinkat(pd, tmp, 0);
-		} else {
-			placed = 1;
-		}
-		if (placed) {
+		if (fresh || rename_over(s, pd, tmp, name, e->path, old)) {
 			s->written[i] = 1;
 			STAT_ADD(s->actions, 1);
 			if (bits & SYNC_ITEM_NEW)

@@ -158,6 +158,12 @@ struct job {
 	struct job *next;
 };
 
+static void job_free(struct job *j)
+{
+	free(j->data);
+	free(j);
+}
+
 struct unpacker {
 	pthread_t th;
 	/* writers: files are created and written by one thread per core (2 to
@@ -329,8 +335,7 @@ static void *writer_main(void *arg)
 			next = j->next;
 			if (__atomic_load_n(&u->err, __ATOMIC_RELAXED) >= 0)
 				write_job(u, j);
-			free(j->data);
-			free(j);
+			job_free(j);
 		}
 		pthread_mutex_lock(&u->mu);
 	}
@@ -371,8 +376,7 @@ static void drop_mine(struct unpacker *u)
 	while (u->mine) {
 		struct job *j = u->mine;
 		u->mine = j->next;
-		free(j->data);
-		free(j);
+		job_free(j);
 	}
 	u->mtail = NULL;
 	u->nmine = 0;
@@ -440,14 +444,12 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK) {
-			free(j->data);
-			free(j);
+			job_free(j);
 			return stream_damaged(u, a);
 		}
 		/* sparse, out of order or longer than said: not ours */
 		if ((uint64_t)off != j->len || len > size - j->len) {
-			free(j->data);
-			free(j);
+			job_free(j);
 			return damaged(u, "the sender's archive has a sparse or overlong entry for "
 			               "file %llu", idx);
 		}
@@ -455,8 +457,7 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		j->len += len;
 	}
 	if (j->len != size) {   /* holes at the end: sparse */
-		free(j->data);
-		free(j);
+		job_free(j);
 		return damaged(u, "the sender's archive has a sparse or overlong entry for file %llu",
 		               idx);
 	}
