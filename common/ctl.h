@@ -51,7 +51,11 @@ enum ctl_type {
 	CTL_CHUNKS,         /* receiver -> sender, after PLAN: which chunks of
 	                       a planned file to send, and how (sync/chunks.c) */
 	CTL_CHUNKS_END,     /* receiver -> sender: no more CHUNKS (empty) */
-	CTL_LAST = CTL_CHUNKS_END,
+	/* sync fan-out (rdcp SRC h1:DST h2:DST ...), a receiver run with --relay */
+	CTL_RELAY,          /* client -> receiver, after its DATA: where to forward
+	                       the data (u16 port, secret, address; empty: last);
+	                       receiver -> client: u32 how that went (an errno) */
+	CTL_LAST = CTL_RELAY,
 };
 
 struct ctl {

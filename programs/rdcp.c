@@ -196,15 +196,16 @@ int main(int argc, char **argv)
 		return rc < 0 ? RD_EXIT_SELECT : pr.errors ? RD_EXIT_FILEIO : RD_EXIT_OK;
 	}
 	}
-	if (a.noperands < 2) {
+	int hosts = a.o.hosts != NULL;   /* --hosts=FILE:DST: every operand a SRC */
+	if (a.noperands < 2 - hosts) {
 		log_err(a.noperands == 0 ? "SRC and DST are missing" : "DST is missing");
 		fputs("Try 'rdcp --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
 	a.o.srcs = (const char *const *)a.operands;
-	a.o.nsrc = a.noperands - 1;
+	a.o.nsrc = a.noperands - 1 + hosts;
 	a.o.src = a.operands[0];
-	a.o.dst = a.operands[a.noperands - 1];
+	a.o.dst = hosts ? a.o.hosts : a.operands[a.noperands - 1];
 	if ((code = sync_opts_check(&a.o)) != 0 || tp_opts_check(&a.o.tp) < 0)
 		return code ? code : RD_EXIT_USAGE;
 	code = sync_client(&a.o);

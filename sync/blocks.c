@@ -74,7 +74,10 @@ int recv_blocks_plan(struct rstate *s, const struct idx_entry *e, struct rfile *
 {
 	const struct idx_entry *d = f->basis;
 	uint32_t have = 0;
-	if (!f->map.how || !d || f->intemp || (s->r->flags & (SYNC_F_APPEND | SYNC_F_DRYRUN)))
+	/* a fan-out (--relay): the blocks would be made against this host's old
+	 * file, and every host of the chain gets the same message */
+	if (!f->map.how || !d || f->intemp || (s->r->flags & (SYNC_F_APPEND | SYNC_F_DRYRUN)) ||
+	    s->r->o->relay)
 		return 0;
 	for (uint32_t k = 0; k < f->map.n; k++)
 		have += f->map.how[k] == CH_HAVE;

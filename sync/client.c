@@ -26,6 +26,17 @@ struct endpoint {
 	char *path;
 };
 
+static int parse_endpoint(const char *arg, struct endpoint *ep);
+
+int sync_parse_endpoint(const char *arg, char **host, char **path)
+{
+	struct endpoint ep;
+	int rc = parse_endpoint(arg, &ep);
+	*host = ep.host;
+	*path = ep.path;
+	return rc;
+}
+
 /* "[user@]host:path" (no '/' before the ':'), else a local path. */
 static int parse_endpoint(const char *arg, struct endpoint *ep)
 {
@@ -253,8 +264,31 @@ static void free_endpoints(const struct sync_opts *o, const char **paths,
 	free(dst->path);
 }
 
-int sync_client(const struct sync_opts *o)
+/* A fan-out (rdcp SRC h1:DST h2:DST ...): the first operand is local and
+ * every one from some SRC on is remote. The first DST's operand, or 0. */
+static int fanout_at(const struct sync_opts *o)
 {
+	int first = 0;
+	for (int k = o->nsrc; k >= 0; k--) {
+		struct endpoint ep;
+		if (parse_endpoint(k < o->nsrc ? o->srcs[k] : o->dst, &ep) < 0)
+			return 0;
+		int remote = ep.host != NULL;
+		free(ep.host);
+		free(ep.path);
+		if (!remote)
+			break;
+		first = k;
+	}
+	return first >= 1 && first < o->nsrc ? first : 0;
+}
+
+int sync_client(struct sync_opts *o)
+{
+	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
+	if (o->hosts || first_dst)
+		return sync_fanout(o, first_dst);
+
 	struct endpoint src = { 0 }, dst = { 0 };
 	struct ctl c = { .in = -1, .out = -1 };
 	struct sync_result res = { 0 };

@@ -26,7 +26,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYN
        OPT_BWLIMIT, OPT_IGNORE_EXISTING, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_LINK_DEST,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
-       OPT_INDEX_LIST, OPT_INDEX_PRUNE };
+       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -100,6 +100,9 @@ static const struct opt_def defs[] = {
 	{ { "data-addr", required_argument, NULL, OPT_DATA_ADDR }, CLIENT },
 	{ { "rsh", required_argument, NULL, 'e' }, CLIENT },
 	{ { "rdcp-path", required_argument, NULL, OPT_RDCP_PATH }, CLIENT },
+	{ { "hosts", required_argument, NULL, OPT_HOSTS }, CLIENT },
+	/* the fan-out client gives it to each receiver; never typed (below) */
+	{ { "relay", no_argument, NULL, OPT_RELAY }, FAR },
 	/* what to print */
 	/* far too: the receiver makes the lines (names with -v, codes with -i,
 	 * none with -q), the sender says "using TCP" with -v */
@@ -395,6 +398,8 @@ static int take_value(int c, struct sync_args *a)
 	case 'e': o->rsh = optarg; return -1;
 	case OPT_RDCP_PATH: o->rdcp_path = optarg; return -1;
 	case OPT_DATA_ADDR: o->data_addr = optarg; return -1;
+	case OPT_HOSTS: o->hosts = optarg; return -1;
+	case OPT_RELAY: o->relay = 1; return -1;
 	}
 	return -2;   /* not ours */
 }
@@ -493,6 +498,11 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		}
 		if (!d) {
 			fputs("Try 'rdcp --help'.\n", stderr);
+			return RD_EXIT_USAGE;
+		}
+		if (!far && c == OPT_RELAY) {   /* the fan-out's own, for its receivers */
+			log_err("--relay is rdcp's own option for the hosts of a fan-out; to copy "
+			        "to several hosts, name them all: rdcp SRC host1:DST host2:DST");
 			return RD_EXIT_USAGE;
 		}
 		int rc = take_opt(c, a);

@@ -590,7 +590,9 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	const char *transport = res->transport;
 	result_put(done, res);
 	res->transport = transport;
-	if (rc != -ECONNRESET && rc != -ETIME)   /* a stalled peer would stall this too */
+	/* a stalled peer would stall this too; but a fan-out host's data may
+	 * come from another host that died, and its client wants to know */
+	if ((rc != -ECONNRESET && rc != -ETIME) || r->o->relay)
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
 	res->ctl_tx = r->ctl->tx_bytes;
 	res->ctl_rx = r->ctl->rx_bytes;

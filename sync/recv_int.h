@@ -88,6 +88,11 @@ struct rstate {
 	uint64_t unsent;         /* planned files the sender could not send */
 	uint64_t incomplete;     /* files whose data stopped short */
 	int werr;                /* ENOSPC or EDQUOT from an I/O thread: stop */
+	/* --relay (relay.c): the next host of a fan-out's chain */
+	struct relay *relay;     /* its dialling */
+	struct tp_session *down; /* every data message is forwarded here */
+	int down_err;            /* it failed: no more forwarding */
+	int relay_err;           /* we failed, but go on forwarding */
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[]: see above */
@@ -252,6 +257,16 @@ void recv_item_created_root(struct rstate *s, const char *path);
  * the receiver's failure); recv_log_end() stops it and flushes the rest. */
 void recv_log_start(struct rstate *s);
 void recv_log_end(struct rstate *s);
+/* relay.c, --relay: begin: after CTL_DATA, read CTL_RELAY and dial the
+ * next host on a thread (0, or an error; not relaying: 0). linked: after
+ * our sender's session is up (or not), wait for that dial and tell the
+ * client how it went. forward: a copy of m to the next host (a failure
+ * ends the forwarding, said once). end: the next host's session finished
+ * (ok: our stream ended cleanly) or dropped. */
+int  relay_begin(struct rstate *s);
+int  relay_linked(struct rstate *s);
+void relay_forward(struct rstate *s, const struct tp_msg *m);
+void relay_end(struct rstate *s, int ok);
 /* ctl_send() under ctl_mu. */
 int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 

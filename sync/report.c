@@ -179,7 +179,8 @@ static void totals(const struct sync_opts *o, const struct sync_result *res, uin
                    uint64_t *rx)
 {
 	(void)o;
-	*tx = res->ctl_tx + (res->we_sent ? res->bytes : 0);
+	/* a fan-out's bytes are every host's; the source sent them once */
+	*tx = res->ctl_tx + (res->hosts ? res->wire : res->we_sent ? res->bytes : 0);
 	*rx = res->ctl_rx + (res->we_sent ? 0 : res->bytes);
 }
 
@@ -221,7 +222,7 @@ static void summary(const struct sync_opts *o, const struct sync_result *res, do
 
 /* s as a JSON string: quotes, backslashes and control characters escaped,
  * bytes that are not UTF-8 as U+FFFD (JSON text must be UTF-8). */
-static void json_str(FILE *f, const char *s)
+void sync_json_str(FILE *f, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	fputc('"', f);
@@ -255,14 +256,14 @@ static void json_str(FILE *f, const char *s)
 
 /* --json: one object, a fixed schema (docs/rdcp.1, OUTPUT). */
 static void json(const struct sync_opts *o, const struct sync_result *res, int code,
-                 double secs)
+                 double secs, const char *hosts)
 {
 	uint64_t tx, rx;
 	totals(o, res, &tx, &rx);
 	printf("{\"rdcp\":1,\"src\":");
-	json_str(stdout, o->src);
+	sync_json_str(stdout, o->src);
 	printf(",\"dst\":");
-	json_str(stdout, o->dst);
+	sync_json_str(stdout, o->dst);
 	printf(",\"dry_run\":%s,\"files_considered\":%llu,\"bytes_considered\":%llu,"
 	       "\"files_sent\":%llu,\"bytes_sent\":%llu,\"bytes_matched\":%llu,"
 	       "\"files_created\":%llu,"
@@ -275,9 +276,11 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	       (unsigned long long)res->deleted, (unsigned long long)res->errors,
 	       (unsigned long long)tx, (unsigned long long)rx, secs);
 	if (res->transport)
-		json_str(stdout, res->transport);
+		sync_json_str(stdout, res->transport);
 	else
 		fputs("null", stdout);
+	if (hosts)
+		printf(",\"hosts\":%s", hosts);
 	printf(",\"exit_code\":%d}\n", code);
 }
 
@@ -300,9 +303,15 @@ double sync_report_begin(const struct sync_opts *o, int client_sends)
 
 int sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0)
 {
+	return sync_report_hosts(o, res, code, t0, NULL);
+}
+
+int sync_report_hosts(const struct sync_opts *o, const struct sync_result *res, int code,
+                      double t0, const char *hosts)
+{
 	double secs = mono_s() - t0;
 	if (o->json) {
-		json(o, res, code, secs);
+		json(o, res, code, secs, hosts);
 	} else if (!o->quiet) {
 		if (o->stats)
 			stats(o, res);

@@ -926,6 +926,7 @@ static int send_data(struct sstate *s)
 	put_u64(sent, q.changed + q.failed);
 	put_u64(sent + 8, q.failed);
 	s->res->errors = q.changed;   /* await_done turns this into exit 24 */
+	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */
 	return ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
 }
 

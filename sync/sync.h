@@ -112,6 +112,9 @@ struct sync_opts {
 	const char *backup_dir, *backup_suffix;
 	const char *index_path;     /* --index (the client's side) */
 	int no_index;               /* --no-index, both sides */
+	const char *hosts;          /* --hosts=FILE:DST (fan-out, sync/fanout.c) */
+	int relay;                  /* --relay (far side only): a fan-out receiver,
+	                               which forwards the data to the next host */
 	char **fwd;                 /* the far side's options, --name[=value] */
 	int nfwd;
 };
@@ -140,7 +143,7 @@ int  sync_opts_check(const struct sync_opts *o);
 void sync_opts_free(struct sync_opts *o);
 
 /* Run a sync from the client side; returns the exit code (common/exitcode.h). */
-int sync_client(const struct sync_opts *o);
+int sync_client(struct sync_opts *o);
 /* The far side (rdcp --server): control channel on stdin/stdout. */
 int sync_server(void);
 

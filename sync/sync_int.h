@@ -331,6 +331,8 @@ struct sync_result {
 	uint64_t flist_bytes;      /* the file list's encoded size */
 	uint64_t ctl_tx, ctl_rx;   /* control channel bytes */
 	int we_sent;               /* this side was the sender */
+	uint64_t wire;             /* the sender: data bytes it sent */
+	int hosts;                 /* a fan-out's: hosts (bytes: all of theirs) */
 };
 
 /* sync/report.c: what the user sees (rsync's formats). */
@@ -370,6 +372,28 @@ double sync_report_begin(const struct sync_opts *o, int client_sends);
 /* The client, at the end: -v's summary, --stats, --json (code is the exit
  * code the process returns). Returns code. */
 int  sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0);
+
+/* sync/report.c: sync_report(), with --json's "hosts" array (JSON text,
+ * may be NULL) for a fan-out; a string as JSON text. */
+int  sync_report_hosts(const struct sync_opts *o, const struct sync_result *res, int code,
+                       double t0, const char *hosts_json);
+void sync_json_str(FILE *f, const char *s);
+
+/* sync/client.c: "[user@]host:path" (no '/' before the ':') into *host and
+ * *path, else a local path (*host NULL). 0 or -ENOMEM. */
+int  sync_parse_endpoint(const char *arg, char **host, char **path);
+
+/* sync/fanout.c: rdcp SRC... host1:DST host2:DST ... (DSTs from operand
+ * first_dst on, srcs[first_dst..nsrc-1] then dst), or --hosts=FILE:DST
+ * (every operand a SRC). The exit code. */
+struct fan_target {
+	char *label;       /* host:path, for messages */
+	char *host, *path; /* [user@]host; the path there */
+	char *data_addr;   /* --hosts' second column, or NULL */
+	char ip[64];       /* what the name (or data_addr) resolves to, or "" */
+	int skip;          /* 1: named twice; 2: SRC itself */
+};
+int  sync_fanout(struct sync_opts *o, int first_dst);
 
 int sync_sender(struct role *r, struct sync_result *res);
 /* The server's body; local: forked by a local run's client (loopback). */

@@ -67,7 +67,8 @@ static int write_chunk(const struct rfile *f, const uint8_t *data, uint32_t len,
 }
 
 /* Which planned file and chunk message m is for: *i, and its offset
- * (without the kind). 0, or the rejection. shown: the file's path. */
+ * (without the kind). 0, 1 for a chunk another host of a fan-out asked for
+ * (--relay: dropped here), or the rejection. shown: the file's path. */
 static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint64_t *off,
                       char shown[300])
 {
@@ -77,6 +78,8 @@ static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint6
 	*i = (size_t)(m->id - 1 - s->shift);
 	const struct idx_entry *e = &s->sm.e[*i];
 	log_path(shown, 300, e->path);
+	if (s->fetch[*i] < 0 && s->r->o->relay)
+		return 1;   /* for another host of the fan-out: forwarded, not ours */
 	if (s->fetch[*i] < 0)
 		return recv_reject(s, "the sender sent a chunk of '%s', which was not asked for",
 		                   shown);
@@ -90,6 +93,11 @@ static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint6
 		return recv_reject(s, "the sender sent a chunk of '%s' at offset %llu, %s", shown,
 		                   (unsigned long long)*off, *off >= e->size ? "past its end"
 		                   : "not on a chunk boundary");
+	/* a fan-out's chunk this host has, or of a file it has all of (its map
+	 * is gone): another host's */
+	if (s->r->o->relay && ((f->map.how && f->map.how[*off / IDX_CHUNK_SIZE] == CH_HAVE) ||
+	                       f->done || f->failed))
+		return 1;
 	if (f->map.how && f->map.how[*off / IDX_CHUNK_SIZE] == CH_HAVE)
 		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
 		                   "for (DST has it)", (unsigned long long)(*off / IDX_CHUNK_SIZE),
@@ -209,8 +217,9 @@ static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
 	size_t i = 0;
 	uint64_t off = 0;
 	*out = NULL;
-	if (find_chunk(s, m, &i, &off, shown) < 0)
-		return -EPROTO;
+	int found = find_chunk(s, m, &i, &off, shown);
+	if (found)
+		return found < 0 ? -EPROTO : 0;
 	const struct idx_entry *e = &s->sm.e[i];
 	struct rfile *f = &s->files[s->fetch[i]];
 	struct cjob c = { .s = s, .ts = ts, .m = m, .i = i, .kind = SYNC_MSG_KIND(m->off),
@@ -269,6 +278,8 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 	size_t i = (size_t)(index - s->shift);
 	const struct idx_entry *e = &s->sm.e[i];
 	log_path(shown, sizeof shown, e->path);
+	if (s->fetch[i] < 0 && s->r->o->relay)
+		return -1;   /* for another host of the fan-out */
 	if (s->fetch[i] < 0)
 		return recv_reject(s, "the sender's archive has an entry for '%s', which was not "
 		                   "asked for", shown);
@@ -374,6 +385,8 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 	memcpy(msg + 34, r->announce_addr, alen > 255 ? 255 : alen);
 	rc = recv_ctl_send(s, CTL_DATA, msg, 34 + (alen > 255 ? 255 : alen));
 	explicit_bzero(key, sizeof key);
+	if (rc == 0)
+		rc = relay_begin(s);   /* --relay: where the next host listens */
 	for (int waited = 0; rc == 0; waited++) {
 		rc = tp_accept(l, 500, ts);
 		if (rc != -ETIMEDOUT)
@@ -401,6 +414,17 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 	return rc;
 }
 
+/* A fan-out host (--relay) that fails on its own side (its disk is full)
+ * still forwards what comes, for the hosts after it: 1 (rc kept in
+ * s->relay_err) while it has a next host; else 0, stop. */
+static int relay_on(struct rstate *s, int rc)
+{
+	if (!s->down || s->down_err || rc == -EPROTO)
+		return 0;
+	s->relay_err = rc;
+	return 1;
+}
+
 /* Every message until the end of the stream: chunks taken here, the
  * archive's handed to the unpacker. 1 at the clean end, or an error. */
 static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg)
@@ -416,13 +440,18 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 			            "over 4 MiB, a bad header, or a miscounted end)");
 		if (rc != 0)
 			break;
+		relay_forward(s, m);   /* --relay: the next host's copy first */
+		if (s->relay_err) {    /* we failed: only forwarding */
+			tp_msg_release(ts, m);
+			continue;
+		}
 		if (m->id == SYNC_ARCHIVE_ID) {
 			if (!up && (rc = unpacker_start(&up, ts, &unpack_ops, s)) < 0) {
 				tp_msg_release(ts, m);
 				break;
 			}
 			unpacker_push(up, m);   /* it releases m */
-			if ((rc = unpacker_error(up)) < 0)
+			if ((rc = unpacker_error(up)) < 0 && !relay_on(s, rc))
 				break;   /* the disk is full: stop, the sender hears why */
 			progress_update(pg, s->res->bytes, s->res->files, 0);
 			continue;
@@ -443,16 +472,16 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 		int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
 		if (rc >= 0 && werr)
 			rc = -werr;   /* the disk is full: stop, the sender hears why */
-		if (rc < 0)
+		if (rc < 0 && !relay_on(s, rc))
 			break;
 	}
 	io_pool_stop(io);   /* every chunk on its way is written and counted */
 	int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
-	if (rc >= 0 && werr)
+	if (rc >= 0 && werr && !s->relay_err)
 		rc = -werr;
 	if (up) {
 		int urc = unpacker_finish(up);
-		if (urc < 0 && rc >= 0)
+		if (urc < 0 && rc >= 0 && !s->relay_err)
 			rc = urc;
 	}
 	return rc;
@@ -476,8 +505,14 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 {
 	struct tp_session *ts = NULL;
 	int rc = accept_sender(s, &ts);
-	if (rc < 0)
+	int lrc = relay_linked(s);   /* --relay: our next host, whether we have a sender or not */
+	if (rc == 0 && lrc < 0)
+		rc = lrc;
+	if (rc < 0) {
+		relay_end(s, 0);
+		tp_close(ts);
 		return rc;
+	}
 	s->res->bytes = 0;
 	s->res->transport = tp_kind_name(ts);
 	struct progress pg;
@@ -488,13 +523,16 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	rc = take_all(s, ts, &pg);
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
 	if (rc == 1) {
-		rc = 0;
+		/* a fan-out host that failed on its side took the stream for the
+		 * next one: its sender hears all is well, the client why not */
+		rc = s->relay_err;
 		drop_incomplete(s, want, nwant);
 		tp_verdict(ts, 0);
 	} else if (rc == -ENOSPC || rc == -EPROTO) {
 		tp_verdict(ts, -rc);
 	}
 	tp_close(ts);
+	relay_end(s, rc == 0);   /* the next host's end, after our sender has ours */
 	return rc;
 }
 

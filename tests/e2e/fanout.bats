@@ -1,0 +1,220 @@
+#!/usr/bin/env bats
+# Fan-out (issue 14): rdcp SRC host1:DST host2:DST ... and --hosts=FILE:DST.
+# The hosts are this machine under several loopback addresses (127.0.0.x),
+# each with its own DST; the remote shell is a local one that records the
+# far side's pid per host, so a test can kill one host's rdcp.
+
+load helpers
+
+json_field() {
+	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
+}
+# host_field N FIELD: FIELD of the Nth host in --json's "hosts"
+host_field() {
+	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])["hosts"][int(sys.argv[1])][sys.argv[2]])' "$1" "$2"
+}
+
+# a remote shell: "rsh HOST CMD..." runs CMD here, its pid in $T/pid.HOST;
+# a host named in $T/no-rdcp has no rdcp (the shell's 127)
+mk_rsh() {
+	cat >"$T/rsh" <<-'EOF'
+	#!/bin/sh
+	h=$1; shift
+	dir=$(dirname "$0")
+	if [ -e "$dir/no-rdcp" ] && grep -qx "$h" "$dir/no-rdcp"; then
+		echo "sh: 1: rdcp: not found" >&2; exit 127
+	fi
+	echo $$ >"$dir/pid.$h"
+	# a host of its own: $dir/hosts.d/HOST is what it sees at $dir/dst
+	hb=${h#*@}
+	if [ -d "$dir/hosts.d/$hb" ]; then
+		export XDG_CACHE_HOME=$dir/cache.$hb   # its own index too
+		exec unshare -m sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh \
+			"$dir/hosts.d/$hb" "$dir/dst" "$@"
+	fi
+	exec "$@"
+	EOF
+	chmod +x "$T/rsh"
+}
+
+mk_tree() {
+	mkdir -p "$1/sub" "$1/models/blobs"
+	mk_files "$1/small" 300
+	head -c 9000000 /dev/urandom >"$1/models/blobs/b1"   # 3 chunks
+	head -c 200000 /dev/urandom >"$1/sub/mid"
+	ln -s ../sub/mid "$1/models/rel"
+	ln "$1/sub/mid" "$1/sub/mid-hard"
+}
+
+fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
+
+@test "fan-out: three hosts, empty / complete / changed, one run: each a mirror; SRC read and sent once" {
+	mk_rsh
+	mk_tree "$T/src"
+	mkdir -p "$T/d2" "$T/d3"
+	rsync -aH "$T/src/" "$T/d2/"          # complete
+	rsync -aH "$T/src/" "$T/d3/"          # changed: 1 chunk of the blob, a file, an extra
+	dd if=/dev/urandom of="$T/d3/models/blobs/b1" bs=4096 count=1 seek=1500 conv=notrunc status=none
+	echo stale >"$T/d3/small/d0/f1"
+	touch -d @1000 "$T/d3/small/d0/f1"
+	echo extra >"$T/d3/extra"
+	fan -aH --sync --delete --json "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" \
+		"127.0.0.3:$T/d3" >"$T/json"
+	cat "$T/json"
+	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
+	[ "$(json_field exit_code <"$T/json")" -eq 0 ]
+	for k in 0 1 2; do [ "$(host_field $k status <"$T/json")" = ok ]; done
+	# what each host lacked: all of it, nothing, one chunk and one file
+	local size; size=$(du -sb --apparent-size "$T/src" | cut -f1)
+	[ "$(host_field 0 bytes_sent <"$T/json")" -ge 9000000 ]
+	[ "$(host_field 1 bytes_sent <"$T/json")" -eq 0 ]
+	[ "$(host_field 2 bytes_sent <"$T/json")" -le $((4194304 + 100)) ]
+	[ "$(host_field 2 deleted <"$T/json")" -eq 1 ]
+	# the source sent the tree once, not once per host
+	local tx; tx=$(json_field bytes_total_sent <"$T/json")
+	echo "source sent $tx bytes for a tree of $size"
+	[ "$tx" -le $((size * 12 / 10)) ]
+	# a re-run moves nothing
+	fan -aH --sync --delete --json "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" \
+		"127.0.0.3:$T/d3" >"$T/json2"
+	for k in 0 1 2; do [ "$(host_field $k bytes_sent <"$T/json2")" -eq 0 ]; done
+	[ "$(json_field bytes_total_sent <"$T/json2")" -lt 200000 ]
+}
+
+@test "fan-out: -i names each host's changes; -n changes nothing anywhere" {
+	mk_rsh
+	mk_tree "$T/src"
+	fan -aH --sync -n -i "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" >"$T/out"
+	[ ! -e "$T/d1" ] && [ ! -e "$T/d2" ]
+	grep -q '^127.0.0.1: <f+++++++++ sub/mid$' "$T/out"
+	grep -q '^127.0.0.2: <f+++++++++ sub/mid$' "$T/out"
+	fan -aH --sync -i "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" >"$T/out"
+	grep -q '^127.0.0.2: <f+++++++++ models/blobs/b1$' "$T/out"
+	grep -q '^127.0.0.1:.*: ok: ' "$T/out"
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d2"
+}
+
+@test "fan-out: a host killed mid-run is cut out, the others finish, the one after it is retried; its next run completes it" {
+	mk_rsh
+	mkdir -p "$T/src"
+	mk_files "$T/src/small" 100
+	head -c 120000000 /dev/urandom >"$T/src/big"
+	# slow enough (40 MB/s) to kill host 2 while the data flows
+	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync --bwlimit 40M --json "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" >"$T/json" 2>"$T/err") &
+	local pid=$!
+	for _ in $(seq 200); do [ -e "$T/pid.127.0.0.3" ] && break; sleep 0.05; done
+	sleep 1.2   # of about 3 s
+	kill -9 "$(cat "$T/pid.127.0.0.2")"
+	local got=0
+	wait "$pid" || got=$?
+	cat "$T/err" "$T/json"
+	[ "$got" -eq 10 ]
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	grep -q '127.0.0.2:.*: failed (exit 10)' "$T/err"
+	grep -q '1 host lost the data when a host before it failed' "$T/err"
+	# no process left on any host
+	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
+	# the killed host's next run completes it
+	fan -a --sync "$T/src/" "127.0.0.2:$T/d2"
+	same "$T/src" "$T/d2"
+}
+
+@test "fan-out: a host without rdcp fails alone, named, exit 5; the others complete" {
+	mk_rsh
+	mk_tree "$T/src"
+	echo 127.0.0.2 >"$T/no-rdcp"
+	local got=0
+	fan -aH --sync "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/out" 2>"$T/err" || got=$?
+	cat "$T/out" "$T/err"
+	[ "$got" -eq 5 ]
+	grep -q "127.0.0.2:$T/d2: failed (exit 5): could not start rdcp there" "$T/err"
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ ! -e "$T/d2" ]
+}
+
+@test "fan-out: --hosts file with comments, blank lines, user@host, a data address; a host twice under two names, and SRC itself, are copied once" {
+	mk_rsh
+	mk_tree "$T/src"
+	mkdir -p "$T/dst" "$T/hosts.d/127.0.0.1" "$T/hosts.d/127.0.0.2"
+	cat >"$T/hosts" <<-EOF
+	# workers
+	127.0.0.1
+
+	$(id -un)@127.0.0.2   127.0.0.2
+	$(id -un)@127.0.0.1
+	; another comment
+	EOF
+	fan -aH --sync --json "$T/src/" --hosts="$T/hosts:$T/dst" >"$T/json" 2>"$T/err"
+	cat "$T/json" "$T/err"
+	same "$T/src" "$T/hosts.d/127.0.0.1"
+	same "$T/src" "$T/hosts.d/127.0.0.2"
+	[ -z "$(ls -A "$T/dst")" ]
+	[ "$(json_field exit_code <"$T/json")" -eq 0 ]
+	# 127.0.0.1 and 127.0.0.2 are two hosts here, both with the path $T/dst;
+	# user@127.0.0.1 is 127.0.0.1 again
+	[ "$(grep -o '"status":"ok"' "$T/json" | wc -l)" -eq 2 ]
+	[ "$(grep -o '"status":"skipped"' "$T/json" | wc -l)" -eq 1 ]
+	grep -q "$(id -un)@127.0.0.1:$T/dst is 127.0.0.1:$T/dst again (127.0.0.1): copied once" "$T/err"
+	# SRC itself: this machine, the same directory
+	fan -aH --sync -v "$T/src/" "127.0.0.1:$T/src" "127.0.0.2:$T/dst2" >"$T/out"
+	grep -q "127.0.0.1:$T/src: left out: it is SRC itself" "$T/out"
+	same "$T/src" "$T/dst2"
+	# a malformed line is named
+	printf '127.0.0.1\nhost:with:colons\n' >"$T/bad"
+	run "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync "$T/src/" --hosts="$T/bad:$T/x"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"line 2: expected '[user@]host [data-address]'"* ]]
+	run "$RDCP" -a --sync "$T/src/" --hosts="$T/nonexistent:$T/x"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"--hosts: cannot read $T/nonexistent"* ]]
+}
+
+@test "fan-out: Ctrl-C stops every host; nothing is left running or half-written" {
+	mk_rsh
+	mkdir -p "$T/src"
+	head -c 100000000 /dev/urandom >"$T/src/big"
+	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync --bwlimit 20M "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" 2>"$T/err") &
+	local pid=$!
+	for _ in $(seq 200); do
+		[ -e "$T/pid.127.0.0.3" ] && [ -e "$T/pid.127.0.0.1" ] && break
+		sleep 0.05
+	done
+	sleep 1
+	local far; far=$(cat "$T"/pid.*)
+	kill -INT "$pid"
+	local got=0
+	wait "$pid" || got=$?
+	cat "$T/err"
+	[ "$got" -eq 20 ]
+	grep -q "interrupted by INT" "$T/err"
+	sleep 0.5
+	for p in $far; do ! kill -0 "$p" 2>/dev/null; done
+	[ ! -e "$T/d1/big" ] && [ ! -e "$T/d2/big" ] && [ ! -e "$T/d3/big" ]
+	[ -z "$(find "$T" -name '.rdcp-tmp-*')" ]
+}
+
+@test "fan-out: options it cannot honour are refused before anything starts" {
+	mk_rsh
+	mk_tree "$T/src"
+	run "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --remove-source-files "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"cannot take --remove-source-files"* ]]
+	run "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --data-addr 127.0.0.1 "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"give each host's in a --hosts file"* ]]
+	run "$RDCP" -a --relay "$T/src/" "$T/d1"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--relay is rdcp's own option"* ]]
+	[ ! -e "$T/d1" ] && [ ! -e "$T/d2" ]
+	[ ! -e "$T/pid.127.0.0.1" ]
+}
