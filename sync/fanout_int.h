@@ -1,0 +1,64 @@
+/* Private to sync/: a fan-out's state, shared by fanout.c (the hosts, the
+ * rounds, the report) and hub.c (the hub and the hosts' agents). */
+#ifndef RDCP_SYNC_FANOUT_INT_H
+#define RDCP_SYNC_FANOUT_INT_H
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "sync/sync_int.h"
+
+/* A host's stage in a round, as its agent reaches it. */
+enum { H_START, H_PLANNED, H_DATA, H_END };
+
+struct fhost {
+	const struct fan_target *t;
+	struct fan *fan;
+	char addr[256];            /* where its data connections go (IP literal) */
+	pid_t pid;
+	struct ctl c;
+	struct role r;             /* for sync_recv(): frames counted */
+	pthread_mutex_t wmu;       /* writes to c once the agent reads only */
+	pthread_t th;
+	int stage, pos;            /* H_*; its place in the chain (-1: none) */
+	uint32_t *plan, nplan;
+	struct hmap {              /* CHUNKS: one planned file's chunk kinds */
+		uint32_t idx, n;
+		uint8_t *how;
+	} *maps;
+	uint32_t nmaps;
+	struct ctl_data cd;        /* its CTL_DATA */
+	int next;                  /* the host it forwards to (-1: last) */
+	int relay_rc;              /* its CTL_RELAY answer: 0 or -errno */
+	struct sync_result res;
+	int got_result, dead;      /* a DONE or ERROR came; the channel died first */
+	int code;                  /* exit code of this round (0: all well) */
+	char why[256];             /* what went wrong, one phrase */
+};
+
+struct fan {
+	const struct sync_opts *o;
+	struct sync_opts ho;       /* o, with --relay for the hosts */
+	struct fhost *h;
+	int n;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct frame { uint8_t type; size_t n; uint8_t *p; } *fr;   /* the sender's,
+	                             READY to MANIFEST_END, for every host */
+	int nfr, fr_state;         /* 0 not yet, 1 all there, -1 the sender failed */
+	uint64_t mcount;           /* entries in the manifest */
+	int linked;                /* the chain is set: agents send CTL_RELAY */
+	int *chain, nchain;
+	struct ctl sc;             /* the hub's end of the sender's channel */
+	pthread_mutex_t smu;       /* writes to sc (agents send PROGRESS) */
+	int progress_host;         /* whose landed count the sender shows */
+};
+
+/* hub.c. The threads of a round: one agent per host (arg: its fhost),
+ * the hub (arg: the fan). */
+void *fan_agent_main(void *arg);
+void *fan_hub_main(void *arg);
+/* h failed with code (the first failure stays) because of why. */
+void fan_fail(struct fhost *h, int code, const char *why);
+
+#endif

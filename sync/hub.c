@@ -1,0 +1,542 @@
+/*
+ * A fan-out's hub (fanout.c runs it): one receiver to the sender, over a
+ * socketpair, and the client to every host, through one agent thread per
+ * host. The hub hands the sender's manifest to every host, merges their
+ * plans into one, links the hosts that need data into a chain (CTL_RELAY)
+ * and sums their results into the sender's DONE.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "common/rsh.h"
+#include "common/wire.h"
+#include "sync/fanout_int.h"
+
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* A host's -v/-i lines, each after its name. */
+static void print_lines(const struct fhost *h, const uint8_t *p, size_t n)
+{
+	pthread_mutex_lock(&out_mu);
+	int bol = 1;
+	for (size_t i = 0; i < n; i++) {
+		if (bol)
+			printf("%s: ", h->t->host);
+		if ((p[i] < 0x20 && p[i] != '\n' && p[i] != '\t') || p[i] == 0x7f)
+			printf("\\%03o", p[i]);
+		else
+			putchar(p[i]);
+		bol = p[i] == '\n';
+	}
+	if (!bol)
+		putchar('\n');
+	fflush(stdout);
+	pthread_mutex_unlock(&out_mu);
+}
+
+static void set_stage(struct fan *f, struct fhost *h, int stage)
+{
+	pthread_mutex_lock(&f->mu);
+	h->stage = stage;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static int hsend(struct fhost *h, uint8_t type, const void *p, size_t n)
+{
+	pthread_mutex_lock(&h->wmu);
+	int rc = ctl_send(&h->c, type, p, n);
+	pthread_mutex_unlock(&h->wmu);
+	return rc;
+}
+
+static void host_error(struct fhost *h, int code, const char *text)
+{
+	pthread_mutex_lock(&h->wmu);
+	ctl_error(&h->c, code, text);
+	pthread_mutex_unlock(&h->wmu);
+}
+
+static int bsearch_u32(const uint32_t *v, uint32_t n, uint32_t x)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (v[mid] == x)
+			return 1;
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+void fan_fail(struct fhost *h, int code, const char *why)
+{
+	if (!h->code)
+		h->code = code;
+	if (!h->why[0])
+		snprintf(h->why, sizeof h->why, "%s", why);
+}
+
+/* A frame that needs no answer: lines, landed counts, an ERROR or DONE
+ * (the end). 1 taken, 0 not one of those, -1 the end came. */
+static int take_common(struct fan *f, struct fhost *h, uint8_t type, size_t n)
+{
+	if (type == CTL_LOG) {
+		print_lines(h, h->c.buf, n);
+		return 1;
+	}
+	if (type == CTL_PROGRESS && n == 16) {
+		if (f->progress_host == h - f->h) {
+			pthread_mutex_lock(&f->smu);
+			ctl_send(&f->sc, CTL_PROGRESS, h->c.buf, n);
+			pthread_mutex_unlock(&f->smu);
+		}
+		return 1;
+	}
+	if (type == CTL_DONE && n == RESULT_LEN) {
+		h->got_result = 1;
+		if (result_get(h->c.buf, &h->res) < 0)
+			fan_fail(h, RD_EXIT_PROTO, "its result has an exit code over 255");
+		else if (h->res.code)
+			fan_fail(h, (int)h->res.code, "it reported errors (see above)");
+		return -1;
+	}
+	if (type == CTL_ERROR) {
+		char prefix[300];
+		h->got_result = 1;
+		snprintf(prefix, sizeof prefix, "%s: ", h->t->label);
+		fan_fail(h, (int)sync_peer_error(&h->c, n, prefix), "it stopped (see above)");
+		return -1;
+	}
+	return 0;
+}
+
+/* The next frame take_common() does not take: 0 with it in h->c.buf, -1
+ * at the host's end (said in h). */
+static int next_frame(struct fan *f, struct fhost *h, uint8_t *type, size_t *n)
+{
+	for (;;) {
+		int rc = sync_recv(&h->r, "receiver", type, n);
+		if (rc < 0) {
+			h->dead = !h->got_result;
+			fan_fail(h, rc == -ETIME ? RD_EXIT_TIMEOUT : RD_EXIT_CONN,
+			     rc == -ECONNRESET ? "the connection to it was lost" : strerror(-rc));
+			return -1;
+		}
+		int t = take_common(f, h, *type, *n);
+		if (t < 0)
+			return -1;
+		if (!t)
+			return 0;
+	}
+}
+
+static void proto_fail(struct fhost *h, const char *what)
+{
+	log_err("%s: %s", h->t->label, what);
+	fan_fail(h, RD_EXIT_PROTO, what);
+	ctl_error(&h->c, RD_EXIT_PROTO, what);
+}
+
+/* PLAN, then CHUNKS* and CHUNKS_END: what this host lacks. 0, or -1. */
+static int read_plan(struct fan *f, struct fhost *h)
+{
+	uint8_t type;
+	size_t n;
+	if (next_frame(f, h, &type, &n) < 0)
+		return -1;
+	const uint8_t *b = h->c.buf;
+	if (type != CTL_PLAN || n < 4 || n % 4 || (n - 4) / 4 != get_u32(b)) {
+		proto_fail(h, "its plan is malformed");
+		return -1;
+	}
+	h->nplan = get_u32(b);
+	if (!(h->plan = malloc((size_t)(h->nplan ? h->nplan : 1) * 4)))
+		return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
+	for (uint32_t k = 0; k < h->nplan; k++) {
+		h->plan[k] = get_u32(b + 4 + 4 * k);
+		if (h->plan[k] >= f->mcount || (k && h->plan[k] <= h->plan[k - 1])) {
+			proto_fail(h, "its plan asks for an entry twice, out of order, or past "
+			           "the file list");
+			return -1;
+		}
+	}
+	for (;;) {
+		if (next_frame(f, h, &type, &n) < 0)
+			return -1;
+		b = h->c.buf;
+		if (type == CTL_CHUNKS_END && n == 0)
+			return 0;
+		uint32_t idx = n >= 12 ? get_u32(b) : 0, first = n >= 12 ? get_u32(b + 4) : 0;
+		uint32_t cnt = n >= 12 ? get_u32(b + 8) : 0, nrec = 0;
+		for (uint32_t k = 0; k < cnt && 12 + k < n; k++)
+			nrec += b[12 + k] == CH_BLOCKS;
+		struct hmap *m = h->nmaps ? &h->maps[h->nmaps - 1] : NULL;
+		int cont = m && m->idx == idx && first == m->n;
+		if (type != CTL_CHUNKS || n < 12 || cnt < 1 || cnt > SYNC_CHUNKS_PER_FRAME ||
+		    n != 12 + (size_t)cnt + (size_t)nrec * SYNC_BLOCK_REC ||
+		    (!cont && first != 0) || !bsearch_u32(h->plan, h->nplan, idx)) {
+			proto_fail(h, "its list of chunks to send is malformed");
+			return -1;
+		}
+		if (!cont) {
+			struct hmap *nm = realloc(h->maps, (h->nmaps + 1) * sizeof *nm);
+			if (!nm)
+				return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
+			h->maps = nm;
+			m = &nm[h->nmaps++];
+			*m = (struct hmap){ .idx = idx };
+		}
+		uint8_t *how = realloc(m->how, (size_t)m->n + cnt);
+		if (!how)
+			return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
+		m->how = how;
+		for (uint32_t k = 0; k < cnt; k++)
+			how[m->n + k] = b[12 + k] > CH_WHOLE ? CH_WHOLE : b[12 + k];
+		m->n += cnt;
+	}
+}
+
+/* One host's conversation, from HELLO to its DONE. */
+void *fan_agent_main(void *arg)
+{
+	struct fhost *h = arg;
+	struct fan *f = h->fan;
+	const char *path = h->t->path;
+	uint8_t type;
+	size_t n;
+	if (hello_send(&h->c, ROLE_RECEIVER, &f->ho, &path, 1, "") < 0 ||
+	    (f->o->files_from && sync_files_send(&h->c, f->o) < 0)) {
+		h->dead = 1;
+		fan_fail(h, RD_EXIT_START, "could not start rdcp there");
+		goto end;
+	}
+	pthread_mutex_lock(&f->mu);
+	while (!f->fr_state)
+		pthread_cond_wait(&f->cv, &f->mu);
+	pthread_mutex_unlock(&f->mu);
+	for (int k = 0; k < f->nfr; k++)
+		if (ctl_send(&h->c, f->fr[k].type, f->fr[k].p, f->fr[k].n) < 0)
+			break;
+	if (f->fr_state < 0) {   /* the sender failed: the host says its part */
+		while (next_frame(f, h, &type, &n) == 0)
+			;
+		goto end;
+	}
+	if (read_plan(f, h) < 0)
+		goto end;
+	set_stage(f, h, H_PLANNED);
+	if (h->nplan) {   /* where it listens (a dry run plans nothing) */
+		if (next_frame(f, h, &type, &n) < 0)
+			goto end;
+		if (type != CTL_DATA || ctl_data_decode(h->c.buf, n, &h->cd) < 0 ||
+		    (*h->cd.addr && !rsh_is_ip(h->cd.addr))) {
+			proto_fail(h, "its data-connection message is malformed");
+			goto end;
+		}
+		set_stage(f, h, H_DATA);
+		pthread_mutex_lock(&f->mu);
+		while (!f->linked)
+			pthread_cond_wait(&f->cv, &f->mu);
+		pthread_mutex_unlock(&f->mu);
+		if (h->pos >= 0) {   /* CTL_RELAY: the next host, or none */
+			uint8_t msg[2 + 32 + 256];
+			size_t len = 0;
+			if (h->next >= 0) {
+				const struct fhost *nx = &f->h[h->next];
+				size_t al = strlen(nx->addr);
+				put_u16(msg, nx->cd.port);
+				memcpy(msg + 2, nx->cd.key, 32);
+				memcpy(msg + 34, nx->addr, al);
+				len = 34 + al;
+			}
+			hsend(h, CTL_RELAY, msg, len);
+			explicit_bzero(msg, sizeof msg);
+		}
+	}
+	while (next_frame(f, h, &type, &n) == 0) {
+		if (type == CTL_RELAY && n == 4) {
+			h->relay_rc = -(int)get_u32(h->c.buf);
+			if (h->relay_rc && h->next >= 0)   /* its next host waits in vain */
+				host_error(&f->h[h->next], RD_EXIT_CONN, "the host before it in "
+				           "the chain could not connect to it");
+			continue;
+		}
+		proto_fail(h, "it sent a message out of turn");
+		break;
+	}
+end:
+	set_stage(f, h, H_END);
+	return NULL;
+}
+
+/* --- the hub: one receiver to the sender, every host's client --- */
+
+/* READY to MANIFEST_END from the sender, kept for every host. 0, or -1
+ * when the sender failed (its ERROR, or one of ours, is the last frame). */
+static int take_manifest(struct fan *f)
+{
+	int seen = 0;
+	for (;;) {
+		uint8_t type;
+		size_t n;
+		int rc = ctl_recv(&f->sc, &type, &n);
+		static const char stopped[] = "\0\0\0\x0c" "the sender stopped";
+		const uint8_t *p = rc < 0 ? (const uint8_t *)stopped : f->sc.buf;
+		if (rc < 0) {
+			type = CTL_ERROR;
+			n = sizeof stopped - 1;
+		}
+		struct frame *nf = realloc(f->fr, (size_t)(f->nfr + 1) * sizeof *nf);
+		uint8_t *copy = malloc(n ? n : 1);
+		if (!nf || !copy) {
+			free(copy);
+			if (nf)
+				f->fr = nf;
+			return -1;
+		}
+		f->fr = nf;
+		memcpy(copy, p, n);
+		f->fr[f->nfr++] = (struct frame){ type, n, copy };
+		if (type == CTL_MANIFEST && !seen++ && n >= 20)
+			f->mcount = get_u64(p + 12);
+		if (type == CTL_MANIFEST_END)
+			return 0;
+		if (type == CTL_ERROR)
+			return -1;
+	}
+}
+
+static void wait_hosts(struct fan *f, int stage)
+{
+	pthread_mutex_lock(&f->mu);
+	for (int k = 0; k < f->n; k++)
+		while (f->h[k].stage < stage)
+			pthread_cond_wait(&f->cv, &f->mu);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* The union of the plans as PLAN, CHUNKS*, CHUNKS_END to the sender: a
+ * file any host lacks; of a file every host that lacks it has an old
+ * version of, the chunks any of them lacks. *count: the files. */
+static int send_union(struct fan *f, uint32_t *count)
+{
+	size_t m = f->mcount ? f->mcount : 1;
+	uint32_t *nplanned = calloc(m, 4), *nmapped = calloc(m, 4), *un = calloc(m, 4);
+	uint8_t **how = calloc(m, sizeof *how);
+	uint8_t *pl = NULL;
+	int rc = nplanned && nmapped && un && how ? 0 : -ENOMEM;
+	for (int k = 0; k < f->n && rc == 0; k++) {
+		struct fhost *h = &f->h[k];
+		if (h->pos < 0)
+			continue;
+		for (uint32_t j = 0; j < h->nplan; j++)
+			nplanned[h->plan[j]]++;
+		for (uint32_t j = 0; j < h->nmaps && rc == 0; j++) {
+			const struct hmap *hm = &h->maps[j];
+			if (nmapped[hm->idx]++ == 0) {
+				if (!(how[hm->idx] = malloc(hm->n)))
+					rc = -ENOMEM;
+				else
+					memcpy(how[hm->idx], hm->how, hm->n);
+				un[hm->idx] = hm->n;
+			} else if (un[hm->idx] != hm->n) {
+				un[hm->idx] = 0;   /* they disagree: sent whole */
+			} else {
+				for (uint32_t c = 0; c < hm->n; c++)
+					how[hm->idx][c] |= hm->how[c];   /* HAVE 0, WHOLE 1 */
+			}
+		}
+	}
+	uint32_t cnt = 0;
+	for (size_t i = 0; rc == 0 && i < f->mcount; i++)
+		cnt += nplanned[i] > 0;
+	if (rc == 0 && !(pl = malloc(4 + (size_t)cnt * 4)))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		put_u32(pl, cnt);
+		for (size_t i = 0, j = 0; i < f->mcount; i++)
+			if (nplanned[i])
+				put_u32(pl + 4 + 4 * j++, (uint32_t)i);
+		rc = ctl_send(&f->sc, CTL_PLAN, pl, 4 + (size_t)cnt * 4);
+	}
+	for (size_t i = 0; rc == 0 && i < f->mcount; i++) {
+		if (!nplanned[i] || nmapped[i] != nplanned[i] || !un[i])
+			continue;   /* whole: no CHUNKS */
+		for (uint32_t first = 0; rc == 0 && first < un[i]; first += SYNC_CHUNKS_PER_FRAME) {
+			uint32_t c = un[i] - first < SYNC_CHUNKS_PER_FRAME ? un[i] - first
+			             : SYNC_CHUNKS_PER_FRAME;
+			uint8_t *b = malloc(12 + (size_t)c);
+			if (!b) {
+				rc = -ENOMEM;
+				break;
+			}
+			put_u32(b, (uint32_t)i);
+			put_u32(b + 4, first);
+			put_u32(b + 8, c);
+			memcpy(b + 12, how[i] + first, c);
+			rc = ctl_send(&f->sc, CTL_CHUNKS, b, 12 + (size_t)c);
+			free(b);
+		}
+	}
+	if (rc == 0)
+		rc = ctl_send(&f->sc, CTL_CHUNKS_END, NULL, 0);
+	for (size_t i = 0; how && i < f->mcount; i++)
+		free(how[i]);
+	free(how);
+	free(nplanned);
+	free(nmapped);
+	free(un);
+	free(pl);
+	*count = cnt;
+	return rc;
+}
+
+/* Where h's data connections go: its --hosts address, else the address its
+ * ssh reached (its CTL_DATA), else its name's. */
+static void data_addr_of(struct fhost *h)
+{
+	if (!h->t->data_addr && *h->cd.addr)
+		snprintf(h->addr, sizeof h->addr, "%s", h->cd.addr);
+	else
+		snprintf(h->addr, sizeof h->addr, "%s", h->t->ip);
+}
+
+/* The hosts that asked for data, in order, each forwarding to the next;
+ * the sender is told where the first listens. 0 (chain empty: nothing
+ * to tell), 1 linked, or an error. */
+static int link_chain(struct fan *f)
+{
+	int prev = -1;
+	f->nchain = 0;
+	pthread_mutex_lock(&f->mu);
+	for (int k = 0; k < f->n; k++) {
+		struct fhost *h = &f->h[k];
+		h->next = -1;
+		if (h->pos < 0 || h->stage != H_DATA) {
+			h->pos = -1;
+			continue;
+		}
+		data_addr_of(h);
+		h->pos = f->nchain;
+		f->chain[f->nchain++] = k;
+		if (prev >= 0)
+			f->h[prev].next = k;
+		prev = k;
+	}
+	f->progress_host = prev;   /* the last: the slowest to land */
+	f->linked = 1;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	if (!f->nchain)
+		return 0;
+	const struct fhost *h = &f->h[f->chain[0]];
+	size_t al = strlen(h->addr);
+	uint8_t msg[2 + 32 + 256];
+	put_u16(msg, h->cd.port);
+	memcpy(msg + 2, h->cd.key, 32);
+	memcpy(msg + 34, h->addr, al);
+	int rc = ctl_send(&f->sc, CTL_DATA, msg, 34 + al);
+	explicit_bzero(msg, sizeof msg);
+	return rc < 0 ? rc : 1;
+}
+
+/* Every host's DONE as one for the sender: counts summed, the first
+ * failure's code. */
+static void send_done(struct fan *f)
+{
+	struct sync_result all = { 0 };
+	for (int k = 0; k < f->n; k++) {
+		const struct fhost *h = &f->h[k];
+		if (!all.code && h->code)
+			all.code = (uint32_t)(h->code > 255 ? RD_EXIT_PROTO : h->code);
+		all.files += h->res.files;
+		all.bytes += h->res.bytes;
+		all.deleted += h->res.deleted;
+		all.errors += h->res.errors;
+		all.meta += h->res.meta;
+		all.matched += h->res.matched;
+		for (int j = 0; j < SYNC_KINDS; j++) {
+			all.created[j] += h->res.created[j];
+			all.removed[j] += h->res.removed[j];
+		}
+	}
+	uint8_t done[RESULT_LEN];
+	result_put(done, &all);
+	pthread_mutex_lock(&f->smu);
+	ctl_send(&f->sc, CTL_DONE, done, sizeof done);
+	pthread_mutex_unlock(&f->smu);
+}
+
+/* Tell every host still at work the run is over for it. */
+static void stop_hosts(struct fan *f, int code, const char *why)
+{
+	for (int k = 0; k < f->n; k++)
+		if (f->h[k].stage != H_END)
+			host_error(&f->h[k], code, why);
+}
+
+void *fan_hub_main(void *arg)
+{
+	struct fan *f = arg;
+	int ok = take_manifest(f) == 0;
+	pthread_mutex_lock(&f->mu);
+	f->fr_state = ok ? 1 : -1;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	if (!ok) {
+		wait_hosts(f, H_END);
+		return NULL;
+	}
+	wait_hosts(f, H_PLANNED);
+	for (int k = 0; k < f->n; k++)   /* the hosts that lack something */
+		f->h[k].pos = f->h[k].stage >= H_PLANNED && f->h[k].plan && f->h[k].nplan ? 0 : -1;
+	uint32_t count = 0;
+	int rc = send_union(f, &count);
+	if (rc == 0 && count) {
+		pthread_mutex_lock(&f->mu);
+		for (int k = 0; k < f->n; k++)
+			while (f->h[k].pos >= 0 && f->h[k].stage < H_DATA)
+				pthread_cond_wait(&f->cv, &f->mu);
+		pthread_mutex_unlock(&f->mu);
+		rc = link_chain(f);
+	} else {
+		pthread_mutex_lock(&f->mu);
+		f->linked = 1;
+		pthread_cond_broadcast(&f->cv);
+		pthread_mutex_unlock(&f->mu);
+	}
+	if (rc == 1) {   /* the data flows; then the sender's SENT, for every host */
+		uint8_t type;
+		size_t n;
+		rc = ctl_recv(&f->sc, &type, &n);
+		if (rc == 0 && type == CTL_SENT) {
+			for (int j = 0; j < f->nchain; j++)
+				if (f->h[f->chain[j]].stage != H_END)
+					hsend(&f->h[f->chain[j]], CTL_SENT, f->sc.buf, n);
+		} else if (rc == 0 && type == CTL_ERROR) {
+			for (int k = 0; k < f->n; k++)
+				if (f->h[k].stage != H_END) {
+					pthread_mutex_lock(&f->h[k].wmu);
+					ctl_send(&f->h[k].c, CTL_ERROR, f->sc.buf, n);
+					pthread_mutex_unlock(&f->h[k].wmu);
+				}
+		} else {
+			stop_hosts(f, RD_EXIT_CONN, "the sender stopped");
+		}
+	} else if (rc < 0) {
+		stop_hosts(f, RD_EXIT_FILEIO, "the client failed");
+	}
+	wait_hosts(f, H_END);
+	send_done(f);
+	return NULL;
+}
+
