@@ -48,3 +48,21 @@ field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])'
 	[ "$(field transport <"$T/json")" = rdma ]
 	same "$T/src" "$T/dst"
 }
+
+@test "rdma: fan-out to three 'hosts' (one rxe device, three DSTs), every hop over RDMA; a re-run moves nothing" {
+	mk "$T/src"
+	mkdir -p "$T/d2"
+	cp -a "$T/src/." "$T/d2/"
+	echo changed >"$T/d2/snap/rev/f9"
+	"$RDCP" --sync --json --transport rdma -e "$LRSH" --rdcp-path "$RDCP" "$T/src" \
+		"$ADDR:$T/d1" "$ADDR:$T/d2" "$ADDR:$T/d3" >"$T/json"
+	cat "$T/json"
+	[ "$(field transport <"$T/json")" = rdma ]
+	[ "$(field exit_code <"$T/json")" -eq 0 ]
+	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
+	# the source sent the tree once (24 MiB and 200 small files), not three times
+	[ "$(field bytes_total_sent <"$T/json")" -lt $((26 << 20)) ]
+	"$RDCP" --sync --json --transport rdma -e "$LRSH" --rdcp-path "$RDCP" "$T/src" \
+		"$ADDR:$T/d1" "$ADDR:$T/d2" "$ADDR:$T/d3" >"$T/json"
+	[ "$(field bytes_sent <"$T/json")" -eq 0 ]
+}
