@@ -418,7 +418,10 @@ static int take_mode(int c, struct sync_args *a)
 	case 'q': o->quiet++; return -1;
 	case 'i': o->itemize++; o->flags |= SYNC_F_ITEMIZE; return -1;
 	case 'h': o->human++; return -1;
-	case 'P': o->progress = 1; o->flags |= SYNC_F_PARTIAL; return -1;
+	case 'P':   /* --partial --progress: the far side needs the first */
+		o->progress = 1;
+		o->flags |= SYNC_F_PARTIAL;
+		return forward(o, OPT_PARTIAL, NULL) < 0 ? RD_EXIT_USAGE : -1;
 	case OPT_PROGRESS: o->progress = 1; return -1;
 	case OPT_STATS: o->stats = 1; return -1;
 	case OPT_JSON: o->json = 1; return -1;

@@ -101,7 +101,7 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	mk_files "$T/src/small" 100
 	head -c 120000000 /dev/urandom >"$T/src/big"
 	# slow enough (40 MB/s) to kill host 2 while the data flows
-	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync --bwlimit 40M --json "$T/src/" \
+	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync -P --bwlimit 40M --json "$T/src/" \
 		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" >"$T/json" 2>"$T/err") &
 	local pid=$!
 	for _ in $(seq 200); do [ -e "$T/pid.127.0.0.3" ] && break; sleep 0.05; done
@@ -119,9 +119,12 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	grep -q '1 host lost the data when a host before it failed' "$T/err"
 	# no process left on any host
 	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
-	# the killed host's next run completes it
-	fan -a --sync "$T/src/" "127.0.0.2:$T/d2"
+	# the killed host's next run completes it, from the chunks it verified (-P)
+	fan -a --sync -P --json "$T/src/" "127.0.0.2:$T/d2" "127.0.0.1:$T/d1" >"$T/json"
+	cat "$T/json"
 	same "$T/src" "$T/d2"
+	[ "$(host_field 0 bytes_sent <"$T/json")" -le $((120000000 * 8 / 10)) ]
+	[ "$(host_field 1 bytes_sent <"$T/json")" -eq 0 ]
 }
 
 @test "fan-out: a host without rdcp fails alone, named, exit 5; the others complete" {
