@@ -94,6 +94,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@python3 benchmarks/bench.py $(BENCH_ARGS)
 	@./benchmarks/transport.sh --enc-only   # --encrypt vs plain TCP, ratio
+	@./benchmarks/fanout.sh                 # one tree onto 1..8 hosts
 
 install: $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1

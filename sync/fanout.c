@@ -129,7 +129,7 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	pthread_mutex_unlock(&intr.mu);
 	for (int k = 0; k < n; k++) {
 		h[k].fan = f;
-		h[k].r = (struct role){ .ctl = &h[k].c, .is_client = 1, .o = &f->ho };
+		h[k].r = (struct role){ .ctl = &h[k].c, .is_client = 1, .o = f->o };
 		if (h[k].pid < 0) {
 			fan_fail(&h[k], RD_EXIT_START, "the remote shell could not be started");
 			h[k].dead = 1;
@@ -212,13 +212,6 @@ static void host_reset(struct fhost *h)
 	*h = (struct fhost){ .t = t };
 }
 
-/* A host without "user@". */
-static const char *bare_host_of(const char *h)
-{
-	const char *at = strrchr(h, '@');
-	return at ? at + 1 : h;
-}
-
 /* The address a host's name (or its --hosts address) resolves to, for data
  * connections and to tell one host from another; "" when it does not. */
 static void resolve(const char *name, char ip[64])
@@ -270,7 +263,7 @@ static int add_target(struct fan_target **t, int *n, const char *host, const cha
 		x->label = NULL;
 		return -ENOMEM;
 	}
-	resolve(bare_host_of(data_addr ? data_addr : host), x->ip);
+	resolve(fan_bare_host(data_addr ? data_addr : host), x->ip);
 	return 0;
 }
 
@@ -481,18 +474,8 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		signal(SIGPIPE, SIG_IGN);
 		catch_interrupts();
 	}
-	/* the hosts' options: ours, and --relay */
-	struct fan f = { .o = o, .ho = *o, .mu = PTHREAD_MUTEX_INITIALIZER,
-	                 .cv = PTHREAD_COND_INITIALIZER, .smu = PTHREAD_MUTEX_INITIALIZER };
-	char **fwd = calloc((size_t)o->nfwd + 1, sizeof *fwd);
-	if (fwd) {
-		memcpy(fwd, o->fwd, (size_t)o->nfwd * sizeof *fwd);
-		fwd[o->nfwd] = "--relay";
-		f.ho.fwd = fwd;
-		f.ho.nfwd = o->nfwd + 1;
-	} else if (!code) {
-		code = RD_EXIT_FILEIO;
-	}
+	struct fan f = { .o = o, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+	                 .smu = PTHREAD_MUTEX_INITIALIZER };
 	int *which = calloc((size_t)(nt ? nt : 1), sizeof *which), nw = 0;
 	uint64_t wire = 0;   /* data bytes sent, every round */
 	for (int k = 0; !code && which && k < nt; k++)
@@ -578,6 +561,5 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	free(t);
 	free(last);
 	free(which);
-	free(fwd);
 	return code;
 }

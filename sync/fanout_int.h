@@ -4,6 +4,7 @@
 #define RDCP_SYNC_FANOUT_INT_H
 
 #include <pthread.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "sync/sync_int.h"
@@ -38,7 +39,6 @@ struct fhost {
 
 struct fan {
 	const struct sync_opts *o;
-	struct sync_opts ho;       /* o, with --relay for the hosts */
 	struct fhost *h;
 	int n;
 	pthread_mutex_t mu;
@@ -53,6 +53,13 @@ struct fan {
 	pthread_mutex_t smu;       /* writes to sc (agents send PROGRESS) */
 	int progress_host;         /* whose landed count the sender shows */
 };
+
+/* A host without "user@". */
+static inline const char *fan_bare_host(const char *h)
+{
+	const char *at = strrchr(h, '@');
+	return at ? at + 1 : h;
+}
 
 /* hub.c. The threads of a round: one agent per host (arg: its fhost),
  * the hub (arg: the fan). */

@@ -213,7 +213,19 @@ void *fan_agent_main(void *arg)
 	const char *path = h->t->path;
 	uint8_t type;
 	size_t n;
-	if (hello_send(&h->c, ROLE_RECEIVER, &f->ho, &path, 1, "") < 0 ||
+	/* our options, and --relay=HOST (its messages name it) */
+	struct sync_opts ho = *f->o;
+	char **fwd = calloc((size_t)ho.nfwd + 1, sizeof *fwd), *relay = NULL;
+	int hrc = fwd && asprintf(&relay, "--relay=%s", fan_bare_host(h->t->host)) >= 0 ? 0 : -1;
+	if (hrc == 0) {
+		memcpy(fwd, ho.fwd, (size_t)ho.nfwd * sizeof *fwd);
+		fwd[ho.nfwd++] = relay;
+		ho.fwd = fwd;
+		hrc = hello_send(&h->c, ROLE_RECEIVER, &ho, &path, 1, "");
+	}
+	free(fwd);
+	free(relay);
+	if (hrc < 0 ||
 	    (f->o->files_from && sync_files_send(&h->c, f->o) < 0)) {
 		h->dead = 1;
 		fan_fail(h, RD_EXIT_START, "could not start rdcp there");

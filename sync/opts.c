@@ -102,7 +102,7 @@ static const struct opt_def defs[] = {
 	{ { "rdcp-path", required_argument, NULL, OPT_RDCP_PATH }, CLIENT },
 	{ { "hosts", required_argument, NULL, OPT_HOSTS }, CLIENT },
 	/* the fan-out client gives it to each receiver; never typed (below) */
-	{ { "relay", no_argument, NULL, OPT_RELAY }, FAR },
+	{ { "relay", required_argument, NULL, OPT_RELAY }, FAR },
 	/* what to print */
 	/* far too: the receiver makes the lines (names with -v, codes with -i,
 	 * none with -q), the sender says "using TCP" with -v */
@@ -399,7 +399,7 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_RDCP_PATH: o->rdcp_path = optarg; return -1;
 	case OPT_DATA_ADDR: o->data_addr = optarg; return -1;
 	case OPT_HOSTS: o->hosts = optarg; return -1;
-	case OPT_RELAY: o->relay = 1; return -1;
+	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
 	}
 	return -2;   /* not ours */
 }

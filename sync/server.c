@@ -161,6 +161,14 @@ int sync_serve(int local)
 		return code;
 	}
 	const struct sync_opts *o = &a.o;
+	if (o->relay_name) {   /* a fan-out's host: say which in every message */
+		static char prog[64];
+		snprintf(prog, sizeof prog, "rdcp (%s)", o->relay_name);
+		for (char *p = prog; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+		log_prog = prog;
+	}
 	/* the sender's SRCs: HELLO's path, then its operands */
 	if (!(code = take_path(&c, &h, local)) &&
 	    !(srcs = calloc((size_t)a.noperands + 1, sizeof *srcs)))

@@ -113,8 +113,11 @@ struct sync_opts {
 	const char *index_path;     /* --index (the client's side) */
 	int no_index;               /* --no-index, both sides */
 	const char *hosts;          /* --hosts=FILE:DST (fan-out, sync/fanout.c) */
-	int relay;                  /* --relay (far side only): a fan-out receiver,
-	                               which forwards the data to the next host */
+	int relay;                  /* --relay=NAME (far side only): a fan-out
+	                               receiver, which forwards the data to the next
+	                               host; NAME: the client's name for this host,
+	                               in our messages */
+	const char *relay_name;
 	char **fwd;                 /* the far side's options, --name[=value] */
 	int nfwd;
 };

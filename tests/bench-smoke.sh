@@ -19,7 +19,7 @@ check() {   # check NAME CMD...
 	fi
 	rm -f "$out"
 }
-echo "1..4"
+echo "1..5"
 check "benchmarks/scan.sh on 500 files" "$here/benchmarks/scan.sh" 500
 check "benchmarks/transport.sh, 16 MiB, TCP only" \
 	"$here/benchmarks/transport.sh" --size-mb 16 --reps 1 --no-vm
@@ -27,5 +27,9 @@ res=$(mktemp -d)
 check "make bench's harness (benchmarks/bench.py) at 1/2000 scale, every contender" \
 	python3 "$here/benchmarks/bench.py" --scale 0.0005 --reps 1 --no-vm --results "$res"
 check "benchmarks/rdpipe.sh, 8 MiB" "$here/benchmarks/rdpipe.sh" --size-mb 8 --no-vm
+res=$(mktemp -d)
+check "benchmarks/fanout.sh, 8 MiB, 3 hosts" env RDCP_BENCH_RESULTS="$res" \
+	"$here/benchmarks/fanout.sh" --size-mb 8 --reps 1 --max-hosts 3
+rm -rf "$res"
 rm -rf "$res"
 exit $fail

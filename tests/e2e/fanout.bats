@@ -117,6 +117,8 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	[ "$(host_field 2 status <"$T/json")" = ok ]
 	grep -q '127.0.0.2:.*: failed (exit 10)' "$T/err"
 	grep -q '1 host lost the data when a host before it failed' "$T/err"
+	# a host's own lines name it
+	grep -q '^rdcp (127.0.0.1): forwarding the data to the next host failed' "$T/err"
 	# no process left on any host
 	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 	# the killed host's next run completes it, from the chunks it verified (-P)
