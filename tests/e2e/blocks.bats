@@ -8,9 +8,6 @@ load helpers
 MiB=$((1 << 20))
 B=65536
 
-json_field() {
-	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
-}
 scribble() {   # scribble FILE OFFSET BYTES: random bytes written at OFFSET
 	head -c "$3" /dev/urandom | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }

@@ -9,9 +9,6 @@ load helpers
 MiB=$((1 << 20))
 
 # json_field FIELD: the number FIELD of the --json line on stdin
-json_field() {
-	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
-}
 
 # poke FILE OFFSET: one byte changed at OFFSET
 poke() {

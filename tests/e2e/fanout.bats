@@ -6,9 +6,6 @@
 
 load helpers
 
-json_field() {
-	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
-}
 # host_field N FIELD: FIELD of the Nth host in --json's "hosts"
 host_field() {
 	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])["hosts"][int(sys.argv[1])][sys.argv[2]])' "$1" "$2"

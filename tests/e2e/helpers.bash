@@ -23,6 +23,11 @@ mk_files() {
 	done
 }
 
+# json_field NAME: one field of the last line on stdin, a --json summary
+json_field() {
+	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
+}
+
 # settle: step past the filesystem clock tick (see docs/index.md, racy files)
 settle() { sleep 0.05; }
 

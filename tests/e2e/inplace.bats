@@ -7,9 +7,6 @@ load helpers
 
 MiB=$((1 << 20))
 
-json_field() {
-	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
-}
 poke() { printf 'Z' | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
 
 inplace_keeps_inode() {

@@ -9,9 +9,6 @@ load helpers
 MiB=$((1 << 20))
 SIZE=$((64 * MiB))
 
-json_field() {
-	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
-}
 temps() { find "$T/dst" -name '.rdcp-tmp-*' 2>/dev/null; }
 
 # start_push ARGS...: a slow push of $T/src into $T/dst, in the background

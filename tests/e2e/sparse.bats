@@ -6,9 +6,6 @@ load helpers
 
 MiB=$((1 << 20))
 
-json_field() {
-	python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])[sys.argv[1]])' "$1"
-}
 allocated() { echo $(( $(stat -c %b "$1") * 512 )); }
 
 mk_sparse() {
