@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,6 +58,11 @@ pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* the signals a caller's thread waits for are blocked in it; the
+		 * remote shell must take them (exec keeps the mask) */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		dup2(tp[0], STDIN_FILENO);
 		dup2(fp[1], STDOUT_FILENO);
 		execvp(argv[0], argv);

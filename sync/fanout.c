@@ -62,14 +62,18 @@ static void *interrupt_main(void *arg)
 	}
 	for (int i = 0; f && i < 50; i++) {
 		int left = 0;
-		for (int k = 0; k < f->n; k++)
-			left += f->h[k].pid > 0 && waitpid(f->h[k].pid, NULL, WNOHANG) == 0;
+		for (int k = 0; k < f->n; k++) {
+			struct fhost *h = &f->h[k];
+			if (h->pid > 0 && !h->reaped && waitpid(h->pid, NULL, WNOHANG) == h->pid)
+				h->reaped = 1;   /* its pid may be another process's now */
+			left += h->pid > 0 && !h->reaped;
+		}
 		if (!left)
 			break;
 		usleep(20000);
 	}
 	for (int k = 0; f && k < f->n; k++)
-		if (f->h[k].pid > 0 && kill(f->h[k].pid, SIGTERM) == 0) {
+		if (f->h[k].pid > 0 && !f->h[k].reaped && kill(f->h[k].pid, SIGTERM) == 0) {
 			usleep(100000);
 			kill(f->h[k].pid, SIGKILL);
 		}
@@ -117,6 +121,7 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	f->mcount = 0;
 	f->progress_host = -1;
 	f->chain = calloc((size_t)n, sizeof *f->chain);
+	f->first_addr[0] = 0;
 	/* every remote shell at once: logins overlap */
 	for (int k = 0; k < n; k++) {
 		h[k].c = (struct ctl){ .in = -1, .out = -1 };
@@ -137,42 +142,49 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 			continue;
 		}
 		ctl_set_timeout(&h[k].c, o->timeout * 1000);
-		if (pthread_create(&h[k].th, NULL, fan_agent_main, &h[k]) != 0) {
+		if ((errno = pthread_create(&h[k].th, NULL, fan_agent_main, &h[k])) != 0) {
 			fan_fail(&h[k], RD_EXIT_START, "no thread for it");
 			h[k].stage = H_END;
-			h[k].pid = -h[k].pid;   /* not joined */
+		} else {
+			h[k].th_ok = 1;
 		}
 	}
-	int sv[2];
+	int sv[2] = { -1, -1 }, hub_on = 0;
 	pthread_t hub;
 	struct ctl sc = { .in = -1, .out = -1 };
-	int hub_on = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0;
-	if (hub_on) {
+	if (f->chain && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
 		sc.in = sc.out = sv[0];
 		f->sc = (struct ctl){ .in = sv[1], .out = sv[1] };
-		hub_on = pthread_create(&hub, NULL, fan_hub_main, f) == 0;
+		hub_on = (errno = pthread_create(&hub, NULL, fan_hub_main, f)) == 0;
 	}
 	if (hub_on) {
+		/* connect_addr: the first host's address when the hub cannot give
+		 * it in DATA (a name, not an IP literal); set before DATA is sent */
 		struct role r = { .ctl = &sc, .flags = o->flags, .tp = o->tp, .is_client = 1,
 		                  .o = o, .srcs = paths, .nsrc = nsrc, .path = paths[0],
 		                  .verbose = o->verbose, .progress = o->progress,
-		                  .timeout = o->timeout, .connect_addr = "127.0.0.1" };
+		                  .timeout = o->timeout, .connect_addr = f->first_addr };
 		sync_sender(&r, res);
 		shutdown(sv[0], SHUT_RDWR);   /* the hub sees the sender's end */
 		pthread_join(hub, NULL);
 		ctl_free(&sc);
 		ctl_free(&f->sc);
-		close(sv[1]);
-		close(sv[0]);
 	} else {
-		log_err("cannot start the fan-out: %s", strerror(errno));
+		log_err("cannot start the fan-out: %s", strerror(f->chain ? errno : ENOMEM));
 		res->code = RD_EXIT_FILEIO;
-		for (int k = 0; k < n; k++)
-			if (h[k].pid > 0)
-				close(h[k].c.out);
+		/* the agents wait for a manifest and a chain that will not come */
+		pthread_mutex_lock(&f->mu);
+		f->fr_state = -1;
+		f->linked = 1;
+		pthread_cond_broadcast(&f->cv);
+		pthread_mutex_unlock(&f->mu);
+	}
+	if (sv[0] >= 0) {
+		close(sv[0]);
+		close(sv[1]);
 	}
 	for (int k = 0; k < n; k++) {
-		if (h[k].pid > 0)
+		if (h[k].th_ok)
 			pthread_join(h[k].th, NULL);
 		pthread_mutex_lock(&intr.mu);
 		ctl_free(&h[k].c);
@@ -185,6 +197,9 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 		if (h[k].pid < 0)
 			continue;
 		int st = reap(h[k].pid, h[k].code != 0 || h[k].dead);
+		pthread_mutex_lock(&intr.mu);
+		h[k].reaped = 1;   /* Ctrl-C from now on leaves its pid alone */
+		pthread_mutex_unlock(&intr.mu);
 		int xs = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 		if (h[k].dead && h[k].r.frames == 0) {   /* rdcp never answered */
 			h[k].code = RD_EXIT_START;
@@ -337,8 +352,17 @@ static void dedupe(struct fan_target *t, int n, const char *src)
 	free(s);
 }
 
-/* The hosts that failed with a report of their own after a host before them
- * in the chain failed: the break may have cut their feed. */
+/* A failure that a broken chain explains: the data connection lost,
+ * broken off, or silent. */
+static int lost_feed(int code)
+{
+	return code == RD_EXIT_CONN || code == RD_EXIT_PROTO || code == RD_EXIT_TIMEOUT;
+}
+
+/* The hosts to run again: those that lost their feed (above) after a host
+ * before them in the chain died, could not reach its next one, or lost its
+ * own feed. A host whose failure is its own (a full disk, --max-delete) is
+ * not retried, nor are the ones after it: it went on forwarding. */
 static int retry_set(struct fhost *h, int n, int *which)
 {
 	int cnt = 0, broken = 0;
@@ -352,9 +376,9 @@ static int retry_set(struct fhost *h, int n, int *which)
 			order[h[k].pos] = k;
 	for (int p = 0; p < n && order[p] >= 0; p++) {
 		struct fhost *x = &h[order[p]];
-		if (broken && x->code && !x->dead)
+		if (broken && !x->dead && lost_feed(x->code))
 			which[cnt++] = order[p];
-		else if (x->code || x->relay_rc)
+		if (x->dead || x->relay_rc || lost_feed(x->code))
 			broken = 1;
 	}
 	free(order);

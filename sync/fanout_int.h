@@ -17,6 +17,7 @@ struct fhost {
 	struct fan *fan;
 	char addr[256];            /* where its data connections go (IP literal) */
 	pid_t pid;
+	int reaped;                /* pid waited for: not ours to signal */
 	struct ctl c;
 	struct role r;             /* for sync_recv(): frames counted */
 	pthread_mutex_t wmu;       /* writes to c once the agent reads only */
@@ -29,8 +30,10 @@ struct fhost {
 	} *maps;
 	uint32_t nmaps;
 	struct ctl_data cd;        /* its CTL_DATA */
+	int planned;               /* its plan and chunk maps came whole */
 	int next;                  /* the host it forwards to (-1: last) */
-	int relay_rc;              /* its CTL_RELAY answer: 0 or -errno */
+	int relay_said, relay_rc;  /* its CTL_RELAY answer came: 0 or -errno */
+	int th_ok;                 /* its agent thread runs (to be joined) */
 	struct sync_result res;
 	int got_result, dead;      /* a DONE or ERROR came; the channel died first */
 	int code;                  /* exit code of this round (0: all well) */
@@ -52,6 +55,7 @@ struct fan {
 	struct ctl sc;             /* the hub's end of the sender's channel */
 	pthread_mutex_t smu;       /* writes to sc (agents send PROGRESS) */
 	int progress_host;         /* whose landed count the sender shows */
+	char first_addr[256];      /* the chain's first host, for the sender */
 };
 
 /* A host without "user@". */

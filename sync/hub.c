@@ -143,7 +143,7 @@ static void proto_fail(struct fhost *h, const char *what)
 {
 	log_err("%s: %s", h->t->label, what);
 	fan_fail(h, RD_EXIT_PROTO, what);
-	ctl_error(&h->c, RD_EXIT_PROTO, what);
+	host_error(h, RD_EXIT_PROTO, what);
 }
 
 /* PLAN, then CHUNKS* and CHUNKS_END: what this host lacks. 0, or -1. */
@@ -158,17 +158,20 @@ static int read_plan(struct fan *f, struct fhost *h)
 		proto_fail(h, "its plan is malformed");
 		return -1;
 	}
-	h->nplan = get_u32(b);
-	if (!(h->plan = malloc((size_t)(h->nplan ? h->nplan : 1) * 4)))
+	uint32_t np = get_u32(b), *plan = malloc((size_t)(np ? np : 1) * 4);
+	if (!plan)
 		return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
-	for (uint32_t k = 0; k < h->nplan; k++) {
-		h->plan[k] = get_u32(b + 4 + 4 * k);
-		if (h->plan[k] >= f->mcount || (k && h->plan[k] <= h->plan[k - 1])) {
+	for (uint32_t k = 0; k < np; k++) {
+		plan[k] = get_u32(b + 4 + 4 * k);
+		if (plan[k] >= f->mcount || (k && plan[k] <= plan[k - 1])) {
+			free(plan);   /* never seen by the hub */
 			proto_fail(h, "its plan asks for an entry twice, out of order, or past "
 			           "the file list");
 			return -1;
 		}
 	}
+	h->plan = plan;
+	h->nplan = np;
 	for (;;) {
 		if (next_frame(f, h, &type, &n) < 0)
 			return -1;
@@ -239,12 +242,15 @@ void *fan_agent_main(void *arg)
 		if (ctl_send(&h->c, f->fr[k].type, f->fr[k].p, f->fr[k].n) < 0)
 			break;
 	if (f->fr_state < 0) {   /* the sender failed: the host says its part */
+		if (!f->nfr)   /* not even READY: the client could not run one */
+			host_error(h, RD_EXIT_FILEIO, "the client could not start the run");
 		while (next_frame(f, h, &type, &n) == 0)
 			;
 		goto end;
 	}
 	if (read_plan(f, h) < 0)
 		goto end;
+	h->planned = 1;   /* plan and chunk maps whole and checked */
 	set_stage(f, h, H_PLANNED);
 	if (h->nplan) {   /* where it listens (a dry run plans nothing) */
 		if (next_frame(f, h, &type, &n) < 0)
@@ -275,7 +281,8 @@ void *fan_agent_main(void *arg)
 		}
 	}
 	while (next_frame(f, h, &type, &n) == 0) {
-		if (type == CTL_RELAY && n == 4) {
+		if (type == CTL_RELAY && n == 4 && !h->relay_said) {
+			h->relay_said = 1;
 			h->relay_rc = -(int)get_u32(h->c.buf);
 			if (h->relay_rc && h->next >= 0)   /* its next host waits in vain */
 				host_error(&f->h[h->next], RD_EXIT_CONN, "the host before it in "
@@ -286,6 +293,14 @@ void *fan_agent_main(void *arg)
 		break;
 	}
 end:
+	/* gone before it could dial its next host: that one waits in vain (once
+	 * it has dialled, its next sees the stream break by itself) */
+	pthread_mutex_lock(&f->mu);
+	int orphan = f->linked && h->pos >= 0 && h->next >= 0 && !h->relay_said;
+	pthread_mutex_unlock(&f->mu);
+	if (orphan)
+		host_error(&f->h[h->next], RD_EXIT_CONN, "the host before it in the chain "
+		           "failed before it could connect");
 	set_stage(f, h, H_END);
 	return NULL;
 }
@@ -412,14 +427,17 @@ static int send_union(struct fan *f, uint32_t *count)
 	return rc;
 }
 
-/* Where h's data connections go: its --hosts address, else the address its
- * ssh reached (its CTL_DATA), else its name's. */
+/* Where h's data connections go: its --hosts address (resolved here),
+ * else the address its ssh was reached on (its CTL_DATA), else what its
+ * name resolves to here, else the name itself (for the host before it to
+ * resolve). Never empty. */
 static void data_addr_of(struct fhost *h)
 {
-	if (!h->t->data_addr && *h->cd.addr)
-		snprintf(h->addr, sizeof h->addr, "%s", h->cd.addr);
-	else
-		snprintf(h->addr, sizeof h->addr, "%s", h->t->ip);
+	const char *a = h->t->data_addr && *h->t->ip ? h->t->ip
+	                : *h->cd.addr ? h->cd.addr
+	                : *h->t->ip ? h->t->ip
+	                : fan_bare_host(h->t->data_addr ? h->t->data_addr : h->t->host);
+	snprintf(h->addr, sizeof h->addr, "%s", a);
 }
 
 /* The hosts that asked for data, in order, each forwarding to the next;
@@ -451,7 +469,10 @@ static int link_chain(struct fan *f)
 	if (!f->nchain)
 		return 0;
 	const struct fhost *h = &f->h[f->chain[0]];
-	size_t al = strlen(h->addr);
+	/* the sender takes only an IP literal from DATA; a name it dials as its
+	 * own idea of the address */
+	size_t al = rsh_is_ip(h->addr) ? strlen(h->addr) : 0;
+	snprintf(f->first_addr, sizeof f->first_addr, "%s", h->addr);
 	uint8_t msg[2 + 32 + 256];
 	put_u16(msg, h->cd.port);
 	memcpy(msg + 2, h->cd.key, 32);
@@ -510,7 +531,7 @@ void *fan_hub_main(void *arg)
 	}
 	wait_hosts(f, H_PLANNED);
 	for (int k = 0; k < f->n; k++)   /* the hosts that lack something */
-		f->h[k].pos = f->h[k].stage >= H_PLANNED && f->h[k].plan && f->h[k].nplan ? 0 : -1;
+		f->h[k].pos = f->h[k].planned && f->h[k].nplan ? 0 : -1;
 	uint32_t count = 0;
 	int rc = send_union(f, &count);
 	if (rc == 0 && count) {

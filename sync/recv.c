@@ -412,8 +412,13 @@ static int read_sent(struct rstate *s)
 		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
 		                   "%zu bytes)", type, n);
 	s->unsent = get_u64(c->buf);
+	uint64_t unread = get_u64(c->buf + 8);
+	if (s->r->o->relay) {   /* a fan-out's counts are of every host's files */
+		s->unsent = s->unsent < s->incomplete ? s->unsent : s->incomplete;
+		unread = unread < s->unsent ? unread : s->unsent;
+	}
 	/* what could not be read is an error (23), not a vanished file (24) */
-	STAT_ADD(s->res->errors, get_u64(c->buf + 8));
+	STAT_ADD(s->res->errors, unread);
 	if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",

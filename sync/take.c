@@ -477,11 +477,11 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 	}
 	io_pool_stop(io);   /* every chunk on its way is written and counted */
 	int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
-	if (rc >= 0 && werr && !s->relay_err)
-		rc = -werr;
+	if (rc >= 0 && werr && !s->relay_err && !relay_on(s, -werr))
+		rc = -werr;   /* (a write that failed after the last message came) */
 	if (up) {
 		int urc = unpacker_finish(up);
-		if (urc < 0 && rc >= 0 && !s->relay_err)
+		if (urc < 0 && rc >= 0 && !s->relay_err && !relay_on(s, urc))
 			rc = urc;
 	}
 	return rc;
@@ -521,6 +521,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 		total += chunk_map_bytes(&s->files[s->fetch[want[k]]].map, s->sm.e[want[k]].size);
 	progress_start(&pg, s->r, total, nwant);
 	rc = take_all(s, ts, &pg);
+	int clean = rc == 1;   /* the whole stream came (and went on) */
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
 	if (rc == 1) {
 		/* a fan-out host that failed on its side took the stream for the
@@ -532,7 +533,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 		tp_verdict(ts, -rc);
 	}
 	tp_close(ts);
-	relay_end(s, rc == 0);   /* the next host's end, after our sender has ours */
+	relay_end(s, clean);   /* the next host's end, after our sender has ours */
 	return rc;
 }
 

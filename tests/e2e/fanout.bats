@@ -126,6 +126,36 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	[ "$(host_field 1 bytes_sent <"$T/json")" -eq 0 ]
 }
 
+@test "fan-out: a host whose disk fills fails alone and keeps forwarding; no second round; --max-delete's stop is no reason to retry" {
+	mk_rsh
+	mkdir -p "$T/src" "$T/d1"
+	mk_files "$T/src/small" 200
+	head -c 12000000 /dev/urandom >"$T/src/big"
+	mount -t tmpfs -o size=2m tmpfs "$T/d1"
+	local got=0
+	fan -a --sync --json "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/json" 2>"$T/err" || got=$?
+	cat "$T/err" "$T/json"
+	umount "$T/d1"
+	[ "$got" -ne 0 ]
+	[ "$(host_field 0 status <"$T/json")" = failed ]
+	[ "$(host_field 1 status <"$T/json")" = ok ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	same "$T/src" "$T/d2"
+	same "$T/src" "$T/d3"
+	! grep -q 'lost the data' "$T/err"
+	# three extras on each host, at most one deletion each: exit 25, no rerun
+	for d in d2 d3; do touch "$T/$d/x1" "$T/$d/x2" "$T/$d/x3"; done
+	got=0
+	fan -a --sync --delete --max-delete=1 "$T/src/" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/out" 2>"$T/err" || got=$?
+	cat "$T/out" "$T/err"
+	[ "$got" -eq 25 ]
+	! grep -q 'lost the data' "$T/err"
+	[ "$(ls "$T/d2" | grep -c '^x')" -eq 2 ]
+	[ "$(ls "$T/d3" | grep -c '^x')" -eq 2 ]
+}
+
 @test "fan-out: a host without rdcp fails alone, named, exit 5; the others complete" {
 	mk_rsh
 	mk_tree "$T/src"
