@@ -118,7 +118,7 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	f->n = n;
 	f->fr = NULL;
 	f->nfr = f->fr_state = f->linked = f->nchain = 0;
-	f->mcount = 0;
+	f->m = (struct idx_manifest){ 0 };
 	f->progress_host = -1;
 	f->chain = calloc((size_t)n, sizeof *f->chain);
 	f->first_addr[0] = 0;
@@ -214,15 +214,16 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	for (int k = 0; k < f->nfr; k++)
 		free(f->fr[k].p);
 	free(f->fr);
+	idx_manifest_free(&f->m);
 	free(f->chain);
 }
 
 static void host_reset(struct fhost *h)
 {
-	free(h->plan);
-	for (uint32_t j = 0; j < h->nmaps; j++)
-		free(h->maps[j].how);
+	for (uint32_t j = 0; h->maps && j < h->nplan; j++)
+		chunk_map_free(&h->maps[j]);
 	free(h->maps);
+	free(h->plan);
 	const struct fan_target *t = h->t;
 	*h = (struct fhost){ .t = t };
 }
@@ -527,7 +528,6 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 			last[which[k]] = h[k];
 			last[which[k]].plan = NULL;
 			last[which[k]].maps = NULL;
-			last[which[k]].nmaps = 0;
 			host_reset(&h[k]);
 		}
 		for (int k = 0; k < na; k++)

@@ -23,12 +23,9 @@ struct fhost {
 	pthread_mutex_t wmu;       /* writes to c once the agent reads only */
 	pthread_t th;
 	int stage, pos;            /* H_*; its place in the chain (-1: none) */
-	uint32_t *plan, nplan;
-	struct hmap {              /* CHUNKS: one planned file's chunk kinds */
-		uint32_t idx, n;
-		uint8_t *how;
-	} *maps;
-	uint32_t nmaps;
+	uint32_t *plan, nplan;     /* what it lacks: manifest indices, increasing */
+	struct chunk_map *maps;    /* per plan position, its CTL_CHUNKS (how NULL:
+	                              the whole file) */
 	struct ctl_data cd;        /* its CTL_DATA */
 	int planned;               /* its plan and chunk maps came whole */
 	int next;                  /* the host it forwards to (-1: last) */
@@ -49,7 +46,7 @@ struct fan {
 	struct frame { uint8_t type; size_t n; uint8_t *p; } *fr;   /* the sender's,
 	                             READY to MANIFEST_END, for every host */
 	int nfr, fr_state;         /* 0 not yet, 1 all there, -1 the sender failed */
-	uint64_t mcount;           /* entries in the manifest */
+	struct idx_manifest m;     /* the sender's file list, decoded */
 	int linked;                /* the chain is set: agents send CTL_RELAY */
 	int *chain, nchain;
 	struct ctl sc;             /* the hub's end of the sender's channel */
@@ -69,6 +66,18 @@ static inline const char *fan_bare_host(const char *h)
  * the hub (arg: the fan). */
 void *fan_agent_main(void *arg);
 void *fan_hub_main(void *arg);
+/* hub.c, pure (for tests): one frame of a host's plan into h: PLAN first
+ * (h->plan NULL), then CHUNKS*, CHUNKS_END, checked against f->m as the
+ * sender checks them. 0 for more, 1 when the plan is whole, -EPROTO with
+ * *why (a phrase), -ENOMEM. */
+int  fan_plan_take(const struct fan *f, struct fhost *h, uint8_t type, const uint8_t *b,
+                   size_t n, const char **why);
+/* The union of the plans of the hosts with pos >= 0 as the frames the
+ * sender reads (PLAN, CHUNKS*, CHUNKS_END), each given to emit; *count:
+ * the files. 0, or emit's error, or -ENOMEM. */
+int  fan_union(const struct fan *f, int (*emit)(void *ctx, uint8_t type, const uint8_t *p,
+                                                 size_t n),
+               void *ctx, uint32_t *count);
 /* h failed with code (the first failure stays) because of why. */
 void fan_fail(struct fhost *h, int code, const char *why);
 

@@ -62,21 +62,6 @@ static void host_error(struct fhost *h, int code, const char *text)
 	pthread_mutex_unlock(&h->wmu);
 }
 
-static int bsearch_u32(const uint32_t *v, uint32_t n, uint32_t x)
-{
-	uint32_t lo = 0, hi = n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (v[mid] == x)
-			return 1;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
 void fan_fail(struct fhost *h, int code, const char *why)
 {
 	if (!h->code)
@@ -146,65 +131,62 @@ static void proto_fail(struct fhost *h, const char *what)
 	host_error(h, RD_EXIT_PROTO, what);
 }
 
+int fan_plan_take(const struct fan *f, struct fhost *h, uint8_t type, const uint8_t *b,
+                  size_t n, const char **why)
+{
+	if (!h->plan) {   /* PLAN: strictly increasing regular files of the list */
+		if (type != CTL_PLAN || n < 4 || n % 4 || (n - 4) / 4 != get_u32(b))
+			return *why = "its plan is malformed", -EPROTO;
+		uint32_t np = get_u32(b), *plan = malloc((size_t)(np ? np : 1) * 4);
+		struct chunk_map *maps = calloc(np ? np : 1, sizeof *maps);
+		if (!plan || !maps) {
+			free(plan);
+			free(maps);
+			return -ENOMEM;
+		}
+		for (uint32_t k = 0; k < np; k++) {
+			plan[k] = get_u32(b + 4 + 4 * k);
+			if (plan[k] >= f->m.n || f->m.e[plan[k]].type != IDX_REG ||
+			    (k && plan[k] <= plan[k - 1])) {
+				free(plan);   /* never seen by the hub */
+				free(maps);
+				return *why = "its plan asks for an entry twice, out of order, past "
+				              "the file list or not a file", -EPROTO;
+			}
+		}
+		h->plan = plan;
+		h->maps = maps;
+		h->nplan = np;
+		return 0;
+	}
+	/* CHUNKS, checked as the sender checks them (sync/chunks.c) */
+	int rc = type == CTL_CHUNKS_END && n == 0 ? chunks_complete(h->maps, h->nplan, why)
+	         : type == CTL_CHUNKS ? chunks_decode(b, n, &f->m, h->plan, h->nplan, h->maps, why)
+	         : (*why = "is missing: another message came instead", -EPROTO);
+	return rc < 0 ? rc : type == CTL_CHUNKS_END;
+}
+
 /* PLAN, then CHUNKS* and CHUNKS_END: what this host lacks. 0, or -1. */
 static int read_plan(struct fan *f, struct fhost *h)
 {
-	uint8_t type;
-	size_t n;
-	if (next_frame(f, h, &type, &n) < 0)
-		return -1;
-	const uint8_t *b = h->c.buf;
-	if (type != CTL_PLAN || n < 4 || n % 4 || (n - 4) / 4 != get_u32(b)) {
-		proto_fail(h, "its plan is malformed");
-		return -1;
-	}
-	uint32_t np = get_u32(b), *plan = malloc((size_t)(np ? np : 1) * 4);
-	if (!plan)
-		return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
-	for (uint32_t k = 0; k < np; k++) {
-		plan[k] = get_u32(b + 4 + 4 * k);
-		if (plan[k] >= f->mcount || (k && plan[k] <= plan[k - 1])) {
-			free(plan);   /* never seen by the hub */
-			proto_fail(h, "its plan asks for an entry twice, out of order, or past "
-			           "the file list");
-			return -1;
-		}
-	}
-	h->plan = plan;
-	h->nplan = np;
 	for (;;) {
+		uint8_t type;
+		size_t n;
+		const char *why = "";
 		if (next_frame(f, h, &type, &n) < 0)
 			return -1;
-		b = h->c.buf;
-		if (type == CTL_CHUNKS_END && n == 0)
-			return 0;
-		uint32_t idx = n >= 12 ? get_u32(b) : 0, first = n >= 12 ? get_u32(b + 4) : 0;
-		uint32_t cnt = n >= 12 ? get_u32(b + 8) : 0, nrec = 0;
-		for (uint32_t k = 0; k < cnt && 12 + k < n; k++)
-			nrec += b[12 + k] == CH_BLOCKS;
-		struct hmap *m = h->nmaps ? &h->maps[h->nmaps - 1] : NULL;
-		int cont = m && m->idx == idx && first == m->n;
-		if (type != CTL_CHUNKS || n < 12 || cnt < 1 || cnt > SYNC_CHUNKS_PER_FRAME ||
-		    n != 12 + (size_t)cnt + (size_t)nrec * SYNC_BLOCK_REC ||
-		    (!cont && first != 0) || !bsearch_u32(h->plan, h->nplan, idx)) {
-			proto_fail(h, "its list of chunks to send is malformed");
+		int rc = fan_plan_take(f, h, type, h->c.buf, n, &why);
+		if (rc == -ENOMEM)
+			return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
+		if (rc < 0) {
+			char text[200];
+			snprintf(text, sizeof text, "%s%s", h->plan ? "its list of chunks to send " : "",
+			         why);
+			proto_fail(h, text);
 			return -1;
 		}
-		if (!cont) {
-			struct hmap *nm = realloc(h->maps, (h->nmaps + 1) * sizeof *nm);
-			if (!nm)
-				return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
-			h->maps = nm;
-			m = &nm[h->nmaps++];
-			*m = (struct hmap){ .idx = idx };
-		}
-		uint8_t *how = realloc(m->how, (size_t)m->n + cnt);
-		if (!how)
-			return fan_fail(h, RD_EXIT_FILEIO, "out of memory"), -1;
-		m->how = how;
-		for (uint32_t k = 0; k < cnt; k++)
-			how[m->n + k] = b[12 + k] > CH_WHOLE ? CH_WHOLE : b[12 + k];
-		m->n += cnt;
+		if (rc == 1)
+			return 0;
 	}
 }
 
@@ -311,7 +293,7 @@ end:
  * when the sender failed (its ERROR, or one of ours, is the last frame). */
 static int take_manifest(struct fan *f)
 {
-	int seen = 0;
+	size_t total = 0;
 	for (;;) {
 		uint8_t type;
 		size_t n;
@@ -333,13 +315,28 @@ static int take_manifest(struct fan *f)
 		f->fr = nf;
 		memcpy(copy, p, n);
 		f->fr[f->nfr++] = (struct frame){ type, n, copy };
-		if (type == CTL_MANIFEST && !seen++ && n >= 20)
-			f->mcount = get_u64(p + 12);
+		if (type == CTL_MANIFEST)
+			total += n;
 		if (type == CTL_MANIFEST_END)
-			return 0;
+			break;
 		if (type == CTL_ERROR)
 			return -1;
 	}
+	/* the file list, to check the hosts' plans and chunk lists against */
+	uint8_t *all = malloc(total ? total : 1);
+	struct idx_why why;
+	size_t at = 0;
+	for (int k = 0; all && k < f->nfr; k++)
+		if (f->fr[k].type == CTL_MANIFEST) {
+			memcpy(all + at, f->fr[k].p, f->fr[k].n);
+			at += f->fr[k].n;
+		}
+	int rc = all ? idx_manifest_decode(all, total, &f->m, &why) : -ENOMEM;
+	free(all);
+	if (rc < 0)
+		log_err("the fan-out cannot read the sender's file list: %s",
+		        rc == -ENOMEM ? strerror(ENOMEM) : why.text);
+	return rc < 0 ? -1 : 0;
 }
 
 static void wait_hosts(struct fan *f, int stage)
@@ -351,56 +348,51 @@ static void wait_hosts(struct fan *f, int stage)
 	pthread_mutex_unlock(&f->mu);
 }
 
-/* The union of the plans as PLAN, CHUNKS*, CHUNKS_END to the sender: a
- * file any host lacks; of a file every host that lacks it has an old
- * version of, the chunks any of them lacks. *count: the files. */
-static int send_union(struct fan *f, uint32_t *count)
+int fan_union(const struct fan *f, int (*emit)(void *, uint8_t, const uint8_t *, size_t),
+              void *ctx, uint32_t *count)
 {
-	size_t m = f->mcount ? f->mcount : 1;
-	uint32_t *nplanned = calloc(m, 4), *nmapped = calloc(m, 4), *un = calloc(m, 4);
+	size_t m = f->m.n ? f->m.n : 1;
+	uint8_t *state = calloc(m, 1);   /* 0 no host, 1 by chunks so far, 2 whole */
 	uint8_t **how = calloc(m, sizeof *how);
 	uint8_t *pl = NULL;
-	int rc = nplanned && nmapped && un && how ? 0 : -ENOMEM;
+	int rc = state && how ? 0 : -ENOMEM;
 	for (int k = 0; k < f->n && rc == 0; k++) {
-		struct fhost *h = &f->h[k];
+		const struct fhost *h = &f->h[k];
 		if (h->pos < 0)
 			continue;
-		for (uint32_t j = 0; j < h->nplan; j++)
-			nplanned[h->plan[j]]++;
-		for (uint32_t j = 0; j < h->nmaps && rc == 0; j++) {
-			const struct hmap *hm = &h->maps[j];
-			if (nmapped[hm->idx]++ == 0) {
-				if (!(how[hm->idx] = malloc(hm->n)))
+		for (uint32_t j = 0; j < h->nplan && rc == 0; j++) {
+			uint32_t i = h->plan[j];
+			const struct chunk_map *cm = &h->maps[j];
+			if (!cm->how) {   /* this host wants it whole */
+				state[i] = 2;
+			} else if (state[i] == 0) {
+				if (!(how[i] = malloc(cm->n)))
 					rc = -ENOMEM;
 				else
-					memcpy(how[hm->idx], hm->how, hm->n);
-				un[hm->idx] = hm->n;
-			} else if (un[hm->idx] != hm->n) {
-				un[hm->idx] = 0;   /* they disagree: sent whole */
-			} else {
-				for (uint32_t c = 0; c < hm->n; c++)
-					how[hm->idx][c] |= hm->how[c];   /* HAVE 0, WHOLE 1 */
+					memcpy(how[i], cm->how, cm->n);
+				state[i] = 1;
+			} else if (state[i] == 1) {
+				for (uint32_t c = 0; c < cm->n; c++)   /* the same n: one file */
+					how[i][c] |= cm->how[c] != CH_HAVE;
 			}
 		}
 	}
 	uint32_t cnt = 0;
-	for (size_t i = 0; rc == 0 && i < f->mcount; i++)
-		cnt += nplanned[i] > 0;
+	for (size_t i = 0; rc == 0 && i < f->m.n; i++)
+		cnt += state[i] > 0;
 	if (rc == 0 && !(pl = malloc(4 + (size_t)cnt * 4)))
 		rc = -ENOMEM;
 	if (rc == 0) {
 		put_u32(pl, cnt);
-		for (size_t i = 0, j = 0; i < f->mcount; i++)
-			if (nplanned[i])
+		for (size_t i = 0, j = 0; i < f->m.n; i++)
+			if (state[i])
 				put_u32(pl + 4 + 4 * j++, (uint32_t)i);
-		rc = ctl_send(&f->sc, CTL_PLAN, pl, 4 + (size_t)cnt * 4);
+		rc = emit(ctx, CTL_PLAN, pl, 4 + (size_t)cnt * 4);
 	}
-	for (size_t i = 0; rc == 0 && i < f->mcount; i++) {
-		if (!nplanned[i] || nmapped[i] != nplanned[i] || !un[i])
-			continue;   /* whole: no CHUNKS */
-		for (uint32_t first = 0; rc == 0 && first < un[i]; first += SYNC_CHUNKS_PER_FRAME) {
-			uint32_t c = un[i] - first < SYNC_CHUNKS_PER_FRAME ? un[i] - first
-			             : SYNC_CHUNKS_PER_FRAME;
+	for (size_t i = 0; rc == 0 && i < f->m.n; i++) {
+		uint32_t n = state[i] == 1 ? chunk_count(f->m.e[i].size) : 0;
+		for (uint32_t first = 0; rc == 0 && first < n; first += SYNC_CHUNKS_PER_FRAME) {
+			uint32_t c = n - first < SYNC_CHUNKS_PER_FRAME ? n - first : SYNC_CHUNKS_PER_FRAME;
 			uint8_t *b = malloc(12 + (size_t)c);
 			if (!b) {
 				rc = -ENOMEM;
@@ -409,22 +401,26 @@ static int send_union(struct fan *f, uint32_t *count)
 			put_u32(b, (uint32_t)i);
 			put_u32(b + 4, first);
 			put_u32(b + 8, c);
-			memcpy(b + 12, how[i] + first, c);
-			rc = ctl_send(&f->sc, CTL_CHUNKS, b, 12 + (size_t)c);
+			for (uint32_t k = 0; k < c; k++)   /* HAVE or WHOLE: blocks are one host's */
+				b[12 + k] = how[i][first + k] ? CH_WHOLE : CH_HAVE;
+			rc = emit(ctx, CTL_CHUNKS, b, 12 + (size_t)c);
 			free(b);
 		}
 	}
 	if (rc == 0)
-		rc = ctl_send(&f->sc, CTL_CHUNKS_END, NULL, 0);
-	for (size_t i = 0; how && i < f->mcount; i++)
+		rc = emit(ctx, CTL_CHUNKS_END, NULL, 0);
+	for (size_t i = 0; how && i < f->m.n; i++)
 		free(how[i]);
 	free(how);
-	free(nplanned);
-	free(nmapped);
-	free(un);
+	free(state);
 	free(pl);
 	*count = cnt;
 	return rc;
+}
+
+static int to_sender(void *ctx, uint8_t type, const uint8_t *p, size_t n)
+{
+	return ctl_send(&((struct fan *)ctx)->sc, type, p, n);
 }
 
 /* Where h's data connections go: its --hosts address (resolved here),
@@ -533,7 +529,7 @@ void *fan_hub_main(void *arg)
 	for (int k = 0; k < f->n; k++)   /* the hosts that lack something */
 		f->h[k].pos = f->h[k].planned && f->h[k].nplan ? 0 : -1;
 	uint32_t count = 0;
-	int rc = send_union(f, &count);
+	int rc = fan_union(f, to_sender, f, &count);
 	if (rc == 0 && count) {
 		pthread_mutex_lock(&f->mu);
 		for (int k = 0; k < f->n; k++)
