@@ -408,8 +408,8 @@ static void report_hosts(const struct sync_opts *o, const struct fan_target *t, 
 	char a[SYNC_NUM_LEN], b[SYNC_NUM_LEN];
 	for (int k = 0; k < nt; k++) {
 		const struct fhost *h = &last[k];
-		if (t[k].skip == 1 || (t[k].skip == 2 && (!o->verbose || o->quiet)))
-			continue;
+		if (t[k].skip == 1 || (t[k].skip == 2 && (!o->verbose || o->quiet)) || h->src_failed)
+			continue;   /* said already (the source's failure, once) */
 		if (t[k].skip == 2) {
 			printf("%s: left out: it is SRC itself\n", t[k].label);
 		} else if (h->code) {
@@ -439,10 +439,13 @@ static char *hosts_json(const struct fan_target *t, int nt, const struct fhost *
 		sync_json_str(f, t[k].label);
 		fprintf(f, ",\"status\":\"%s\",\"exit_code\":%d,\"files_sent\":%llu,"
 		        "\"bytes_sent\":%llu,\"deleted\":%llu,\"error\":",
-		        t[k].skip ? "skipped" : h->code ? "failed" : "ok", t[k].skip ? 0 : h->code,
+		        t[k].skip ? "skipped" : h->src_failed ? "not run" : h->code ? "failed" : "ok",
+		        t[k].skip ? 0 : h->code,
 		        (unsigned long long)h->res.files, (unsigned long long)h->res.bytes,
 		        (unsigned long long)h->res.deleted);
-		if (h->code && !t[k].skip)
+		if (h->src_failed)
+			sync_json_str(f, "the source failed");
+		else if (h->code && !t[k].skip)
 			sync_json_str(f, h->why);
 		else
 			fputs("null", f);

@@ -33,6 +33,7 @@ struct fhost {
 	int th_ok;                 /* its agent thread runs (to be joined) */
 	struct sync_result res;
 	int got_result, dead;      /* a DONE or ERROR came; the channel died first */
+	int src_failed;            /* not run: the source failed first (said) */
 	int code;                  /* exit code of this round (0: all well) */
 	char why[256];             /* what went wrong, one phrase */
 };

@@ -220,16 +220,25 @@ void *fan_agent_main(void *arg)
 	while (!f->fr_state)
 		pthread_cond_wait(&f->cv, &f->mu);
 	pthread_mutex_unlock(&f->mu);
+	if (f->fr_state < 0) {
+		/* the sender failed before its file list (and said why, once): a
+		 * bare ERROR stops the host without a line of its own */
+		uint8_t code[4];
+		put_u32(code, RD_EXIT_SELECT);
+		for (int k = 0; k < f->nfr; k++)
+			if (f->fr[k].type == CTL_ERROR && f->fr[k].n >= 4)
+				memcpy(code, f->fr[k].p, 4);
+		hsend(h, CTL_ERROR, code, sizeof code);
+		while (next_frame(f, h, &type, &n) == 0)
+			;
+		h->code = 0;   /* the source's failure, not the host's */
+		h->why[0] = 0;
+		h->src_failed = 1;
+		goto end;
+	}
 	for (int k = 0; k < f->nfr; k++)
 		if (ctl_send(&h->c, f->fr[k].type, f->fr[k].p, f->fr[k].n) < 0)
 			break;
-	if (f->fr_state < 0) {   /* the sender failed: the host says its part */
-		if (!f->nfr)   /* not even READY: the client could not run one */
-			host_error(h, RD_EXIT_FILEIO, "the client could not start the run");
-		while (next_frame(f, h, &type, &n) == 0)
-			;
-		goto end;
-	}
 	if (read_plan(f, h) < 0)
 		goto end;
 	h->planned = 1;   /* plan and chunk maps whole and checked */
