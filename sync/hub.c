@@ -482,7 +482,9 @@ static int link_chain(struct fan *f)
 	put_u16(msg, h->cd.port);
 	memcpy(msg + 2, h->cd.key, 32);
 	memcpy(msg + 34, h->addr, al);
+	pthread_mutex_lock(&f->smu);   /* the agents may send PROGRESS from now on */
 	int rc = ctl_send(&f->sc, CTL_DATA, msg, 34 + al);
+	pthread_mutex_unlock(&f->smu);
 	explicit_bzero(msg, sizeof msg);
 	return rc < 0 ? rc : 1;
 }
