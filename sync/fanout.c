@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -498,6 +499,12 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	if (!code && !last)
 		code = RD_EXIT_FILEIO;
 	if (!code) {
+		/* two pipes per host: 512 hosts pass the usual soft limit of 1024 fds */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
 		dedupe(t, nt, paths[0]);
 		signal(SIGPIPE, SIG_IGN);
 		catch_interrupts();
