@@ -145,7 +145,7 @@ dd if=/dev/urandom of="$W/t/d3/blobs/b1" bs=4096 count=1 seek=300 conv=notrunc s
 half=$(echo "$size_mb / 2 / ($rate / 16)" | bc -l)   # s, at the rate below
 (in_src "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" --sync -P --bwlimit "$((rate / 16))M" \
 	"$src/" "${H[4]}:$W/t/d4" >/dev/null 2>&1 &
-	p=$!; sleep "$half"; kill -9 $p $(ip netns pids rdpt-5) 2>/dev/null; wait)
+	p=$!; sleep "$half"; kill -9 $p $(ip netns pids rdpt-5) 2>/dev/null; wait) 2>/dev/null
 in_src "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" --sync -P --json "$src/" \
 	$(dsts 4) >"$W/mixed.json" || { echo "fanout.sh: mixed states failed" >&2; exit 1; }
 for i in 1 2 3 4; do
