@@ -6,19 +6,26 @@
 #   Hosts: network namespaces on one bridge (tests/lib/netns.sh); each one's
 #   link shaped with tc tbf to the same rate (egress), so the wire, not the
 #   two cores, is the limit. The source is a namespace too. DSTs on tmpfs.
+#   VM (unless --no-vm): in the soft-RoCE VM, a fan-out to three "hosts"
+#   (three DSTs behind the one rxe device), every hop over RDMA, against a
+#   single push of the same tree.
 #   fanout.sh [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]
+#             [--vm-mb N] [--no-vm]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 B=${RDCP_BUILD:-$top/build}
-size_mb=256 rate=800 reps=3 maxh=8
+size_mb=256 rate=800 reps=3 maxh=8 vm=1 vm_mb=64
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size-mb) size_mb=$2; shift ;;
 	--rate-mbit) rate=$2; shift ;;
 	--reps) reps=$2; shift ;;
 	--max-hosts) maxh=$2; shift ;;
-	*) echo "usage: $0 [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]" >&2; exit 1 ;;
+	--vm-mb) vm_mb=$2; shift ;;
+	--no-vm) vm=0 ;;
+	*) echo "usage: $0 [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]" \
+		"[--vm-mb N] [--no-vm]" >&2; exit 1 ;;
 	esac
 	shift
 done
@@ -135,20 +142,24 @@ for r in $(seq 1 "$reps"); do
 	echo "killed,$kn,$r,$s" >>"$csv"
 done
 
-# mixed states: empty, complete, 1% modified, half resumed; one run
+# mixed states: empty, complete, 1% modified, half resumed (as many of
+# these as there are hosts, up to four); one run
+mh=$((maxh < 4 ? maxh : 4))
 clear
-mkdir -p "$W/t/d2" "$W/t/d3"
-cp -a "$src/." "$W/t/d2/"
-cp -a "$src/." "$W/t/d3/"
-for f in $(find "$W/t/d3/snapshots" -type f | head -20); do echo x >>"$f"; done
-dd if=/dev/urandom of="$W/t/d3/blobs/b1" bs=4096 count=1 seek=300 conv=notrunc status=none
-half=$(echo "$size_mb / 2 / ($rate / 16)" | bc -l)   # s, at the rate below
-(in_src "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" --sync -P --bwlimit "$((rate / 16))M" \
-	"$src/" "${H[4]}:$W/t/d4" >/dev/null 2>&1 &
-	p=$!; sleep "$half"; kill -9 $p $(ip netns pids rdpt-5) 2>/dev/null; wait) 2>/dev/null
+for i in $(seq 2 "$mh"); do [ "$i" -le 3 ] && mkdir -p "$W/t/d$i" && cp -a "$src/." "$W/t/d$i/"; done
+if [ "$mh" -ge 3 ]; then
+	for f in $(find "$W/t/d3/snapshots" -type f | head -20); do echo x >>"$f"; done
+	dd if=/dev/urandom of="$W/t/d3/blobs/b1" bs=4096 count=1 seek=300 conv=notrunc status=none
+fi
+if [ "$mh" -ge 4 ]; then
+	half=$(echo "$size_mb / 2 / ($rate / 16)" | bc -l)   # s, at the rate below
+	(in_src "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" --sync -P --bwlimit "$((rate / 16))M" \
+		"$src/" "${H[4]}:$W/t/d4" >/dev/null 2>&1 &
+		p=$!; sleep "$half"; kill -9 $p $(ip netns pids rdpt-5) 2>/dev/null; wait) 2>/dev/null
+fi
 in_src "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" --sync -P --json "$src/" \
-	$(dsts 4) >"$W/mixed.json" || { echo "fanout.sh: mixed states failed" >&2; exit 1; }
-for i in 1 2 3 4; do
+	$(dsts "$mh") >"$W/mixed.json" || { echo "fanout.sh: mixed states failed" >&2; exit 1; }
+for i in $(seq 1 "$mh"); do
 	[ -z "$(rsync -anciH --delete "$src/" "$W/t/d$i/")" ] ||
 		{ echo "fanout.sh: host $i differs after the mixed run" >&2; exit 1; }
 done
@@ -185,3 +196,40 @@ target=$(echo "$(medof "${T[fan$maxh]}") / $f1" | bc -l)
 printf 'target: %d hosts <= 1.25 x 1 host: %.2f (%s)\n' "$maxh" "$target" \
 	"$(echo "$target <= 1.25" | bc -l | sed 's/1/met/;s/0/NOT met/')"
 echo "raw results: $csv"
+
+[ "$vm" = 1 ] || exit 0
+echo "VM: booting soft-RoCE (${vm_mb} MiB per run)..." >&2
+cat >"$W/guest.sh" <<GUEST
+set -u
+modprobe -a ib_uverbs rdma_ucm rdma_rxe dummy
+ip link add rdma0 type dummy; ip addr add 169.254.77.1/16 dev rdma0; ip link set rdma0 up
+rdma link add rxe0 type rxe netdev rdma0
+ulimit -l unlimited
+A=169.254.77.1; B=$B; L=$top/tests/e2e/local-rsh
+export XDG_CACHE_HOME=/tmp/cache
+mkdir -p /tmp/s/blobs /tmp/s/small
+head -c \$(( $vm_mb * 9 / 10 << 20 )) /dev/urandom >/tmp/s/blobs/b
+for i in \$(seq 200); do echo \$i >/tmp/s/small/f\$i; done
+r() { \$B/rdcp -e \$L --rdcp-path \$B/rdcp --transport rdma --sync /tmp/s/ "\$@" >/dev/null; }
+for k in \$(seq $reps); do
+	rm -rf /tmp/d*
+	a=\$(date +%s.%N); r \$A:/tmp/d0 || echo FAILED; b=\$(date +%s.%N)
+	echo "one \$k \$(echo "\$b - \$a" | bc -l)"
+	rm -rf /tmp/d*
+	a=\$(date +%s.%N); r \$A:/tmp/d1 \$A:/tmp/d2 \$A:/tmp/d3 || echo FAILED; b=\$(date +%s.%N)
+	echo "three \$k \$(echo "\$b - \$a" | bc -l)"
+	for d in d1 d2 d3; do [ -z "\$(rsync -anci --delete /tmp/s/ /tmp/\$d/)" ] || echo FAILED; done
+done
+GUEST
+"$top/tests/rdma/vm.sh" "$W/guest.sh" >"$W/vm.out" 2>&1 || { cat "$W/vm.out"; exit 1; }
+! grep -q FAILED "$W/vm.out" || { cat "$W/vm.out"; exit 1; }
+printf '\nfan-out in the soft-RoCE VM (rxe, QEMU TCG, 2 vCPUs), %d MiB, RDMA, %d reps, medians:\n' \
+	"$vm_mb" "$reps"
+one=$(awk '$1 == "one" {print $3}' "$W/vm.out" | median)
+for c in one three; do
+	awk -v c="$c" '$1 == c {print "vm-" c "," (c == "one" ? 1 : 3) "," $2 "," $3}' \
+		"$W/vm.out" >>"$csv"
+	m=$(awk -v c="$c" '$1 == c {print $3}' "$W/vm.out" | median)
+	printf '%-44s %9.2f %14.2f\n' "$([ $c = one ] && echo "rdcp --sync to one host" ||
+		echo "rdcp fan-out to three hosts (a chain)")" "$m" "$(echo "$m / $one" | bc -l)"
+done
