@@ -113,27 +113,29 @@ int recv_remove(struct rstate *s, const char *path)
 		const char *p = s->dm.e[i].path;
 		if (strncmp(p, path, len) != 0 || (p[len] != '/' && p[len] != '\0'))
 			continue;
-		s->dm.e[i].flags |= GONE;
-		STAT_ADD(s->actions, 1);
 		const char *name;
 		int d = recv_open_parent(s->root, p, &name);
 		if (d < 0)
 			return -errno;
 		int rc, err;
+		/* GONE only once it is: an entry still there (its backup failed)
+		 * must not be replaced later as if nothing were in the way */
 		if ((s->r->flags & SYNC_F_BACKUP) && s->dm.e[i].type != IDX_DIR) {
 			rc = recv_backup(s, d, name, p, 1);   /* said if it failed */
 			close(d);
 			if (rc < 0)
 				return -EIO;
-			continue;
+		} else {
+			rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
+			err = errno;
+			close(d);
+			if (rc < 0 && err != ENOENT) {
+				recv_fail(s, p, "cannot remove", err);
+				return -err;
+			}
 		}
-		rc = unlinkat(d, name, s->dm.e[i].type == IDX_DIR ? AT_REMOVEDIR : 0);
-		err = errno;
-		close(d);
-		if (rc < 0 && err != ENOENT) {
-			recv_fail(s, p, "cannot remove", err);
-			return -err;
-		}
+		s->dm.e[i].flags |= GONE;
+		STAT_ADD(s->actions, 1);
 	}
 	return 0;
 }

@@ -162,8 +162,10 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			continue;
 		}
 		if (s->change[i] == IDX_TYPE) {   /* as rsync: e's line says it is new */
-			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0)
+			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0) {
+				s->change[i] = SKIPPED;   /* in the way still (said): left alone */
 				continue;
+			}
 			d = NULL;
 		}
 		if (e->type == IDX_DIR) {

@@ -239,6 +239,24 @@ backup_dir() {
 @test "--backup-dir (relative to DST, kept from --delete), --suffix, as rsync (push)" { backup_dir push; }
 @test "--backup-dir (relative to DST, kept from --delete), --suffix, as rsync (pull)" { backup_dir pull; }
 
+@test "-b: an entry whose backup fails is not replaced (a file the sender has as a symlink): said once, exit 23; the next run backs it up" {
+	mkdir -p "$T/src/sub" "$T/dst/sub" "$T/bd"
+	echo target >"$T/src/sub/t"
+	ln -s t "$T/src/sub/x"
+	echo precious >"$T/dst/sub/x"
+	echo target >"$T/dst/sub/t"
+	echo notadir >"$T/bd/sub"   # bd/sub/x cannot be made
+	run "$RDCP" -a --sync -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
+	echo "$output"
+	[ "$status" -eq 23 ]
+	[ "$(cat "$T/dst/sub/x")" = precious ] && [ ! -L "$T/dst/sub/x" ]
+	[ "$(grep -c 'sub/x: cannot back up' <<<"$output")" -eq 1 ]
+	rm "$T/bd/sub"
+	"$RDCP" -a --sync -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
+	[ -L "$T/dst/sub/x" ]
+	[ "$(cat "$T/bd/sub/x")" = precious ]
+}
+
 @test "--suffix: empty without --backup-dir, or with a '/', refused as rsync" {
 	mkdir "$T/src"
 	run "$RDCP" -r -b --suffix= "$T/src/" "$T/dst"
