@@ -44,6 +44,21 @@ mk() {
 	same "$T/src" "$T/dst"
 }
 
+@test "fan-out through ssh: two destinations, each host's data address from its ssh connection" {
+	mk "$T/src"
+	mkdir -p "$T/d2"
+	"$RDCP" --sync -e "$RSH" --rdcp-path "$RDCP" "$T/src" "$T/d2"
+	echo changed >"$T/src/small"
+	"$RDCP" --sync --json -e "$RSH" --rdcp-path "$RDCP" "$T/src" "127.0.0.1:$T/d1" \
+		"$(id -un)@127.0.0.1:$T/d2" >"$T/json"
+	cat "$T/json"
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d2"
+	[ "$(json_field exit_code <"$T/json")" -eq 0 ]
+	# d2 lacked one small file: the source sent the tree once
+	[ "$(json_field bytes_total_sent <"$T/json")" -lt $((6 << 20)) ]
+}
+
 @test "no rdcp on the remote side: a clear error, non-zero exit" {
 	run "$RDCP" --sync -e "$RSH" --rdcp-path /nonexistent/rdcp "$T" "127.0.0.1:$T/x"
 	echo "$output"
