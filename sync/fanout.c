@@ -566,18 +566,8 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	                           .ctl_rx = res.ctl_rx, .we_sent = 1, .wire = wire,
 	                           .hosts = nt };
 	memcpy(all.entries, res.entries, sizeof all.entries);
-	for (int k = 0; last && k < nt; k++) {
-		all.files += last[k].res.files;
-		all.bytes += last[k].res.bytes;
-		all.deleted += last[k].res.deleted;
-		all.errors += last[k].res.errors;
-		all.meta += last[k].res.meta;
-		all.matched += last[k].res.matched;
-		for (int j = 0; j < SYNC_KINDS; j++) {
-			all.created[j] += last[k].res.created[j];
-			all.removed[j] += last[k].res.removed[j];
-		}
-	}
+	for (int k = 0; last && k < nt; k++)
+		result_add(&all, &last[k].res);
 	char *hj = last && o->json ? hosts_json(t, nt, last) : NULL;
 	code = sync_report_hosts(o, &all, code, t0, hj);
 	free(hj);

@@ -498,16 +498,7 @@ static void send_done(struct fan *f)
 		const struct fhost *h = &f->h[k];
 		if (!all.code && h->code)
 			all.code = (uint32_t)(h->code > 255 ? RD_EXIT_PROTO : h->code);
-		all.files += h->res.files;
-		all.bytes += h->res.bytes;
-		all.deleted += h->res.deleted;
-		all.errors += h->res.errors;
-		all.meta += h->res.meta;
-		all.matched += h->res.matched;
-		for (int j = 0; j < SYNC_KINDS; j++) {
-			all.created[j] += h->res.created[j];
-			all.removed[j] += h->res.removed[j];
-		}
+		result_add(&all, &h->res);
 	}
 	uint8_t done[RESULT_LEN];
 	result_put(done, &all);

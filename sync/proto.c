@@ -118,6 +118,20 @@ void hello_free(struct hello *h)
 	memset(h, 0, sizeof *h);
 }
 
+void result_add(struct sync_result *to, const struct sync_result *r)
+{
+	to->files += r->files;
+	to->bytes += r->bytes;
+	to->deleted += r->deleted;
+	to->errors += r->errors;
+	to->meta += r->meta;
+	to->matched += r->matched;
+	for (int j = 0; j < SYNC_KINDS; j++) {
+		to->created[j] += r->created[j];
+		to->removed[j] += r->removed[j];
+	}
+}
+
 void result_put(uint8_t *p, const struct sync_result *r)
 {
 	put_u32(p, r->code);

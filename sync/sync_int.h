@@ -430,6 +430,8 @@ void hello_free(struct hello *h);
 /* DONE payload. result_get: 0, or -EPROTO for an exit code over 255 (then
  * r->code is RD_EXIT_PROTO). */
 void result_put(uint8_t *p, const struct sync_result *r);
+/* A fan-out's sums: r's DONE counts (not its code) added to to's. */
+void result_add(struct sync_result *to, const struct sync_result *r);
 int  result_get(const uint8_t *p, struct sync_result *r);
 #define RESULT_LEN (4 + (6 + 2 * SYNC_KINDS) * 8)
 
