@@ -83,3 +83,9 @@ pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int
 	*from = fp[0];
 	return pid;
 }
+
+const char *rsh_bare_host(const char *host)
+{
+	const char *at = strrchr(host, '@');
+	return at ? at + 1 : host;
+}

@@ -24,6 +24,8 @@ pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int
  * it: it dialled an ssh_config alias, or through a ProxyJump. Static storage.
  */
 const char *rsh_server_addr(void);
+/* A remote shell's host without "user@" (what data connections dial). */
+const char *rsh_bare_host(const char *host);
 /* 1 if s is an IPv4 or IPv6 address literal (no host name, no scope). */
 int rsh_is_ip(const char *s);
 

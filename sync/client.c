@@ -51,13 +51,6 @@ static int parse_endpoint(const char *arg, struct endpoint *ep)
 	return ep->path ? 0 : -ENOMEM;
 }
 
-/* The host part without "user@", for data connections. */
-static const char *bare_host(const char *h)
-{
-	const char *at = strrchr(h, '@');
-	return at ? at + 1 : h;
-}
-
 /* Start `rsh host rdcp --server` with pipes; returns its pid. */
 static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
 {
@@ -230,7 +223,7 @@ static int play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 			rc = sync_files_send(r->ctl, o);
 		r->path = src->path;
 		r->connect_addr = o->data_addr ? o->data_addr
-		                  : remote ? bare_host(remote) : "127.0.0.1";
+		                  : remote ? rsh_bare_host(remote) : "127.0.0.1";
 		if (rc == 0)
 			sync_sender(r, res);
 	}

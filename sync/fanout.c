@@ -280,7 +280,7 @@ static int add_target(struct fan_target **t, int *n, const char *host, const cha
 		x->label = NULL;
 		return -ENOMEM;
 	}
-	resolve(fan_bare_host(data_addr ? data_addr : host), x->ip);
+	resolve(rsh_bare_host(data_addr ? data_addr : host), x->ip);
 	return 0;
 }
 

@@ -4,7 +4,6 @@
 #define RDCP_SYNC_FANOUT_INT_H
 
 #include <pthread.h>
-#include <string.h>
 #include <sys/types.h>
 
 #include "sync/sync_int.h"
@@ -55,13 +54,6 @@ struct fan {
 	int progress_host;         /* whose landed count the sender shows */
 	char first_addr[256];      /* the chain's first host, for the sender */
 };
-
-/* A host without "user@". */
-static inline const char *fan_bare_host(const char *h)
-{
-	const char *at = strrchr(h, '@');
-	return at ? at + 1 : h;
-}
 
 /* hub.c. The threads of a round: one agent per host (arg: its fhost),
  * the hub (arg: the fan). */

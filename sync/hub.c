@@ -201,7 +201,7 @@ void *fan_agent_main(void *arg)
 	/* our options, and --relay=HOST (its messages name it) */
 	struct sync_opts ho = *f->o;
 	char **fwd = calloc((size_t)ho.nfwd + 1, sizeof *fwd), *relay = NULL;
-	int hrc = fwd && asprintf(&relay, "--relay=%s", fan_bare_host(h->t->host)) >= 0 ? 0 : -1;
+	int hrc = fwd && asprintf(&relay, "--relay=%s", rsh_bare_host(h->t->host)) >= 0 ? 0 : -1;
 	if (hrc == 0) {
 		memcpy(fwd, ho.fwd, (size_t)ho.nfwd * sizeof *fwd);
 		fwd[ho.nfwd++] = relay;
@@ -441,7 +441,7 @@ static void data_addr_of(struct fhost *h)
 	const char *a = h->t->data_addr && *h->t->ip ? h->t->ip
 	                : *h->cd.addr ? h->cd.addr
 	                : *h->t->ip ? h->t->ip
-	                : fan_bare_host(h->t->data_addr ? h->t->data_addr : h->t->host);
+	                : rsh_bare_host(h->t->data_addr ? h->t->data_addr : h->t->host);
 	snprintf(h->addr, sizeof h->addr, "%s", a);
 }
 
