@@ -200,10 +200,7 @@ echo "raw results: $csv"
 [ "$vm" = 1 ] || exit 0
 echo "VM: booting soft-RoCE (${vm_mb} MiB per run)..." >&2
 cat >"$W/guest.sh" <<GUEST
-set -u
-modprobe -a ib_uverbs rdma_ucm rdma_rxe dummy
-ip link add rdma0 type dummy; ip addr add 169.254.77.1/16 dev rdma0; ip link set rdma0 up
-rdma link add rxe0 type rxe netdev rdma0
+$RXE_GUEST_SETUP
 ulimit -l unlimited
 A=169.254.77.1; B=$B; L=$top/tests/e2e/local-rsh
 export XDG_CACHE_HOME=/tmp/cache

@@ -113,10 +113,7 @@ done
 [ "$vm" = 1 ] || exit 0
 echo "VM: booting soft-RoCE (${vm_mb} MiB per run)..." >&2
 cat >"$W/guest.sh" <<GUEST
-set -u
-modprobe -a ib_uverbs rdma_ucm rdma_rxe dummy
-ip link add rdma0 type dummy; ip addr add 169.254.77.1/16 dev rdma0; ip link set rdma0 up
-rdma link add rxe0 type rxe netdev rdma0
+$RXE_GUEST_SETUP
 A=169.254.77.1; B=$B; mb=$vm_mb; reps=$reps
 n=\$mb   # 1 MiB messages
 head -c \$((mb << 20)) /dev/urandom >/tmp/f
