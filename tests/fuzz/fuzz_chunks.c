@@ -12,17 +12,11 @@
 
 #include "common/wire.h"
 #include "sync/sync_int.h"
+#include "tests/fuzz/fixed_manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct idx_manifest fm;
-
-static void add(const char *path, uint8_t type, uint64_t size)
-{
-	struct idx_entry e = { .path = (char *)path, .type = type, .size = size };
-	if (idx_manifest_add(&fm, &e) < 0)
-		abort();
-}
 
 /* The map of a planned file, as far as it was given, holds together. */
 static void check(const struct chunk_map *cm, const struct idx_entry *e)
@@ -44,11 +38,11 @@ static void check(const struct chunk_map *cm, const struct idx_entry *e)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!fm.n) {
-		add("", IDX_DIR, 0);
-		add("big", IDX_REG, 9u << 20);     /* 3 chunks, the last short */
-		add("small", IDX_REG, 100);        /* in the archive: no map */
-		add("mid", IDX_REG, 100000);       /* one chunk */
-		add("huge", IDX_REG, (uint64_t)70 << 30);   /* over one frame's chunks */
+		fm_add(&fm, "", IDX_DIR, 0);
+		fm_add(&fm, "big", IDX_REG, 9u << 20);     /* 3 chunks, the last short */
+		fm_add(&fm, "small", IDX_REG, 100);        /* in the archive: no map */
+		fm_add(&fm, "mid", IDX_REG, 100000);       /* one chunk */
+		fm_add(&fm, "huge", IDX_REG, (uint64_t)70 << 30);   /* over one frame's chunks */
 	}
 	static const uint32_t plan[] = { 1, 2, 3, 4 };
 	struct chunk_map maps[4] = { { 0 } };
