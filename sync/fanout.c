@@ -256,15 +256,6 @@ static int is_local(const char *ip)
 	return local;
 }
 
-static char *trimmed(const char *p)
-{
-	char *s = strdup(p);
-	size_t n = s ? strlen(s) : 0;
-	while (n > 1 && s[n - 1] == '/')
-		s[--n] = 0;
-	return s;
-}
-
 static int add_target(struct fan_target **t, int *n, const char *host, const char *path,
                       const char *data_addr)
 {
@@ -324,16 +315,38 @@ static int read_hosts(struct sync_opts *o, struct fan_target **t, int *n)
 	return code;
 }
 
+/* t's path as this machine would see it if t were this machine: the
+ * remote shell starts in $HOME, where a relative path (or "~/") begins;
+ * trailing '/' dropped. NULL for "~user" (not ours to guess: compared as
+ * typed) or no memory. */
+static char *local_view(const struct fan_target *t)
+{
+	const char *p = t->path, *home = getenv("HOME");
+	char *s = NULL;
+	if (p[0] == '~' && p[1] && p[1] != '/')
+		return NULL;
+	if (p[0] == '~')
+		p += p[1] ? 2 : 1;
+	if (p[0] == '/' ? !(s = strdup(p))
+	    : asprintf(&s, "%s/%s", home ? home : "", p) < 0)
+		return NULL;
+	for (size_t n = strlen(s); n > 1 && s[n - 1] == '/';)
+		s[--n] = 0;
+	return s;
+}
+
 /* Leave out a destination named twice (the same address and path, under
  * two names), and SRC itself (this machine, the same directory). */
 static void dedupe(struct fan_target *t, int n, const char *src)
 {
 	char *s = realpath(src, NULL);
-	for (int k = 0; k < n; k++) {
-		char *pk = trimmed(t[k].path);
-		for (int j = 0; j < k && pk && !t[k].skip; j++) {
-			char *pj = trimmed(t[j].path);
-			int same = pj && !t[j].skip && !strcmp(pk, pj) &&
+	char **view = calloc((size_t)(n ? n : 1), sizeof *view);
+	for (int k = 0; view && k < n; k++)
+		view[k] = local_view(&t[k]);
+	for (int k = 0; view && k < n; k++) {
+		const char *key = view[k] ? view[k] : t[k].path;
+		for (int j = 0; j < k && !t[k].skip; j++) {
+			int same = !t[j].skip && !strcmp(key, view[j] ? view[j] : t[j].path) &&
 			           (*t[k].ip ? !strcmp(t[k].ip, t[j].ip)
 			                     : !strcmp(t[k].host, t[j].host));
 			if (same) {
@@ -341,16 +354,17 @@ static void dedupe(struct fan_target *t, int n, const char *src)
 				         *t[k].ip ? t[k].ip : t[k].host);
 				t[k].skip = 1;
 			}
-			free(pj);
 		}
-		if (!t[k].skip && s && is_local(t[k].ip)) {
-			char *d = realpath(t[k].path, NULL);
+		if (!t[k].skip && s && view[k] && is_local(t[k].ip)) {
+			char *d = realpath(view[k], NULL);
 			if (d && !strcmp(d, s))
 				t[k].skip = 2;   /* said with -v */
 			free(d);
 		}
-		free(pk);
 	}
+	for (int k = 0; view && k < n; k++)
+		free(view[k]);
+	free(view);
 	free(s);
 }
 
