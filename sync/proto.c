@@ -214,13 +214,18 @@ static char *peer_text(char *buf, size_t cap, const uint8_t *p, size_t n)
 	return buf;
 }
 
+uint32_t sync_peer_code(const struct ctl *c, size_t n)
+{
+	uint32_t code = n >= 4 ? get_u32(c->buf) : 0;
+	return code >= 1 && code <= 255 ? code : RD_EXIT_PROTO;
+}
+
 uint32_t sync_peer_error(const struct ctl *c, size_t n, const char *prefix)
 {
 	char text[1024];
-	uint32_t code = n >= 4 ? get_u32(c->buf) : 0;
 	log_err("%s%s", prefix, n > 4 ? peer_text(text, sizeof text, c->buf + 4, n - 4)
 	                               : "(no reason given)");
-	return code >= 1 && code <= 255 ? code : RD_EXIT_PROTO;
+	return sync_peer_code(c, n);
 }
 
 int sync_recv(struct role *r, const char *peer, uint8_t *type, size_t *n)

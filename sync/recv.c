@@ -259,8 +259,7 @@ static int read_ready(struct rstate *s)
 	int rc = sync_recv(s->r, "sender", &type, &n);
 	if (rc == 0 && type == CTL_ERROR && n == 4 && s->r->o->relay) {
 		/* a fan-out whose source failed: its client said why, once */
-		s->res->code = get_u32(c->buf) >= 1 && get_u32(c->buf) <= 255 ? get_u32(c->buf)
-		               : RD_EXIT_PROTO;
+		s->res->code = sync_peer_code(c, n);
 		return -ECANCELED;
 	}
 	if (rc == 0 && type == CTL_ERROR) {

@@ -456,5 +456,7 @@ int sync_recv(struct role *r, const char *peer, uint8_t *type, size_t *n);
  * control characters escaped. Returns its exit code, RD_EXIT_PROTO when it
  * is not 1..255. */
 uint32_t sync_peer_error(const struct ctl *c, size_t n, const char *prefix);
+/* Its exit code alone, said by nobody (1..255, else 12). */
+uint32_t sync_peer_code(const struct ctl *c, size_t n);
 
 #endif
