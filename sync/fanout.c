@@ -108,6 +108,17 @@ static int reap(pid_t pid, int failed)
 	return status;
 }
 
+/* What a host asked for: needed only while its round runs. */
+static void plan_free(struct fhost *h)
+{
+	for (uint32_t j = 0; h->maps && j < h->nplan; j++)
+		chunk_map_free(&h->maps[j]);
+	free(h->maps);
+	free(h->plan);
+	h->maps = NULL;
+	h->plan = NULL;
+}
+
 /* One round: the sender, the hub and the hosts t[which[0..n-1]]; each
  * host's outcome into h[k] (kept by the caller). res: the sender's. */
 static void run_round(struct fan *f, struct fhost *h, int n, const char *const *paths,
@@ -195,6 +206,8 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 		pthread_mutex_unlock(&intr.mu);
 		if (h[k].c.in >= 0)
 			close(h[k].c.in);
+		pthread_mutex_destroy(&h[k].wmu);
+		plan_free(&h[k]);
 		if (h[k].pid < 0)
 			continue;
 		int st = reap(h[k].pid, h[k].code != 0 || h[k].dead);
@@ -207,7 +220,6 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 			snprintf(h[k].why, sizeof h[k].why, "could not start rdcp there (remote "
 			         "shell exit %d): check the host, the login, and --rdcp-path", xs);
 		}
-		pthread_mutex_destroy(&h[k].wmu);
 	}
 	pthread_mutex_lock(&intr.mu);
 	intr.f = NULL;
@@ -219,15 +231,6 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	free(f->chain);
 }
 
-static void host_reset(struct fhost *h)
-{
-	for (uint32_t j = 0; h->maps && j < h->nplan; j++)
-		chunk_map_free(&h->maps[j]);
-	free(h->maps);
-	free(h->plan);
-	const struct fan_target *t = h->t;
-	*h = (struct fhost){ .t = t };
-}
 
 /* The address a host's name (or its --hosts address) resolves to, for data
  * connections and to tell one host from another; "" when it does not. */
@@ -547,13 +550,8 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		wire += res.wire;
 		int *again = malloc((size_t)nw * sizeof *again);
 		int na = again ? retry_set(h, nw, again) : 0;
-		for (int k = 0; k < nw; k++) {
-			host_reset(&last[which[k]]);
-			last[which[k]] = h[k];
-			last[which[k]].plan = NULL;
-			last[which[k]].maps = NULL;
-			host_reset(&h[k]);
-		}
+		for (int k = 0; k < nw; k++)
+			last[which[k]] = h[k];   /* its outcome; it owns no memory now */
 		for (int k = 0; k < na; k++)
 			again[k] = which[again[k]];
 		if (na)
@@ -585,8 +583,6 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	char *hj = last && o->json ? hosts_json(t, nt, last) : NULL;
 	code = sync_report_hosts(o, &all, code, t0, hj);
 	free(hj);
-	for (int k = 0; last && k < nt; k++)
-		host_reset(&last[k]);
 	for (int k = 0; k < nt; k++) {
 		free(t[k].label);
 		free(t[k].host);
