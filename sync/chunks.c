@@ -160,8 +160,9 @@ int chunks_decode(const uint8_t *b, size_t n, const struct idx_manifest *m,
 	if (map_room(cm, nrec) < 0)
 		return -ENOMEM;
 	memcpy(cm->how + first, b + 12, cnt);
-	memcpy(cm->blocks + (size_t)cm->nblocks * SYNC_BLOCK_REC, b + 12 + cnt,
-	       (size_t)nrec * SYNC_BLOCK_REC);
+	if (nrec)   /* (blocks is NULL until the first record) */
+		memcpy(cm->blocks + (size_t)cm->nblocks * SYNC_BLOCK_REC, b + 12 + cnt,
+		       (size_t)nrec * SYNC_BLOCK_REC);
 	cm->nblocks += nrec;
 	cm->filled += cnt;
 	return 0;
