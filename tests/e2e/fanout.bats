@@ -227,8 +227,16 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	cat "$T/err"
 	[ "$got" -eq 20 ]
 	grep -q "interrupted by INT" "$T/err"
-	sleep 0.5
-	for p in $far; do ! kill -0 "$p" 2>/dev/null; done
+	# every host's rdcp is gone within 5 s (a loaded machine may take a
+	# moment to deliver the hang-up and let them clean up)
+	local left i
+	for ((i = 0; i < 100; i++)); do
+		left=
+		for p in $far; do if kill -0 "$p" 2>/dev/null; then left="$left $p"; fi; done
+		[ -z "$left" ] && break
+		sleep 0.05
+	done
+	[ -z "$left" ] || { ps -o pid,stat,args -p "${left# }"; false; }
 	[ ! -e "$T/d1/big" ] && [ ! -e "$T/d2/big" ] && [ ! -e "$T/d3/big" ]
 	[ -z "$(find "$T" -name '.rdcp-tmp-*')" ]
 }

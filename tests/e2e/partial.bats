@@ -28,6 +28,28 @@ start_push() {
 	echo "the temp file never got to half"; return 1
 }
 
+# kill_push: kill -9 the push started in the background ($pid), then wait
+# for its server (local-rsh execs it as the push's child) to notice and
+# exit. Until then DST is still locked and its temp file still written: a
+# run started at once would be refused ("another rdcp is using this tree").
+kill_push() {
+	local spids s i alive
+	spids=$(pgrep -P "$pid" -f -- --server || true)
+	kill -9 "$pid"
+	wait "$pid" || true
+	for ((i = 0; i < 500; i++)); do
+		alive=
+		for s in $spids; do   # a zombie has exited: its state is Z
+			if [ -r "/proc/$s/stat" ] && [ "$(cut -d' ' -f3 "/proc/$s/stat")" != Z ]; then
+				alive=1
+			fi
+		done
+		[ -z "$alive" ] && return 0
+		sleep 0.02
+	done
+	echo "the killed push's server ($spids) was still running 10 s later"; return 1
+}
+
 mk_src() {
 	mkdir "$T/src"
 	head -c "$SIZE" /dev/urandom >"$T/src/f"
@@ -37,9 +59,7 @@ mk_src() {
 @test "--partial: kill -9 of the sender at half, the next run sends about the other half" {
 	mk_src
 	start_push --partial
-	kill -9 "$pid"
-	wait "$pid" || true
-	sleep 0.5
+	kill_push
 	[ -n "$(temps)" ]   # kept for the next run
 	sync_in push --sync -a --partial --json "$T/src" "$T/dst" >"$T/json"
 	cat "$T/json"
@@ -70,8 +90,7 @@ mk_src() {
 @test "--partial: chunks the source changed since are sent again" {
 	mk_src
 	start_push --partial
-	kill -9 "$pid"
-	wait "$pid" || true
+	kill_push
 	# rewrite the first chunk, which the cut-off run had verified
 	head -c 4096 /dev/urandom | dd of="$T/src/f" bs=4096 seek=10 conv=notrunc status=none
 	sync_in push --sync -a --partial --json "$T/src" "$T/dst" >"$T/json"
@@ -84,8 +103,7 @@ mk_src() {
 @test "--partial: a temp file replaced by another inode is not trusted" {
 	mk_src
 	start_push --partial
-	kill -9 "$pid"
-	wait "$pid" || true
+	kill_push
 	local t; t=$(temps | head -1)
 	[ -n "$t" ]
 	# the same name and content, another inode: not the recorded file
@@ -102,8 +120,7 @@ mk_src() {
 @test "--partial: a verified chunk overwritten in the temp file (same inode) does not survive" {
 	mk_src
 	start_push --partial
-	kill -9 "$pid"
-	wait "$pid" || true
+	kill_push
 	local t; t=$(temps | head -1)
 	[ -n "$t" ]
 	# chunk 0 had verified and is recorded; scribble on it where it is
@@ -118,8 +135,7 @@ mk_src() {
 @test "--partial: a run without it removes the kept temp file, by its record" {
 	mk_src
 	start_push --partial
-	kill -9 "$pid"
-	wait "$pid" || true
+	kill_push
 	[ -n "$(temps)" ]
 	echo "not ours" >"$T/dst/.rdcp-tmp-notes"   # a user's file: not a temp name
 	sync_in push --sync -a --json "$T/src" "$T/dst" >"$T/json"
@@ -136,9 +152,7 @@ mk_src() {
 		"localhost:$T/dst" 2>/dev/null &
 	pid=$!
 	sleep 1.5
-	kill -9 "$pid"
-	wait "$pid" || true
-	sleep 0.5
+	kill_push
 	[ -z "$(temps)" ]
 	[ ! -e "$T/dst/f" ]
 	sync_in push --sync -a "$T/src" "$T/dst"
