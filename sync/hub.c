@@ -55,6 +55,22 @@ static int hsend(struct fhost *h, uint8_t type, const void *p, size_t n)
 	return rc;
 }
 
+/* Host x's CTL_DATA for a host before it in the chain (CTL_RELAY's part):
+ * u16 length, port, secret, address; a bare 0 length for none. */
+static size_t put_data(uint8_t *p, const struct fhost *x)
+{
+	if (!x) {
+		put_u16(p, 0);
+		return 2;
+	}
+	size_t al = strnlen(x->addr, 255);
+	put_u16(p, (uint16_t)(34 + al));
+	put_u16(p + 2, x->cd.port);
+	memcpy(p + 4, x->cd.key, 32);
+	memcpy(p + 36, x->addr, al);
+	return 36 + al;
+}
+
 static void host_error(struct fhost *h, int code, const char *text)
 {
 	pthread_mutex_lock(&h->wmu);
@@ -256,17 +272,14 @@ void *fan_agent_main(void *arg)
 		while (!f->linked)
 			pthread_cond_wait(&f->cv, &f->mu);
 		pthread_mutex_unlock(&f->mu);
-		if (h->pos >= 0) {   /* CTL_RELAY: the next host, or none */
-			uint8_t msg[2 + 32 + 256];
-			size_t len = 0;
-			if (h->next >= 0) {
-				const struct fhost *nx = &f->h[h->next];
-				size_t al = strlen(nx->addr);
-				put_u16(msg, nx->cd.port);
-				memcpy(msg + 2, nx->cd.key, 32);
-				memcpy(msg + 34, nx->addr, al);
-				len = 34 + al;
-			}
+		if (h->pos >= 0) {   /* CTL_RELAY: the next host and the one after it */
+			uint8_t msg[1 + 2 * (2 + 34 + 255)];
+			size_t len = 1;
+			int nx = h->next, alt = nx >= 0 ? f->h[nx].next : -1;
+			/* the host two before us may come instead of the one before */
+			msg[0] = h->pos >= 2 ? RELAY_F_REJOIN : 0;
+			len += put_data(msg + len, nx >= 0 ? &f->h[nx] : NULL);
+			len += put_data(msg + len, alt >= 0 ? &f->h[alt] : NULL);
 			hsend(h, CTL_RELAY, msg, len);
 			explicit_bzero(msg, sizeof msg);
 		}

@@ -185,6 +185,7 @@ struct unpacker {
 	struct held *held;      /* sorted by offset, waiting for the reader */
 	uint64_t want;          /* next stream offset the reader needs */
 	int eof;                /* no more messages will come */
+	int cut;                /* nor will the rest of the stream (a gap) */
 	int err;
 	struct tp_msg *inuse;   /* the reader's current buffer */
 	struct tp_session *ts;
@@ -253,10 +254,10 @@ static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 		hand_over(u, 1);   /* an error shows in u->err */
 		pthread_mutex_lock(&u->mu);
 	}
-	while (!(u->held && u->held->m->off == u->want) && !u->eof && !u->err)
+	while (!(u->held && u->held->m->off == u->want) && !u->eof && !u->err && !u->cut)
 		pthread_cond_wait(&u->cv, &u->mu);
 	la_ssize_t n = 0;
-	if (u->held && u->held->m->off == u->want && !u->err) {
+	if (u->held && u->held->m->off == u->want && !u->err && !u->cut) {
 		struct held *h = u->held;
 		u->held = h->next;
 		u->inuse = h->m;
@@ -399,7 +400,7 @@ static void stop_writers(struct unpacker *u)
 static int stream_damaged(struct unpacker *u, struct archive *a)
 {
 	pthread_mutex_lock(&u->mu);
-	int err = u->err;
+	int err = u->err < 0 ? u->err : u->cut ? -ECONNRESET : 0;
 	pthread_mutex_unlock(&u->mu);
 	if (err < 0)
 		return err;
@@ -488,8 +489,11 @@ static void *unpack_main(void *arg)
 			     : stream_damaged(u, a);
 		archive_read_free(a);
 	}
-	if (rc == 0)
-		rc = hand_over(u, 1);
+	/* the entries read whole are written, also when the stream was cut */
+	if (rc == 0 || rc == -ECONNRESET) {
+		int hrc = hand_over(u, 1);
+		rc = rc ? rc : hrc;
+	}
 	drop_mine(u);
 	if (u->inuse) {
 		release(u, u->inuse);
@@ -544,6 +548,16 @@ int unpacker_error(struct unpacker *u)
 	int err = u->err < 0 ? u->err : 0;
 	pthread_mutex_unlock(&u->mu);
 	return err;
+}
+
+int unpacker_abandon(struct unpacker *u)
+{
+	pthread_mutex_lock(&u->mu);
+	int running = u->err == 0;
+	u->cut = 1;   /* the reader stops where the hole begins, quietly */
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	return running;
 }
 
 int unpacker_finish(struct unpacker *u)

@@ -248,3 +248,35 @@ int sync_recv(struct role *r, const char *peer, uint8_t *type, size_t *n)
 	log_err("protocol error: the %s's control messages are corrupt: '%s'", peer, seen);
 	return -EPROTO;
 }
+
+int relay_msg_decode(const uint8_t *buf, size_t len, struct relay_msg *m, const char **why)
+{
+	memset(m, 0, sizeof *m);
+	*why = NULL;
+	if (len < 5)
+		return *why = "is shorter than its flags and two lengths", -EPROTO;
+	m->flags = buf[0];
+	if (m->flags & ~RELAY_F_REJOIN)
+		return *why = "has flags this version does not know", -EPROTO;
+	size_t at = 1;
+	for (int k = 0; k < 2; k++) {
+		if (len - at < 2)
+			return *why = "is cut short", -EPROTO;
+		size_t n = get_u16(buf + at);
+		at += 2;
+		if (n > len - at)
+			return *why = "has a part longer than itself", -EPROTO;
+		struct ctl_data *d = k ? &m->alt : &m->next;
+		if (n && ctl_data_decode(buf + at, n, d) < 0)
+			return *why = d->why, -EPROTO;
+		if (n && !d->addr[0])
+			return *why = "has a host without an address", -EPROTO;
+		*(k ? &m->has_alt : &m->has_next) = n != 0;
+		at += n;
+	}
+	if (at != len)
+		return *why = "has bytes after its end", -EPROTO;
+	if (m->has_alt && !m->has_next)
+		return *why = "has a host to re-link to but no next host", -EPROTO;
+	return 0;
+}

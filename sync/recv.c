@@ -424,7 +424,12 @@ static int read_sent(struct rstate *s)
 	}
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
-	if (s->incomplete > s->unsent) {
+	if (s->gap && s->incomplete > s->unsent) {
+		/* not errors of ours: the client's next round sends them */
+		s->gap_short = s->incomplete - s->unsent;
+		log_err("%llu files did not come whole: data on its way here was lost with the "
+		        "host that failed before this one", (unsigned long long)s->gap_short);
+	} else if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",
 		        (unsigned long long)s->incomplete, (unsigned long long)s->unsent);
@@ -589,7 +594,9 @@ int sync_receiver(struct role *r, struct sync_result *res)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
 	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
-	if (!res->code && res->errors)
+	if (!res->code && s.gap_short)
+		res->code = RD_EXIT_CONN;   /* lost on the way: a fan-out retries it */
+	else if (!res->code && res->errors)
 		res->code = RD_EXIT_PARTIAL;
 	else if (!res->code && s.unsent)
 		res->code = RD_EXIT_VANISHED;

@@ -93,6 +93,11 @@ struct rstate {
 	struct tp_session *down; /* every data message is forwarded here */
 	int down_err;            /* it failed: no more forwarding */
 	int relay_err;           /* we failed, but go on forwarding */
+	struct tp_listener *standby;   /* kept for a re-link (RELAY_F_REJOIN) */
+	struct tp_session *old_ts;     /* the feed that re-link replaced */
+	int gap;                 /* the stream lost data on the way (re-linked) */
+	int archive_lost;        /* so the archive is dropped from there on */
+	uint64_t gap_short;      /* files incomplete for that: exit 10, retried */
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[]: see above */
@@ -267,6 +272,10 @@ int  relay_begin(struct rstate *s);
 int  relay_linked(struct rstate *s);
 void relay_forward(struct rstate *s, const struct tp_msg *m);
 void relay_end(struct rstate *s, int ok);
+/* 1 when a host two before us may re-link to us: keep our listener. */
+int  relay_rejoinable(const struct rstate *s);
+/* Forward the gap mark (SYNC_GAP_ID) to the next host. */
+void relay_gap(struct rstate *s);
 /* ctl_send() under ctl_mu. */
 int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 

@@ -3,9 +3,16 @@
  * it forwards every data message, as it comes, to the next host of the
  * chain, so the source sends each chunk once. The client says where the
  * next host listens in CTL_RELAY, after our CTL_DATA; we connect to it while
- * we wait for our own sender, and answer how that went. A next host that
- * fails or goes away is let go: we finish our own part, and the client
- * retries the hosts after it.
+ * we wait for our own sender, and answer how that went.
+ *
+ * A next host that dies is stepped over: CTL_RELAY also names the host
+ * after it, which keeps its listener open for that (RELAY_F_REJOIN). We
+ * dial it and go on forwarding from where we are; it takes the new session
+ * in place of the broken one (relay_rejoin()). What was on its way through
+ * the dead host is lost: the re-linked host marks the gap down the chain
+ * (SYNC_GAP_ID), each host after it drops an archive that is not whole yet,
+ * and a host that ends with files incomplete says so with exit 10; the
+ * client's second round sends it only what it still lacks.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,7 +39,11 @@ static void *dial_main(void *arg)
 }
 
 struct relay {
-	struct dial d;
+	struct dial d;            /* the next host */
+	int has_next;
+	struct ctl_data alt;      /* the host after it: where to re-link */
+	int has_alt, relinked;
+	int rejoin;               /* a host two before may re-link to us */
 	pthread_t th;
 	int dialing;
 };
@@ -54,16 +65,25 @@ int relay_begin(struct rstate *s)
 	if (type != CTL_RELAY)
 		return recv_reject(s, "the client sent a message of type %u instead of where "
 		                   "to forward the data", type);
-	if (n == 0)
-		return 0;   /* the last host of the chain */
 	struct relay *rl = calloc(1, sizeof *rl);
 	if (!rl)
 		return -ENOMEM;
-	if (ctl_data_decode(r->ctl->buf, n, &rl->d.cd) < 0 || !rl->d.cd.addr[0]) {
+	struct relay_msg rm;
+	const char *why;
+	if (relay_msg_decode(r->ctl->buf, n, &rm, &why) < 0) {
+		explicit_bzero(&rm, sizeof rm);
 		free(rl);
-		return recv_reject(s, "the client's message of where to forward the data is "
-		                   "malformed");
+		return recv_reject(s, "the client's message of where to forward the data %s", why);
 	}
+	rl->rejoin = !!(rm.flags & RELAY_F_REJOIN);
+	rl->has_next = rm.has_next;
+	rl->has_alt = rm.has_alt;
+	rl->d.cd = rm.next;
+	rl->alt = rm.alt;
+	explicit_bzero(&rm, sizeof rm);
+	s->relay = rl;
+	if (!rl->has_next)
+		return 0;   /* the last host of the chain */
 	rl->d.o = r->tp;
 	tp_key_derive(rl->d.cd.key, 32, rl->d.o.key);
 	explicit_bzero(rl->d.cd.key, sizeof rl->d.cd.key);
@@ -78,8 +98,12 @@ int relay_begin(struct rstate *s)
 	} else {
 		dial_main(&rl->d);
 	}
-	s->relay = rl;
 	return 0;
+}
+
+int relay_rejoinable(const struct rstate *s)
+{
+	return s->relay && s->relay->rejoin;
 }
 
 int relay_linked(struct rstate *s)
@@ -92,7 +116,7 @@ int relay_linked(struct rstate *s)
 		pthread_join(rl->th, NULL);
 		rl->dialing = 0;
 	}
-	if (rl) {
+	if (rl && rl->has_next) {
 		rc = rl->d.rc;
 		s->down = rl->d.ts;
 		if (rc < 0) {
@@ -107,14 +131,13 @@ int relay_linked(struct rstate *s)
 	return recv_ctl_send(s, CTL_RELAY, st, sizeof st);
 }
 
-void relay_forward(struct rstate *s, const struct tp_msg *m)
+/* A copy of m into session ts. 0 or -errno. */
+static int forward_one(struct tp_session *ts, const struct tp_msg *m)
 {
 	struct tp_msg *d;
-	if (!s->down || s->down_err)
-		return;
-	int rc = tp_msg_get(s->down, &d);
+	int rc = tp_msg_get(ts, &d);
 	if (rc == 0 && m->len > d->cap) {
-		tp_msg_put(s->down, d);
+		tp_msg_put(ts, d);
 		rc = -EMSGSIZE;
 	}
 	if (rc == 0) {
@@ -122,18 +145,66 @@ void relay_forward(struct rstate *s, const struct tp_msg *m)
 		d->len = m->len;
 		d->id = m->id;
 		d->off = m->off;
-		rc = tp_msg_send(s->down, d);
+		rc = tp_msg_send(ts, d);
 	}
-	if (rc < 0) {   /* the next host is gone: the client retries it and the rest */
+	return rc;
+}
+
+/* The next host failed us (why): dial the one after it, once, and make it
+ * our next. 0, or -1 (said). */
+static int relink(struct rstate *s, int why)
+{
+	struct relay *rl = s->relay;
+	char shown[300];
+	if (!rl || !rl->has_alt || rl->relinked || why == -EMSGSIZE)
+		return -1;
+	rl->relinked = 1;
+	log_err("forwarding the data to the next host failed: %s; going on with the host "
+	        "after it (%s port %u)", strerror(-why),
+	        log_path(shown, sizeof shown, rl->alt.addr), rl->alt.port);
+	tp_close(s->down);
+	s->down = NULL;
+	struct tp_opts o = rl->d.o;
+	tp_key_derive(rl->alt.key, 32, o.key);
+	explicit_bzero(rl->alt.key, sizeof rl->alt.key);
+	int rc = tp_connect(rl->alt.addr, rl->alt.port, &o, &s->down);
+	explicit_bzero(o.key, sizeof o.key);
+	if (rc < 0) {
+		s->down = NULL;
+		s->down_err = rc;
+		log_err("cannot forward the data to the host after the next one (%s port %u) "
+		        "either: %s", shown, rl->alt.port, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+void relay_forward(struct rstate *s, const struct tp_msg *m)
+{
+	if (!s->down || s->down_err)
+		return;
+	int rc = forward_one(s->down, m);
+	if (rc < 0 && relink(s, rc) == 0)
+		rc = forward_one(s->down, m);
+	if (rc < 0 && !s->down_err) {   /* the client retries the hosts after us */
 		s->down_err = rc;
 		log_err("forwarding the data to the next host failed: %s", strerror(-rc));
 	}
+}
+
+void relay_gap(struct rstate *s)
+{
+	static uint8_t zero;
+	struct tp_msg m = { .data = &zero, .len = 1, .cap = 1, .id = SYNC_GAP_ID };
+	relay_forward(s, &m);
 }
 
 void relay_end(struct rstate *s, int ok)
 {
 	if (s->down && ok && !s->down_err) {
 		int rc = tp_finish(s->down);
+		if (rc < 0 && rc != -EPROTO && relink(s, rc) == 0)
+			rc = tp_finish(s->down);   /* the host after it: its stream's end */
 		if (rc < 0)
 			s->down_err = rc;   /* its own report says why */
 	}
@@ -141,6 +212,8 @@ void relay_end(struct rstate *s, int ok)
 	s->down = NULL;
 	if (s->relay && s->relay->dialing)
 		pthread_join(s->relay->th, NULL);
+	if (s->relay)
+		explicit_bzero(&s->relay->alt, sizeof s->relay->alt);
 	free(s->relay);
 	s->relay = NULL;
 }

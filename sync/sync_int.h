@@ -16,6 +16,10 @@
 #define SYNC_SMALL     ((uint64_t)64 << 10)
 #endif
 #define SYNC_ARCHIVE_ID UINT64_MAX           /* message id of the archive stream */
+/* A fan-out host's mark, forwarded down the chain: the stream before it
+ * lost data (a host before died and the chain was re-linked around it);
+ * an archive of small files not yet whole is dropped from here on. Empty. */
+#define SYNC_GAP_ID    (UINT64_MAX - 1)
 #define SYNC_POOL_SIZE ((size_t)32 << 20)   /* 8 chunks in flight; RSS target */
 
 /* What a side needs to play its role. */
@@ -171,6 +175,11 @@ void unpacker_push(struct unpacker *u, struct tp_msg *m);
 int  unpacker_error(struct unpacker *u);
 /* After the last message: wait for the unpacker; 0 or an error. */
 int  unpacker_finish(struct unpacker *u);
+/* Main thread: the stream lost data before the archive was whole: the
+ * reader stops where the hole begins, quietly; the entries it read whole
+ * are still written, the rest left for the next run (unpacker_finish():
+ * -ECONNRESET). 1 stopped, 0 it had ended already. */
+int  unpacker_abandon(struct unpacker *u);
 
 #define PROGRESS_SAMPLES 8
 struct progress {
@@ -445,6 +454,19 @@ struct ctl_data {
 /* Decode peer input: -EPROTO unless the port is set, the key is 32 hex
  * characters and the address is at most 255 bytes without NUL. */
 int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
+
+/* CTL_RELAY, client -> a fan-out host: u8 flags, then the next host's
+ * CTL_DATA and the one after it's, each as u16 length + bytes (length 0:
+ * none). The second is where to re-link when the next host dies. */
+#define RELAY_F_REJOIN 1u   /* a host two before us may re-link to us */
+struct relay_msg {
+	unsigned flags;
+	int has_next, has_alt;
+	struct ctl_data next, alt;
+};
+/* Decode peer input: -EPROTO (m->next.why or m->alt.why, or "is ..." in
+ * why) unless well formed; an alternative needs a next host. */
+int relay_msg_decode(const uint8_t *buf, size_t len, struct relay_msg *m, const char **why);
 
 /* The next control frame from the peer, who plays `peer` ("sender" or
  * "receiver"). A frame header that is not one is said in one line: for the

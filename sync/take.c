@@ -232,7 +232,8 @@ static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
 	 * came and failed: a chunk of a file that failed later is still news */
 	if (f->done || f->taken >= f->need || (f->seen && f->seen[c.k]) ||
 	    (!e->nchunks && f->failed))
-		return recv_reject(s, "the sender sent chunk %u of '%s' twice", c.k, shown);
+		return s->gap ? 0   /* a re-linked stream may repeat what came before */
+		       : recv_reject(s, "the sender sent chunk %u of '%s' twice", c.k, shown);
 	f->taken++;
 	if (f->seen)
 		f->seen[c.k] = 1;
@@ -354,6 +355,41 @@ static void unpack_damaged(void *ctx, const char *msg)
 
 static const struct unpack_ops unpack_ops = { unpack_open, unpack_close, unpack_damaged };
 
+/* Wait on l for the sender's session, in waits of 500 ms (at most
+ * `waits`, or --timeout's limit), but not for a sender that gave up: it
+ * says so (or vanishes) on the control channel. rejoining: the sender may
+ * have ended meanwhile (its SENT is no protocol error: the wait ends).
+ * 0 with *ts, or an error. */
+static int wait_sender(struct rstate *s, struct tp_listener *l, int waits,
+                       int rejoining, struct tp_session **ts)
+{
+	struct role *r = s->r;
+	int rc = 0;
+	for (int waited = 0; rc == 0; waited++) {
+		rc = tp_accept(l, 500, ts);
+		if (rc != -ETIMEDOUT)
+			break;
+		uint8_t type;
+		size_t n;
+		int got = ctl_poll(r->ctl, &type, &n);
+		if (got != 0) {   /* a frame now, or the channel closed */
+			rc = got < 0 ? got : 0;
+			if (rc == 0 && type == CTL_ERROR)
+				s->res->code = sync_peer_error(r->ctl, n, "the sender gave up: ");
+			else if (rc == 0 && !rejoining)
+				rc = recv_reject(s, "the sender sent a message of type %u instead of "
+				                 "connecting", type);
+			rc = rc == -EPROTO ? rc : -ECONNABORTED;
+			break;
+		}
+		if (r->timeout > 0 && ctl_idle_ms(r->ctl) >= (long long)r->timeout * 1000)
+			rc = -ETIME;
+		else
+			rc = waited < waits ? 0 : -ETIMEDOUT;
+	}
+	return rc;
+}
+
 /* Listen for the sender's data connection on a port the kernel picks, tell
  * the sender where and the secret (fresh per run), and wait for it, but not
  * for a sender that gave up: it says so (or vanishes) on the control
@@ -387,31 +423,34 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 	explicit_bzero(key, sizeof key);
 	if (rc == 0)
 		rc = relay_begin(s);   /* --relay: where the next host listens */
-	for (int waited = 0; rc == 0; waited++) {
-		rc = tp_accept(l, 500, ts);
-		if (rc != -ETIMEDOUT)
-			break;
-		uint8_t type;
-		size_t n;
-		int got = ctl_poll(r->ctl, &type, &n);
-		if (got != 0) {   /* a frame now, or the channel closed */
-			rc = got < 0 ? got : 0;
-			if (rc == 0 && type == CTL_ERROR)
-				s->res->code = sync_peer_error(r->ctl, n, "the sender gave up: ");
-			else if (rc == 0)
-				rc = recv_reject(s, "the sender sent a message of type %u instead of "
-				                 "connecting", type);
-			rc = rc == -EPROTO ? rc : -ECONNABORTED;
-			break;
-		}
-		/* 30 s in all, or --timeout's limit (a stopped sender) */
-		if (r->timeout > 0 && ctl_idle_ms(r->ctl) >= (long long)r->timeout * 1000)
-			rc = -ETIME;
-		else
-			rc = waited < 60 ? 0 : -ETIMEDOUT;
-	}
-	tp_listener_free(l);
+	if (rc == 0)
+		rc = wait_sender(s, l, 60, 0, ts);   /* 30 s in all */
+	if (rc == 0 && relay_rejoinable(s))
+		s->standby = l;   /* a host two before us may come instead (relay.c) */
+	else
+		tp_listener_free(l);
 	return rc;
+}
+
+/* Our feed broke (rc) and the host two before us may step over the one
+ * that failed (relay.c): its session in place of the broken one, within
+ * 10 s. 0 with *ts (the broken one is kept in s->old_ts, for the messages
+ * still held), or rc. */
+static int rejoin(struct rstate *s, int rc, struct tp_session **ts)
+{
+	struct tp_session *nts;
+	struct tp_listener *l = s->standby;
+	s->standby = NULL;   /* once */
+	int got = wait_sender(s, l, 20, 1, &nts);
+	tp_listener_free(l);
+	if (got < 0)
+		return rc;
+	log_err("the host before this one stopped sending (%s); the data comes on from the "
+	        "one before it, and what was lost on the way is sent again later",
+	        strerror(-rc));
+	s->old_ts = *ts;
+	*ts = nts;
+	return 0;
 }
 
 /* A fan-out host (--relay) that fails on its own side (its disk is full)
@@ -425,12 +464,28 @@ static int relay_on(struct rstate *s, int rc)
 	return 1;
 }
 
+/* The stream lost data on its way (a fan-out's host before us died): an
+ * archive not yet whole is dropped, and so is the rest of it (it cannot
+ * be read across a hole); the hosts after us hear it first. */
+static void mark_gap(struct rstate *s, struct unpacker *up)
+{
+	if (s->gap)
+		return;
+	s->gap = 1;
+	relay_gap(s);
+	if (up)
+		unpacker_abandon(up);   /* (nothing, if it had ended) */
+	s->archive_lost = 1;        /* what comes of it after the gap is dropped */
+}
+
 /* Every message until the end of the stream: chunks taken here, the
- * archive's handed to the unpacker. 1 at the clean end, or an error. */
-static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg)
+ * archive's handed to the unpacker. 1 at the clean end, or an error.
+ * *ts: the session, which a re-link replaces. */
+static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *pg)
 {
 	struct unpacker *up = NULL;
 	struct io_pool *io = NULL;   /* the chunks' verifying and writing threads */
+	struct tp_session *ts = *tsp;
 	int rc;
 	for (;;) {
 		struct tp_msg *m;
@@ -438,11 +493,21 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 		if (rc == -EPROTO)
 			recv_reject(s, "the sender's data connection broke the protocol (a message "
 			            "over 4 MiB, a bad header, or a miscounted end)");
+		if (rc < 0 && rc != -EPROTO && s->standby && rejoin(s, rc, tsp) == 0) {
+			ts = *tsp;   /* --relay: the host two before us stepped over */
+			mark_gap(s, up);
+			continue;
+		}
 		if (rc != 0)
 			break;
-		relay_forward(s, m);   /* --relay: the next host's copy first */
-		if (s->relay_err) {    /* we failed: only forwarding */
+		if (m->id == SYNC_GAP_ID && s->r->o->relay) {
+			mark_gap(s, up);   /* forwards the mark */
 			tp_msg_release(ts, m);
+			continue;
+		}
+		relay_forward(s, m);   /* --relay: the next host's copy first */
+		if (s->relay_err || (m->id == SYNC_ARCHIVE_ID && s->archive_lost)) {
+			tp_msg_release(ts, m);   /* we failed, or it is not whole: only forwarding */
 			continue;
 		}
 		if (m->id == SYNC_ARCHIVE_ID) {
@@ -481,6 +546,8 @@ static int take_all(struct rstate *s, struct tp_session *ts, struct progress *pg
 		rc = -werr;   /* (a write that failed after the last message came) */
 	if (up) {
 		int urc = unpacker_finish(up);
+		if (urc == -ECONNRESET && s->archive_lost)
+			urc = 0;   /* dropped after a gap: its files count as incomplete */
 		if (urc < 0 && rc >= 0 && !s->relay_err && !relay_on(s, urc))
 			rc = urc;
 	}
@@ -511,6 +578,8 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	if (rc < 0) {
 		relay_end(s, 0);
 		tp_close(ts);
+		tp_listener_free(s->standby);
+		s->standby = NULL;
 		return rc;
 	}
 	s->res->bytes = 0;
@@ -520,7 +589,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	for (uint32_t k = 0; k < nwant; k++)
 		total += chunk_map_bytes(&s->files[s->fetch[want[k]]].map, s->sm.e[want[k]].size);
 	progress_start(&pg, s->r, total, nwant);
-	rc = take_all(s, ts, &pg);
+	rc = take_all(s, &ts, &pg);
 	int clean = rc == 1;   /* the whole stream came (and went on) */
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
 	if (rc == 1) {
@@ -533,6 +602,10 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 		tp_verdict(ts, -rc);
 	}
 	tp_close(ts);
+	tp_close(s->old_ts);   /* the feed a re-link replaced */
+	s->old_ts = NULL;
+	tp_listener_free(s->standby);
+	s->standby = NULL;
 	relay_end(s, clean);   /* the next host's end, after our sender has ours */
 	return rc;
 }

@@ -92,30 +92,44 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	same "$T/src" "$T/d2"
 }
 
-@test "fan-out: a host killed mid-run is cut out, the others finish, the one after it is retried; its next run completes it" {
-	mk_rsh
+# kill_host_at N ARGS...: a fan-out of SRC (100 small files, a 120 MB
+# file) to ARGS, slow enough (40 MB/s) that host 127.0.0.N is killed
+# (kill -9) at about 40% of the data; $got: its exit code.
+kill_host_at() {
+	local n=$1; shift
 	mkdir -p "$T/src"
 	mk_files "$T/src/small" 100
 	head -c 120000000 /dev/urandom >"$T/src/big"
-	# slow enough (40 MB/s) to kill host 2 while the data flows
+	local last=${*: -1}; last=${last%%:*}
 	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync -P --bwlimit 40M --json "$T/src/" \
-		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" >"$T/json" 2>"$T/err") &
+		"$@" >"$T/json" 2>"$T/err") &
 	local pid=$!
-	for _ in $(seq 200); do [ -e "$T/pid.127.0.0.3" ] && break; sleep 0.05; done
+	for _ in $(seq 200); do [ -e "$T/pid.$last" ] && break; sleep 0.05; done
 	sleep 1.2   # of about 3 s
-	kill -9 "$(cat "$T/pid.127.0.0.2")"
-	local got=0
+	kill -9 "$(cat "$T/pid.127.0.0.$n")"
+	got=0
 	wait "$pid" || got=$?
 	cat "$T/err" "$T/json"
+}
+
+@test "fan-out: a host killed mid-run is stepped over: the host before it feeds the one after it; the others finish; its next run completes it" {
+	mk_rsh
+	kill_host_at 2 "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" "127.0.0.4:$T/d4"
 	[ "$got" -eq 10 ]
-	same "$T/src" "$T/d1"
-	same "$T/src" "$T/d3"
+	for d in d1 d3 d4; do same "$T/src" "$T/$d"; done
 	[ "$(host_field 1 status <"$T/json")" = failed ]
-	[ "$(host_field 2 status <"$T/json")" = ok ]
+	for k in 0 2 3; do [ "$(host_field $k status <"$T/json")" = ok ]; done
 	grep -q '127.0.0.2:.*: failed (exit 10)' "$T/err"
-	grep -q '1 host lost the data when a host before it failed' "$T/err"
-	# a host's own lines name it
-	grep -q '^rdcp (127.0.0.1): forwarding the data to the next host failed' "$T/err"
+	# the chain re-linked: host 1 went on with host 3, which took its data
+	# (a host's own lines name it)
+	grep -q '^rdcp (127.0.0.1): forwarding the data to the next host failed: .*going on with the host after it (127.0.0.3 ' "$T/err"
+	grep -q '^rdcp (127.0.0.3): the host before this one stopped sending' "$T/err"
+	# so the source sent the big file about once: hosts 3 and 4 were not
+	# sent the 60% they had not had when host 2 died again (with a second
+	# round from the source alone, this was 1.6 x)
+	local tx; tx=$(json_field bytes_total_sent <"$T/json")
+	echo "source sent $tx bytes"
+	[ "$tx" -le $((120000000 * 125 / 100)) ]
 	# no process left on any host
 	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 	# the killed host's next run completes it, from the chunks it verified (-P)
@@ -124,6 +138,20 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	same "$T/src" "$T/d2"
 	[ "$(host_field 0 bytes_sent <"$T/json")" -le $((120000000 * 8 / 10)) ]
 	[ "$(host_field 1 bytes_sent <"$T/json")" -eq 0 ]
+}
+
+@test "fan-out: the first host killed mid-run (no host before it to step over it): the hosts after it are retried from the source" {
+	mk_rsh
+	kill_host_at 1 "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3"
+	[ "$got" -eq 10 ]
+	same "$T/src" "$T/d2"
+	same "$T/src" "$T/d3"
+	[ "$(host_field 0 status <"$T/json")" = failed ]
+	[ "$(host_field 1 status <"$T/json")" = ok ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	grep -q '2 hosts lost the data when a host before them failed' "$T/err"
+	! grep -q 'going on with the host after it' "$T/err"
+	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 }
 
 @test "fan-out: a host whose disk fills fails alone and keeps forwarding; no second round; --max-delete's stop is no reason to retry" {
