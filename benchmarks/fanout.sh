@@ -10,12 +10,14 @@
 #   (three DSTs behind the one rxe device), every hop over RDMA, against a
 #   single push of the same tree.
 #   fanout.sh [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]
-#             [--vm-mb N] [--no-vm]
+#             [--vm-mb N] [--no-vm] [--no-seq]
+#   --no-seq: leave out the host-after-host runs of rdcp and rsync (the
+#   longest part), e.g. to measure the killed-host case alone.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 B=${RDCP_BUILD:-$top/build}
-size_mb=256 rate=800 reps=3 maxh=8 vm=1 vm_mb=64
+size_mb=256 rate=800 reps=3 maxh=8 vm=1 vm_mb=64 seq=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size-mb) size_mb=$2; shift ;;
@@ -24,8 +26,9 @@ while [ $# -gt 0 ]; do
 	--max-hosts) maxh=$2; shift ;;
 	--vm-mb) vm_mb=$2; shift ;;
 	--no-vm) vm=0 ;;
+	--no-seq) seq=0 ;;
 	*) echo "usage: $0 [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]" \
-		"[--vm-mb N] [--no-vm]" >&2; exit 1 ;;
+		"[--vm-mb N] [--no-vm] [--no-seq]" >&2; exit 1 ;;
 	esac
 	shift
 done
@@ -96,6 +99,7 @@ for r in $(seq 1 "$reps"); do
 		T[fan$n]+="$s "
 		echo "fanout,$n,$r,$s" >>"$csv"
 	done
+	[ "$seq" = 1 ] || continue
 	clear
 	printf 'rep %d/%d: rdcp host after host\r' "$r" "$reps" >&2
 	s=$(timed bash -c "for d in $(dsts "$maxh" | tr '\n' ' '); do \
@@ -140,6 +144,9 @@ for r in $(seq 1 "$reps"); do
 	done
 	T[kill]+="$s "
 	echo "killed,$kn,$r,$s" >>"$csv"
+	# how the others got the rest: the chain re-linked, a second round
+	grep -q 'going on with the host after it' "$W/kill.err" && relinked=$((${relinked:-0} + 1))
+	grep -q 'lost the data when a host before' "$W/kill.err" && round2=$((${round2:-0} + 1))
 done
 
 # mixed states: empty, complete, 1% modified, half resumed (as many of
@@ -174,15 +181,19 @@ for n in $counts; do
 	printf '%-44s %9.2f %14.2f\n' "rdcp fan-out to $n host$([ "$n" = 1 ] || echo s)" "$m" \
 		"$(echo "$m / $f1" | bc -l)"
 done
-m=$(medof "${T[seq]}")
-printf '%-44s %9.2f %14.2f\n' "rdcp --sync to $maxh hosts, one after another" "$m" "$(echo "$m / $f1" | bc -l)"
-m=$(medof "${T[rsync]}")
-printf '%-44s %9.2f %14.2f\n' "rsync -a (daemon) to $maxh hosts, one by one" "$m" "$(echo "$m / $f1" | bc -l)"
+if [ "$seq" = 1 ]; then
+	m=$(medof "${T[seq]}")
+	printf '%-44s %9.2f %14.2f\n' "rdcp --sync to $maxh hosts, one after another" "$m" "$(echo "$m / $f1" | bc -l)"
+	m=$(medof "${T[rsync]}")
+	printf '%-44s %9.2f %14.2f\n' "rsync -a (daemon) to $maxh hosts, one by one" "$m" "$(echo "$m / $f1" | bc -l)"
+fi
 if [ -n "${T[kill]:-}" ]; then
 	m=$(medof "${T[kill]}")
 	k=$(medof "${T[fan$kn]}")
 	printf '%-44s %9.2f %14s\n' "$kn hosts, host 2 killed halfway (-P)" "$m" \
 		"$(printf '%.2f x no-failure' "$(echo "$m / $k" | bc -l)")"
+	printf '  (per-run s: %s; re-linked in %d of %d runs, a second round in %d)\n' \
+		"${T[kill]% }" "${relinked:-0}" "$reps" "${round2:-0}"
 fi
 python3 - "$W/mixed.json" <<'PY'
 import json, sys

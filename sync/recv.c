@@ -404,20 +404,24 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 static int read_sent(struct rstate *s)
 {
 	struct ctl *c = s->r->ctl;
-	uint8_t type;
-	size_t n;
-	int rc = sync_recv(s->r, "sender", &type, &n);
-	if (rc < 0)
-		return rc;
+	uint8_t type = CTL_SENT;
+	size_t n = sizeof s->early_sent;
+	const uint8_t *b = s->early_sent;
+	if (!s->has_early_sent) {   /* (it came while a re-link was awaited) */
+		int rc = sync_recv(s->r, "sender", &type, &n);
+		if (rc < 0)
+			return rc;
+		b = c->buf;
+	}
 	if (type == CTL_ERROR) {
 		s->res->code = sync_peer_error(c, n, "the sender failed: ");
 		return -ECANCELED;
 	}
-	if (type != CTL_SENT || n != 16 || get_u64(c->buf + 8) > get_u64(c->buf))
+	if (type != CTL_SENT || n != 16 || get_u64(b + 8) > get_u64(b))
 		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
 		                   "%zu bytes)", type, n);
-	s->unsent = get_u64(c->buf);
-	uint64_t unread = get_u64(c->buf + 8);
+	s->unsent = get_u64(b);
+	uint64_t unread = get_u64(b + 8);
 	if (s->r->o->relay) {   /* a fan-out's counts are of every host's files */
 		s->unsent = s->unsent < s->incomplete ? s->unsent : s->incomplete;
 		unread = unread < s->unsent ? unread : s->unsent;

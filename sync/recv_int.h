@@ -98,6 +98,8 @@ struct rstate {
 	int gap;                 /* the stream lost data on the way (re-linked) */
 	int archive_lost;        /* so the archive is dropped from there on */
 	uint64_t gap_short;      /* files incomplete for that: exit 10, retried */
+	uint8_t early_sent[16];  /* the sender's SENT, come during that wait */
+	int has_early_sent;
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[]: see above */

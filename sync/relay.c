@@ -151,12 +151,15 @@ static int forward_one(struct tp_session *ts, const struct tp_msg *m)
 }
 
 /* The next host failed us (why): dial the one after it, once, and make it
- * our next. 0, or -1 (said). */
+ * our next. Not when the next host is alive and said why it stopped (its
+ * disk is full, our data broke its protocol), nor for our own lack of
+ * memory. 0, or -1 (said). */
 static int relink(struct rstate *s, int why)
 {
 	struct relay *rl = s->relay;
 	char shown[300];
-	if (!rl || !rl->has_alt || rl->relinked || why == -EMSGSIZE)
+	if (!rl || !rl->has_alt || rl->relinked || why == -EMSGSIZE || why == -EPROTO ||
+	    why == -ENOSPC || why == -EDQUOT || why == -ENOMEM || why == -EACCES)
 		return -1;
 	rl->relinked = 1;
 	log_err("forwarding the data to the next host failed: %s; going on with the host "
@@ -165,6 +168,7 @@ static int relink(struct rstate *s, int why)
 	tp_close(s->down);
 	s->down = NULL;
 	struct tp_opts o = rl->d.o;
+	o.connect_timeout_ms = 2000;   /* it listens already: a refusal means it is gone */
 	tp_key_derive(rl->alt.key, 32, o.key);
 	explicit_bzero(rl->alt.key, sizeof rl->alt.key);
 	int rc = tp_connect(rl->alt.addr, rl->alt.port, &o, &s->down);
@@ -203,7 +207,7 @@ void relay_end(struct rstate *s, int ok)
 {
 	if (s->down && ok && !s->down_err) {
 		int rc = tp_finish(s->down);
-		if (rc < 0 && rc != -EPROTO && relink(s, rc) == 0)
+		if (rc < 0 && relink(s, rc) == 0)
 			rc = tp_finish(s->down);   /* the host after it: its stream's end */
 		if (rc < 0)
 			s->down_err = rc;   /* its own report says why */

@@ -358,7 +358,8 @@ static const struct unpack_ops unpack_ops = { unpack_open, unpack_close, unpack_
 /* Wait on l for the sender's session, in waits of 500 ms (at most
  * `waits`, or --timeout's limit), but not for a sender that gave up: it
  * says so (or vanishes) on the control channel. rejoining: the sender may
- * have ended meanwhile (its SENT is no protocol error: the wait ends).
+ * have ended meanwhile (its SENT is kept for read_sent(); anything else
+ * ends the wait, without a line).
  * 0 with *ts, or an error. */
 static int wait_sender(struct rstate *s, struct tp_listener *l, int waits,
                        int rejoining, struct tp_session **ts)
@@ -374,6 +375,14 @@ static int wait_sender(struct rstate *s, struct tp_listener *l, int waits,
 		int got = ctl_poll(r->ctl, &type, &n);
 		if (got != 0) {   /* a frame now, or the channel closed */
 			rc = got < 0 ? got : 0;
+			if (rc == 0 && rejoining && type == CTL_SENT && n == sizeof s->early_sent &&
+			    !s->has_early_sent) {
+				/* the sender is done, the host stepping over is not: kept */
+				memcpy(s->early_sent, r->ctl->buf, n);
+				s->has_early_sent = 1;
+				rc = waited < waits ? 0 : -ETIMEDOUT;
+				continue;
+			}
 			if (rc == 0 && type == CTL_ERROR)
 				s->res->code = sync_peer_error(r->ctl, n, "the sender gave up: ");
 			else if (rc == 0 && !rejoining)

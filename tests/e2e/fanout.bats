@@ -154,6 +154,31 @@ kill_host_at() {
 	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 }
 
+@test "fan-out: two hosts in a row killed: there is no one to step over to; the host after them is retried from the source" {
+	mk_rsh
+	mkdir -p "$T/src"
+	mk_files "$T/src/small" 100
+	head -c 120000000 /dev/urandom >"$T/src/big"
+	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync -P --bwlimit 40M --json "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" "127.0.0.4:$T/d4" \
+		>"$T/json" 2>"$T/err") &
+	local pid=$!
+	for _ in $(seq 200); do [ -e "$T/pid.127.0.0.4" ] && break; sleep 0.05; done
+	sleep 1.2
+	kill -9 "$(cat "$T/pid.127.0.0.3")" "$(cat "$T/pid.127.0.0.2")"
+	local got=0
+	wait "$pid" || got=$?
+	cat "$T/err" "$T/json"
+	[ "$got" -eq 10 ]
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d4"
+	[ "$(host_field 3 status <"$T/json")" = ok ]
+	grep -q '127.0.0.2:.*: failed (exit 10)' "$T/err"
+	grep -q '127.0.0.3:.*: failed (exit 10)' "$T/err"
+	grep -q '1 host lost the data when a host before it failed' "$T/err"
+	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
+}
+
 @test "fan-out: a host whose disk fills fails alone and keeps forwarding; no second round; --max-delete's stop is no reason to retry" {
 	mk_rsh
 	mkdir -p "$T/src" "$T/d1"
