@@ -173,11 +173,9 @@ static int relink(struct rstate *s, int why)
 	explicit_bzero(rl->alt.key, sizeof rl->alt.key);
 	int rc = tp_connect(rl->alt.addr, rl->alt.port, &o, &s->down);
 	explicit_bzero(o.key, sizeof o.key);
-	if (rc < 0) {
+	if (rc < 0) {   /* (the transport said why, naming it) */
 		s->down = NULL;
 		s->down_err = rc;
-		log_err("cannot forward the data to the host after the next one (%s port %u) "
-		        "either: %s", shown, rl->alt.port, strerror(-rc));
 		return -1;
 	}
 	return 0;

@@ -176,6 +176,9 @@ kill_host_at() {
 	grep -q '127.0.0.2:.*: failed (exit 10)' "$T/err"
 	grep -q '127.0.0.3:.*: failed (exit 10)' "$T/err"
 	grep -q '1 host lost the data when a host before it failed' "$T/err"
+	# host 1 tried host 3, which was gone too: said once, by the transport
+	grep -q '^rdcp (127.0.0.1): .*going on with the host after it (127.0.0.3 ' "$T/err"
+	[ "$(grep -c '^rdcp (127.0.0.1): cannot connect to 127.0.0.3 ' "$T/err")" -eq 1 ]
 	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 }
 
