@@ -608,8 +608,10 @@ static void delete_one(struct rstate *s, struct idx_entry *d)
 	if (err == ENOTEMPTY && d->type == IDX_DIR)
 		return;   /* it holds what the scan left out (excluded files, a run's
 		             own temp files): kept, as rsync keeps it, not an error */
-	d->flags |= GONE;
-	STAT_ADD(s->actions, 1);
+	if (gone || err == ENOENT) {   /* not when it is still there (its backup failed) */
+		d->flags |= GONE;
+		STAT_ADD(s->actions, 1);
+	}
 	if (err && err != ENOENT)
 		recv_fail(s, d->path, "cannot delete", err);
 	if (gone) {

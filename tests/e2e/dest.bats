@@ -257,6 +257,27 @@ backup_dir() {
 	[ "$(cat "$T/bd/sub/x")" = precious ]
 }
 
+@test "-b --delete: an entry whose backup fails is not deleted: said once, exit 23; the next run backs it up and deletes it" {
+	mkdir -p "$T/src/sub" "$T/dst/sub" "$T/bd"
+	echo target >"$T/src/sub/t"
+	echo target >"$T/dst/sub/t"
+	echo precious >"$T/dst/sub/gone"
+	echo notadir >"$T/bd/sub"   # bd/sub/gone cannot be made
+	run "$RDCP" -a --sync --delete -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
+	echo "$output"
+	[ "$status" -eq 23 ]
+	[ "$(cat "$T/dst/sub/gone")" = precious ]
+	[ "$(grep -c 'sub/gone: cannot back up' <<<"$output")" -eq 1 ]
+	# a re-run with the index as it left it still sees the file
+	run "$RDCP" -a --sync --delete -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
+	[ "$status" -eq 23 ]
+	[ "$(cat "$T/dst/sub/gone")" = precious ]
+	rm "$T/bd/sub"
+	"$RDCP" -a --sync --delete -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
+	[ ! -e "$T/dst/sub/gone" ]
+	[ "$(cat "$T/bd/sub/gone")" = precious ]
+}
+
 @test "--suffix: empty without --backup-dir, or with a '/', refused as rsync" {
 	mkdir "$T/src"
 	run "$RDCP" -r -b --suffix= "$T/src/" "$T/dst"
