@@ -92,11 +92,11 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	same "$T/src" "$T/d2"
 }
 
-# kill_host_at N ARGS...: a fan-out of SRC (100 small files, a 120 MB
-# file) to ARGS, slow enough (40 MB/s) that host 127.0.0.N is killed
+# kill_host_at "N..." ARGS...: a fan-out of SRC (100 small files, a 120 MB
+# file) to ARGS, slow enough (40 MB/s) that hosts 127.0.0.N... are killed
 # (kill -9) at about 40% of the data; $got: its exit code.
 kill_host_at() {
-	local n=$1; shift
+	local n=$1 k; shift
 	mkdir -p "$T/src"
 	mk_files "$T/src/small" 100
 	head -c 120000000 /dev/urandom >"$T/src/big"
@@ -106,7 +106,7 @@ kill_host_at() {
 	local pid=$!
 	for _ in $(seq 200); do [ -e "$T/pid.$last" ] && break; sleep 0.05; done
 	sleep 1.2   # of about 3 s
-	kill -9 "$(cat "$T/pid.127.0.0.$n")"
+	for k in $n; do kill -9 "$(cat "$T/pid.127.0.0.$k")"; done
 	got=0
 	wait "$pid" || got=$?
 	cat "$T/err" "$T/json"
@@ -156,19 +156,7 @@ kill_host_at() {
 
 @test "fan-out: two hosts in a row killed: there is no one to step over to; the host after them is retried from the source" {
 	mk_rsh
-	mkdir -p "$T/src"
-	mk_files "$T/src/small" 100
-	head -c 120000000 /dev/urandom >"$T/src/big"
-	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync -P --bwlimit 40M --json "$T/src/" \
-		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" "127.0.0.4:$T/d4" \
-		>"$T/json" 2>"$T/err") &
-	local pid=$!
-	for _ in $(seq 200); do [ -e "$T/pid.127.0.0.4" ] && break; sleep 0.05; done
-	sleep 1.2
-	kill -9 "$(cat "$T/pid.127.0.0.3")" "$(cat "$T/pid.127.0.0.2")"
-	local got=0
-	wait "$pid" || got=$?
-	cat "$T/err" "$T/json"
+	kill_host_at "2 3" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" "127.0.0.4:$T/d4"
 	[ "$got" -eq 10 ]
 	same "$T/src" "$T/d1"
 	same "$T/src" "$T/d4"
