@@ -635,6 +635,8 @@ void recv_delete_extra(struct rstate *s)
 		        "written (see the messages above)", (unsigned long long)bad);
 		return;
 	}
+	if (s->gap_short)
+		return;   /* a fan-out host short of data: its next round deletes (said) */
 	/* deepest first: what the diff found only in DST, in reverse order */
 	long long max = s->r->o ? s->r->o->max_delete : -1;
 	for (size_t k = s->diff.n; k-- > 0;) {

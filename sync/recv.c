@@ -422,18 +422,23 @@ static int read_sent(struct rstate *s)
 		                   "%zu bytes)", type, n);
 	s->unsent = get_u64(b);
 	uint64_t unread = get_u64(b + 8);
+	if (s->gap && s->incomplete) {
+		/* past a gap the sender's counts (of every host's files) cannot
+		 * tell what was lost from what vanished: the client's next round
+		 * sends what is still missing, and says what vanished */
+		s->gap_short = s->incomplete;
+		s->unsent = 0;
+		log_err("%llu files did not come whole: data on its way here was lost with the "
+		        "host that failed before this one", (unsigned long long)s->gap_short);
+		return 0;
+	}
 	if (s->r->o->relay) {   /* a fan-out's counts are of every host's files */
 		s->unsent = s->unsent < s->incomplete ? s->unsent : s->incomplete;
 		unread = unread < s->unsent ? unread : s->unsent;
 	}
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
-	if (s->gap && s->incomplete > s->unsent) {
-		/* not errors of ours: the client's next round sends them */
-		s->gap_short = s->incomplete - s->unsent;
-		log_err("%llu files did not come whole: data on its way here was lost with the "
-		        "host that failed before this one", (unsigned long long)s->gap_short);
-	} else if (s->incomplete > s->unsent) {
+	if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",
 		        (unsigned long long)s->incomplete, (unsigned long long)s->unsent);

@@ -8,11 +8,13 @@
  * A next host that dies is stepped over: CTL_RELAY also names the host
  * after it, which keeps its listener open for that (RELAY_F_REJOIN). We
  * dial it and go on forwarding from where we are; it takes the new session
- * in place of the broken one (relay_rejoin()). What was on its way through
+ * in place of the broken one (take.c, rejoin()). What was on its way through
  * the dead host is lost: the re-linked host marks the gap down the chain
  * (SYNC_GAP_ID), each host after it drops an archive that is not whole yet,
  * and a host that ends with files incomplete says so with exit 10; the
- * client's second round sends it only what it still lacks.
+ * client's second round sends it only what it still lacks. A host whose
+ * feed is lost for good marks the gap and ends its next host's stream
+ * cleanly (take.c), so the hosts after it do not wait in turn.
  */
 #include <errno.h>
 #include <pthread.h>

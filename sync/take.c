@@ -585,10 +585,13 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	if (rc == 0 && lrc < 0)
 		rc = lrc;
 	if (rc < 0) {
-		relay_end(s, 0);
 		tp_close(ts);
 		tp_listener_free(s->standby);
 		s->standby = NULL;
+		int told = s->down && !s->down_err;   /* no feed: the next host hears it */
+		if (told)
+			relay_gap(s);
+		relay_end(s, told);
 		return rc;
 	}
 	s->res->bytes = 0;
@@ -615,6 +618,13 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	s->old_ts = NULL;
 	tp_listener_free(s->standby);
 	s->standby = NULL;
+	/* --relay: our feed is lost for good. The next host is told (a gap)
+	 * and its stream ended cleanly, so that it finishes what it has now,
+	 * rather than wait for a re-link that no one will make */
+	if (!clean && s->down && !s->down_err) {
+		relay_gap(s);
+		clean = 1;
+	}
 	relay_end(s, clean);   /* the next host's end, after our sender has ours */
 	return rc;
 }
