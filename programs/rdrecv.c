@@ -66,18 +66,12 @@ struct args {
  * (said why). */
 static int parse(int argc, char **argv, struct args *a)
 {
-	enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT,
-	       O_LISTEN, O_ALLOW, O_ENCRYPT, O_VERSION };
+	enum { O_CONTIMEOUT = TP_OPT_NEXT, O_LISTEN, O_ALLOW, O_VERSION };
 	static const struct option lo[] = {
 		{ "verbose", no_argument, NULL, 'v' },
-		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "allow", required_argument, NULL, O_ALLOW },
-		{ "key-file", required_argument, NULL, O_KEYFILE },
-		{ "encrypt", no_argument, NULL, O_ENCRYPT },
-		{ "pool", required_argument, NULL, O_POOL },
-		{ "msg-size", required_argument, NULL, O_MSG },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		TP_CLI_OPTIONS,
 		{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
@@ -87,16 +81,14 @@ static int parse(int argc, char **argv, struct args *a)
 	int c, rc = 0;
 	a->accept_ms = -1;
 	while (rc == 0 && (c = getopt_long(argc, argv, "+vh", lo, NULL)) != -1) {
+		if ((rc = tp_cli_opt(c, optarg, &a->o, &key_file)) != 0) {
+			rc = rc < 0 ? rc : 0;
+			continue;
+		}
 		switch (c) {
 		case 'v': a->o.verbose = 1; break;
-		case O_TRANSPORT: rc = tp_opt_transport(optarg, &a->o.kind); break;
 		case O_LISTEN: a->addr = optarg; break;
 		case O_ALLOW: a->o.peer_addr = optarg; break;
-		case O_KEYFILE: key_file = optarg; break;
-		case O_ENCRYPT: a->o.encrypt = 1; break;
-		case O_POOL:
-		case O_MSG: rc = tp_opt_size(optarg, c == O_POOL, &a->o); break;
-		case O_TIMEOUT: rc = tp_opt_seconds("--timeout", optarg, &a->o.io_timeout_ms); break;
 		case O_CONTIMEOUT:   /* 0: the default, forever */
 			rc = tp_opt_seconds("--contimeout", optarg, &a->accept_ms);
 			if (a->accept_ms == 0)
@@ -121,14 +113,8 @@ static int parse(int argc, char **argv, struct args *a)
 		fputs("Usage: rdrecv [OPTIONS] PORT KEY [FILE]; try 'rdrecv --help'.\n", stderr);
 		return RD_EXIT_USAGE;
 	}
-	char *end;
-	long port = strtol(argv[optind], &end, 10);
-	if (*end || end == argv[optind] || port < 0 || port > 65535) {
-		log_err("PORT: expected 0..65535, got '%s'", argv[optind]);
-		return RD_EXIT_USAGE;
-	}
-	a->port = (uint16_t)port;
-	if (tp_opt_key(argv[optind + 1], key_file, a->o.key) < 0)
+	if (tp_opt_port(argv[optind], 0, &a->port) < 0 ||
+	    tp_opt_key(argv[optind + 1], key_file, a->o.key) < 0)
 		return RD_EXIT_USAGE;
 	a->file = argc - optind == 3 ? argv[optind + 2] : NULL;
 	return 0;

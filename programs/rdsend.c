@@ -47,17 +47,11 @@ static const char usage[] =
 "  [hostB]$ RDCP_KEY=s3cret rdrecv 12345 - > copy\n"
 "  [hostA]$ RDCP_KEY=s3cret rdsend -v hostB 12345 - < myfile\n";
 
-enum { O_TRANSPORT = 256, O_KEYFILE, O_POOL, O_MSG, O_TIMEOUT, O_CONTIMEOUT, O_ENCRYPT,
-       O_VERSION };
+enum { O_CONTIMEOUT = TP_OPT_NEXT, O_VERSION };
 static const struct option lo[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "streams", required_argument, NULL, 'P' },
-	{ "transport", required_argument, NULL, O_TRANSPORT },
-	{ "key-file", required_argument, NULL, O_KEYFILE },
-	{ "encrypt", no_argument, NULL, O_ENCRYPT },
-	{ "pool", required_argument, NULL, O_POOL },
-	{ "msg-size", required_argument, NULL, O_MSG },
-	{ "timeout", required_argument, NULL, O_TIMEOUT },
+	TP_CLI_OPTIONS,
 	{ "contimeout", required_argument, NULL, O_CONTIMEOUT },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, O_VERSION },
@@ -67,16 +61,12 @@ static const struct option lo[] = {
 /* One option into o / *key_file: -1 to go on, else the exit code now. */
 static int take_opt(int c, struct tp_opts *o, const char **key_file)
 {
+	int rc = tp_cli_opt(c, optarg, o, key_file);
+	if (rc)
+		return rc < 0 ? RD_EXIT_USAGE : -1;
 	switch (c) {
 	case 'v': o->verbose = 1; return -1;
 	case 'P': return tp_opt_streams(optarg, &o->streams) < 0 ? RD_EXIT_USAGE : -1;
-	case O_TRANSPORT: return tp_opt_transport(optarg, &o->kind) < 0 ? RD_EXIT_USAGE : -1;
-	case O_KEYFILE: *key_file = optarg; return -1;
-	case O_ENCRYPT: o->encrypt = 1; return -1;
-	case O_POOL:
-	case O_MSG: return tp_opt_size(optarg, c == O_POOL, o) < 0 ? RD_EXIT_USAGE : -1;
-	case O_TIMEOUT:
-		return tp_opt_seconds("--timeout", optarg, &o->io_timeout_ms) < 0 ? RD_EXIT_USAGE : -1;
 	case O_CONTIMEOUT:
 		return tp_opt_seconds("--contimeout", optarg, &o->connect_timeout_ms) < 0
 		       ? RD_EXIT_USAGE : -1;
@@ -112,13 +102,9 @@ int main(int argc, char **argv)
 		return RD_EXIT_USAGE;
 	}
 	const char *host = argv[optind], *file = argc - optind == 4 ? argv[optind + 3] : NULL;
-	char *end;
-	long port = strtol(argv[optind + 1], &end, 10);
-	if (*end || port < 1 || port > 65535) {
-		log_err("PORT: expected 1..65535, got '%s'", argv[optind + 1]);
-		return RD_EXIT_USAGE;
-	}
-	if (tp_opt_key(argv[optind + 2], key_file, o.key) < 0)
+	uint16_t port;
+	if (tp_opt_port(argv[optind + 1], 1, &port) < 0 ||
+	    tp_opt_key(argv[optind + 2], key_file, o.key) < 0)
 		return RD_EXIT_USAGE;
 	int fd = STDIN_FILENO;
 	if (file && (fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
@@ -127,7 +113,7 @@ int main(int argc, char **argv)
 	}
 	struct tp_session *s;
 	struct pump_stats st = { 0 };
-	int rc = tp_connect(host, (uint16_t)port, &o, &s);
+	int rc = tp_connect(host, port, &o, &s);
 	if (rc < 0)
 		return rd_exit_code(rc);
 	rc = pump_send(s, fd, file ? file : "standard input", &st);

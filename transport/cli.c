@@ -124,6 +124,34 @@ int tp_opt_seconds(const char *name, const char *arg, int *ms)
 	return 0;
 }
 
+int tp_opt_port(const char *arg, unsigned min, uint16_t *port)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (*end || end == arg || errno || v < (long)min || v > 65535) {
+		log_err("PORT: expected %u..65535, got '%s'", min, arg);
+		return -EINVAL;
+	}
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int tp_cli_opt(int c, const char *arg, struct tp_opts *o, const char **key_file)
+{
+	int rc = 0;
+	switch (c) {
+	case TP_OPT_TRANSPORT: rc = tp_opt_transport(arg, &o->kind); break;
+	case TP_OPT_KEYFILE: *key_file = arg; break;
+	case TP_OPT_ENCRYPT: o->encrypt = 1; break;
+	case TP_OPT_POOL:
+	case TP_OPT_MSG: rc = tp_opt_size(arg, c == TP_OPT_POOL, o); break;
+	case TP_OPT_TIMEOUT: rc = tp_opt_seconds("--timeout", arg, &o->io_timeout_ms); break;
+	default: return 0;
+	}
+	return rc < 0 ? rc : 1;
+}
+
 void tp_report_failure(int rc, uint64_t bytes, const struct tp_session *s, int sender)
 {
 	char b[16];

@@ -203,6 +203,24 @@ int tp_opt_size(const char *arg, int pool, struct tp_opts *o);
 /* Whole seconds (0 or more) into milliseconds, e.g. --timeout; name is the
  * option, for the message. */
 int tp_opt_seconds(const char *name, const char *arg, int *ms);
+/* A PORT operand: min..65535 into *port. 0, or -EINVAL (said). */
+int tp_opt_port(const char *arg, unsigned min, uint16_t *port);
+
+/* The long options rdsend and rdrecv share: their getopt_long() codes
+ * (a program's own start at TP_OPT_NEXT), table entries (<getopt.h>) and
+ * handler. */
+enum { TP_OPT_TRANSPORT = 256, TP_OPT_KEYFILE, TP_OPT_ENCRYPT, TP_OPT_POOL, TP_OPT_MSG,
+       TP_OPT_TIMEOUT, TP_OPT_NEXT };
+#define TP_CLI_OPTIONS \
+	{ "transport", required_argument, NULL, TP_OPT_TRANSPORT }, \
+	{ "key-file", required_argument, NULL, TP_OPT_KEYFILE }, \
+	{ "encrypt", no_argument, NULL, TP_OPT_ENCRYPT }, \
+	{ "pool", required_argument, NULL, TP_OPT_POOL }, \
+	{ "msg-size", required_argument, NULL, TP_OPT_MSG }, \
+	{ "timeout", required_argument, NULL, TP_OPT_TIMEOUT }
+/* Option c (arg: its value) into o, --key-file's name into *key_file.
+ * 1 taken, 0 not one of them, -EINVAL a bad value (said). */
+int tp_cli_opt(int c, const char *arg, struct tp_opts *o, const char **key_file);
 
 /* One line on stderr: why a transfer failed after `bytes`, as the sender
  * (sender != 0) or the receiver sees it (the receiver's verdict, the I/O
