@@ -10,14 +10,16 @@
 #   (three DSTs behind the one rxe device), every hop over RDMA, against a
 #   single push of the same tree.
 #   fanout.sh [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]
-#             [--vm-mb N] [--no-vm] [--no-seq]
+#             [--vm-mb N] [--no-vm] [--no-seq] [--kill N]
 #   --no-seq: leave out the host-after-host runs of rdcp and rsync (the
 #   longest part), e.g. to measure the killed-host case alone.
+#   --kill N: which host of four is killed halfway (default 2; 1 is fed by
+#   the source itself, which does not re-link: its case is a second round).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 B=${RDCP_BUILD:-$top/build}
-size_mb=256 rate=800 reps=3 maxh=8 vm=1 vm_mb=64 seq=1
+size_mb=256 rate=800 reps=3 maxh=8 vm=1 vm_mb=64 seq=1 kill=2
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size-mb) size_mb=$2; shift ;;
@@ -27,8 +29,9 @@ while [ $# -gt 0 ]; do
 	--vm-mb) vm_mb=$2; shift ;;
 	--no-vm) vm=0 ;;
 	--no-seq) seq=0 ;;
+	--kill) kill=$2; shift ;;
 	*) echo "usage: $0 [--size-mb N] [--rate-mbit N] [--reps N] [--max-hosts N]" \
-		"[--vm-mb N] [--no-vm] [--no-seq]" >&2; exit 1 ;;
+		"[--vm-mb N] [--no-vm] [--no-seq] [--kill N]" >&2; exit 1 ;;
 	esac
 	shift
 done
@@ -126,19 +129,19 @@ kn=$((maxh < 4 ? maxh : 4))
 for r in $(seq 1 "$reps"); do
 	[ "$kn" -ge 3 ] || break
 	clear
-	printf 'rep %d/%d: host 2 of %d killed halfway\r' "$r" "$reps" "$kn" >&2
+	printf 'rep %d/%d: host %d of %d killed halfway\r' "$r" "$reps" "$kill" "$kn" >&2
 	one=$(medof "${T[fan$kn]}")
 	a=$(now)
 	in_src "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" --sync -P "$src/" $(dsts "$kn") \
 		>/dev/null 2>"$W/kill.err" &
 	pid=$!
 	sleep "$(echo "$one / 2" | bc -l)"
-	ip netns pids "rdpt-3" | xargs -r kill -9
+	ip netns pids "rdpt-$((kill + 1))" | xargs -r kill -9
 	wait "$pid"
 	b=$(now)
 	s=$(echo "$b - $a" | bc -l)
 	for i in $(seq 1 "$kn"); do
-		[ "$i" = 2 ] && continue
+		[ "$i" = "$kill" ] && continue
 		[ -z "$(rsync -anciH --delete "$src/" "$W/t/d$i/")" ] ||
 			{ cat "$W/kill.err"; echo "fanout.sh: host $i differs after the kill" >&2; exit 1; }
 	done
@@ -190,7 +193,7 @@ fi
 if [ -n "${T[kill]:-}" ]; then
 	m=$(medof "${T[kill]}")
 	k=$(medof "${T[fan$kn]}")
-	printf '%-44s %9.2f %14s\n' "$kn hosts, host 2 killed halfway (-P)" "$m" \
+	printf '%-44s %9.2f %14s\n' "$kn hosts, host $kill killed halfway (-P)" "$m" \
 		"$(printf '%.2f x no-failure' "$(echo "$m / $k" | bc -l)")"
 	printf '  (per-run s: %s; re-linked in %d of %d runs, a second round in %d)\n' \
 		"${T[kill]% }" "${relinked:-0}" "$reps" "${round2:-0}"
