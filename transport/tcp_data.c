@@ -59,6 +59,7 @@ struct tcp {
 	int quota;
 	pthread_t mon;
 	int mon_live;
+	int mon_done;              /* the monitor has its verdict, or its error */
 	int verdict_seen;
 	int verdict;               /* receiver's status */
 	int io_ms;                 /* the I/O timeout; 0: none */
@@ -384,9 +385,24 @@ static void *monitor_main(void *arg)
 	} else if (!t->verdict_seen) {
 		set_err(t, rc);
 	}
+	t->mon_done = 1;
 	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return NULL;
+}
+
+/* Sender: the connection broke while the receiver's verdict may be on its
+ * way (a receiver that stopped on its side says why, then closes): give
+ * the monitor up to 1 s to read it, so that the caller can say why rather
+ * than "went away". t->mu held. */
+static void await_verdict(struct tcp *t)
+{
+	int64_t due = tp_now_ms() + 1000;
+	while (t->mon_live && !t->mon_done && (t->err == -EPIPE || t->err == -ECONNRESET) &&
+	       tp_now_ms() < due) {
+		struct timespec ts = { (time_t)(due / 1000), (long)(due % 1000) * 1000000 };
+		pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+	}
 }
 
 static void *reader_main(void *arg)
@@ -468,6 +484,8 @@ static int tcp_get(struct tp_session *s, struct tp_buf **out)
 	pthread_mutex_lock(&t->mu);
 	while (t->free_head < 0 && !t->err)
 		wait_io(t, &since);
+	if (t->err)
+		await_verdict(t);
 	int rc = t->err;
 	if (!rc)
 		*out = &s->bufs[list_pop(s, &t->free_head, NULL)];
@@ -488,6 +506,8 @@ static int tcp_send(struct tp_session *s, struct tp_buf *b)
 {
 	struct tcp *t = T(s);
 	pthread_mutex_lock(&t->mu);
+	if (t->err)
+		await_verdict(t);
 	int rc = t->err;
 	if (rc) {
 		tp_buf_drop_file(b);
@@ -516,6 +536,8 @@ static int tcp_finish(struct tp_session *s)
 	int64_t since = tp_now_ms();
 	while (!t->verdict_seen && !t->err)
 		wait_io(t, &since);
+	if (t->err)
+		await_verdict(t);
 	int rc = t->err ? t->err : -t->verdict;
 	pthread_mutex_unlock(&t->mu);
 	return rc;
@@ -564,9 +586,14 @@ static int tcp_verdict(struct tp_session *s, int status)
 		pthread_mutex_unlock(&t->mu);
 		for (int i = 0; i < s->nstreams; i++)
 			shutdown(t->st[i].fd, SHUT_WR);
+		/* until the sender, which stops once it has the verdict, closes;
+		 * at most 2 s: a count of reads would end sooner when much is
+		 * still on its way, and our close would then reset the
+		 * connection, the verdict unread (its sender saw "went away") */
 		struct pollfd p = { t->st[0].fd, POLLIN, 0 };
 		char junk[65536];
-		for (int k = 0; k < 200 && poll(&p, 1, 10) >= 0; k++)
+		int64_t end = tp_now_ms() + 2000;
+		for (int64_t left; (left = end - tp_now_ms()) > 0 && poll(&p, 1, (int)left) >= 0;)
 			if ((p.revents & POLLIN) && read(t->st[0].fd, junk, sizeof junk) <= 0)
 				break;
 	}
