@@ -550,14 +550,12 @@ int unpacker_error(struct unpacker *u)
 	return err;
 }
 
-int unpacker_abandon(struct unpacker *u)
+void unpacker_abandon(struct unpacker *u)
 {
 	pthread_mutex_lock(&u->mu);
-	int running = u->err == 0;
 	u->cut = 1;   /* the reader stops where the hole begins, quietly */
 	pthread_cond_broadcast(&u->cv);
 	pthread_mutex_unlock(&u->mu);
-	return running;
 }
 
 int unpacker_finish(struct unpacker *u)

@@ -95,8 +95,8 @@ struct rstate {
 	int relay_err;           /* we failed, but go on forwarding */
 	struct tp_listener *standby;   /* kept for a re-link (RELAY_F_REJOIN) */
 	struct tp_session *old_ts;     /* the feed that re-link replaced */
-	int gap;                 /* the stream lost data on the way (re-linked) */
-	int archive_lost;        /* so the archive is dropped from there on */
+	int gap;                 /* the stream lost data on the way (re-linked):
+	                            the archive is dropped from there on */
 	uint64_t gap_short;      /* files incomplete for that: exit 10, retried */
 	uint8_t early_sent[16];  /* the sender's SENT, come during that wait */
 	int has_early_sent;

@@ -178,8 +178,8 @@ int  unpacker_finish(struct unpacker *u);
 /* Main thread: the stream lost data before the archive was whole: the
  * reader stops where the hole begins, quietly; the entries it read whole
  * are still written, the rest left for the next run (unpacker_finish():
- * -ECONNRESET). 1 stopped, 0 it had ended already. */
-int  unpacker_abandon(struct unpacker *u);
+ * -ECONNRESET; nothing changes once it has ended). */
+void unpacker_abandon(struct unpacker *u);
 
 #define PROGRESS_SAMPLES 8
 struct progress {

@@ -484,7 +484,6 @@ static void mark_gap(struct rstate *s, struct unpacker *up)
 	relay_gap(s);
 	if (up)
 		unpacker_abandon(up);   /* (nothing, if it had ended) */
-	s->archive_lost = 1;        /* what comes of it after the gap is dropped */
 }
 
 /* Every message until the end of the stream: chunks taken here, the
@@ -515,7 +514,7 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 			continue;
 		}
 		relay_forward(s, m);   /* --relay: the next host's copy first */
-		if (s->relay_err || (m->id == SYNC_ARCHIVE_ID && s->archive_lost)) {
+		if (s->relay_err || (m->id == SYNC_ARCHIVE_ID && s->gap)) {
 			tp_msg_release(ts, m);   /* we failed, or it is not whole: only forwarding */
 			continue;
 		}
@@ -555,12 +554,31 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 		rc = -werr;   /* (a write that failed after the last message came) */
 	if (up) {
 		int urc = unpacker_finish(up);
-		if (urc == -ECONNRESET && s->archive_lost)
+		if (urc == -ECONNRESET && s->gap)
 			urc = 0;   /* dropped after a gap: its files count as incomplete */
 		if (urc < 0 && rc >= 0 && !s->relay_err && !relay_on(s, urc))
 			rc = urc;
 	}
 	return rc;
+}
+
+/* Our feed is over (clean: it ended whole): it is closed, with the one a
+ * re-link replaced, and then the next host's stream (--relay) ends, after
+ * our sender has our verdict. A feed lost for good is marked as a gap
+ * first and the next host's stream still ends cleanly, so that it
+ * finishes with what it has rather than wait for a re-link no one makes. */
+static void end_feed(struct rstate *s, struct tp_session *ts, int clean)
+{
+	tp_close(ts);
+	tp_close(s->old_ts);
+	s->old_ts = NULL;
+	tp_listener_free(s->standby);
+	s->standby = NULL;
+	if (!clean && s->down && !s->down_err) {
+		relay_gap(s);
+		clean = 1;
+	}
+	relay_end(s, clean);
 }
 
 /* The stream ended cleanly: a file it did not complete is left as it was.
@@ -585,13 +603,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	if (rc == 0 && lrc < 0)
 		rc = lrc;
 	if (rc < 0) {
-		tp_close(ts);
-		tp_listener_free(s->standby);
-		s->standby = NULL;
-		int told = s->down && !s->down_err;   /* no feed: the next host hears it */
-		if (told)
-			relay_gap(s);
-		relay_end(s, told);
+		end_feed(s, ts, 0);
 		return rc;
 	}
 	s->res->bytes = 0;
@@ -613,19 +625,7 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	} else if (rc == -ENOSPC || rc == -EPROTO) {
 		tp_verdict(ts, -rc);
 	}
-	tp_close(ts);
-	tp_close(s->old_ts);   /* the feed a re-link replaced */
-	s->old_ts = NULL;
-	tp_listener_free(s->standby);
-	s->standby = NULL;
-	/* --relay: our feed is lost for good. The next host is told (a gap)
-	 * and its stream ended cleanly, so that it finishes what it has now,
-	 * rather than wait for a re-link that no one will make */
-	if (!clean && s->down && !s->down_err) {
-		relay_gap(s);
-		clean = 1;
-	}
-	relay_end(s, clean);   /* the next host's end, after our sender has ours */
+	end_feed(s, ts, clean);
 	return rc;
 }
 
