@@ -9,7 +9,10 @@ bytes_total_received) and `rsync --stats` (Total bytes sent + received).
               mode) vs rsync -a, destination on a loop-mounted XFS (reflink=1)
   grown-ext4  the same on a loop-mounted ext4: rdcp, rdcp --append, rsync,
               rsync --append, and the floor (cp of the old files on that fs)
-  image       one 4 GiB file, 200 scattered 4 KiB writes per repetition
+  image       one 4 GiB file, 200 scattered 4 KiB writes per repetition: rdcp,
+              rdcp --inplace, rsync, rsync --inplace, and the floor of the
+              default mode (cp of the old file); destination on this disk
+  image-xfs   the same, rdcp vs rsync, destination on a loop-mounted XFS
   resume      rdcp --partial killed (-9, the sender) at half of a 4 GiB file,
               then run again; and without --partial: no temp file left
   fullcopy    4 x 1 GiB, tmpfs to tmpfs over TCP, vs iperf3 -n on loopback
@@ -37,7 +40,7 @@ from bench import MiB, RDCP, log, sh, stream_bytes
 KiB = 1024
 CHUNK = 4 * MiB          # docs/index.md: chunk digests per 4 MiB
 BLOCK = 64 * KiB         # the block delta's block size (issue 13, item 2)
-SETS = ["grown-xfs", "grown-ext4", "image", "resume", "fullcopy", "sparse"]
+SETS = ["grown-xfs", "grown-ext4", "image", "image-xfs", "resume", "fullcopy", "sparse"]
 REFUSED = ("not implemented yet", "not supported yet")
 
 
@@ -258,43 +261,77 @@ class Delta:
 
     # ------------------------------------------------------------ image
     def set_image(self, undo):
+        self.image("", undo)
+
+    def set_image_xfs(self, undo):
+        self.image("xfs", undo)
+
+    def image(self, fs, undo):
+        """Nightly replication of a disk image: 200 scattered 4 KiB writes per
+        repetition. In the scratch directory (this machine's ext4), where the
+        default mode must copy the unchanged chunks into the new file (the
+        floor row), with --inplace for both tools; or (fs "xfs") on a
+        loop-mounted XFS, where the unchanged chunks are reflinked."""
         s, w = self.a.scale, self.w
+        name = f"image-{fs}" if fs else "image"
         size = max(4 * MiB, int(4096 * MiB * s)) // 4096 * 4096
         nw = 200
-        src = f"{w}/src-image"
+        src = f"{w}/src-{name}"
         shutil.rmtree(src, ignore_errors=True)
         os.makedirs(src)
         undo.append(lambda: shutil.rmtree(src, ignore_errors=True))
-        log(f"bench: image: generating one {size / MiB:.0f} MiB file ...")
+        log(f"bench: {name}: generating one {size / MiB:.0f} MiB file ...")
         stream_bytes(f"{src}/disk.img", size, "image")
-        cs = ["rdcp", "rsync"]
-        dst = {c: f"{w}/dst-image-{c}" for c in cs}
+        cs = ({"rdcp": [], "rsync": []} if fs else
+              {"rdcp": [], "rdcp --inplace": ["--inplace"], "rsync": [],
+               "rsync --inplace": ["--inplace"]})
+        if fs:
+            base = f"{w}/mnt-{name}"
+            self.mount_image(fs, (len(cs) + 2) * size + 512 * MiB, base, undo)
+        else:
+            base = w
+        dst = {c: f"{base}/dst-{name}-{c.replace(' --', '-')}" for c in cs}
         for c in cs:
             shutil.rmtree(dst[c], ignore_errors=True)
             undo.append(lambda d=dst[c]: shutil.rmtree(d, ignore_errors=True))
-        self.rdcp([], f"{src}/", dst["rdcp"])
-        self.rsync([], f"{src}/", dst["rsync"])
-        self.facts["image"] = (f"one {size / MiB:.0f} MiB file, {nw} writes of 4 KiB at "
-                               f"seeded random offsets per repetition; wire limit 2 × {nw} × "
-                               f"64 KiB = {2 * nw * BLOCK / MiB:.1f} MiB")
+            if c.startswith("rdcp"):
+                self.rdcp([], f"{src}/", dst[c])
+            else:
+                self.rsync([], f"{src}/", dst[c])
+        self.facts[name] = (f"one {size / MiB:.0f} MiB file, {nw} writes of 4 KiB at "
+                            f"seeded random offsets per repetition; wire limit 2 × {nw} × "
+                            f"64 KiB = {2 * nw * BLOCK / MiB:.1f} MiB; destination "
+                            + (f"on a loop-mounted {fs} (reflink=1)" if fs else
+                               "in the scratch directory"))
         for rep in range(1, self.a.reps + 1):
             r = random.Random(f"image{rep}")
             with open(f"{src}/disk.img", "r+b") as f:
                 for _ in range(nw):
                     f.seek(r.randrange(0, size // 4096) * 4096)
                     f.write(r.randbytes(4096))
-            for c in (cs if rep % 2 else cs[::-1]):
-                self.step("image", c, rep)
+            order = list(cs) if rep % 2 else list(cs)[::-1]
+            for c in order:
+                self.step(name, c, rep)
                 self.b.settle(src)
-                if c == "rdcp":
-                    dt, j = self.rdcp([], f"{src}/", dst[c])
+                if c.startswith("rdcp"):
+                    dt, j = self.rdcp(cs[c], f"{src}/", dst[c])
                     self.verify(src, dst[c])
-                    self.record(set="image", contender=c, rep=rep, seconds=dt, wire=self.wire(j),
+                    self.record(set=name, contender=c, rep=rep, seconds=dt, wire=self.wire(j),
                                 payload=j.get("bytes_sent"))
                 else:
-                    dt, nb = self.rsync([], f"{src}/", dst[c])
-                    self.record(set="image", contender=c, rep=rep, seconds=dt, wire=nb)
-                log(f"bench: image {c} rep {rep}: {dt:.3f} s")
+                    dt, nb = self.rsync(cs[c], f"{src}/", dst[c])
+                    self.record(set=name, contender=c, rep=rep, seconds=dt, wire=nb)
+                log(f"bench: {name} {c} rep {rep}: {dt:.3f} s")
+            if not fs:
+                # the floor of the default mode without reflinks: the old
+                # file's bytes copied once within the filesystem
+                fl = f"{w}/floor-image"
+                self.b.settle(src)
+                t0 = time.monotonic()
+                sh(f"cp -r --reflink=never '{dst['rsync']}' '{fl}'")
+                self.record(set=name, contender="floor: cp of the old file", rep=rep,
+                            seconds=time.monotonic() - t0)
+                shutil.rmtree(fl)
 
     # ------------------------------------------------------------ resume
     def landed(self, dst):
@@ -551,11 +588,16 @@ class Delta:
                             "per file)", d, "rdcp --append", "wire", 1.0, scale=bud)
                 self.target(t, f"{d}: rdcp --append ≤ 0.2 × rsync --append (time)",
                             d, "rdcp --append", "seconds", 0.2, peer="rsync --append")
-        if any(r["set"] == "image" for r in self.runs):
-            self.target(t, "image: rdcp wire bytes ≤ 2 × 200 × 64 KiB", "image", "rdcp",
+        for d in ("image", "image-xfs"):
+            if not any(r["set"] == d for r in self.runs):
+                continue
+            self.target(t, f"{d}: rdcp wire bytes ≤ 2 × 200 × 64 KiB", d, "rdcp",
                         "wire", 1.0, scale=2 * 200 * BLOCK)
-            self.target(t, "image: rdcp ≤ 0.25 × rsync (time)", "image", "rdcp", "seconds",
+            self.target(t, f"{d}: rdcp ≤ 0.25 × rsync (time)", d, "rdcp", "seconds",
                         0.25, peer="rsync")
+            if d == "image":
+                self.target(t, f"{d}: rdcp --inplace ≤ 0.25 × rsync --inplace (time)", d,
+                            "rdcp --inplace", "seconds", 0.25, peer="rsync --inplace")
         if any(r["set"] == "resume" for r in self.runs):
             size = getattr(self, "resume_size", 1)
             self.target(t, "resume: second run with --partial, wire bytes ≤ 0.55 × the file",
