@@ -1,7 +1,8 @@
 /* The sending side of a sync: scan SRC, send the manifest, then the data of
  * what the receiver asks for: large files one message per 4 MiB chunk, read
  * ahead by a few I/O threads (common/iopool.h, as rdsend's pump reads), and
- * small files packed into one archive stream (pack.c). */
+ * small files, read ahead in batches by the same threads, packed into one
+ * archive stream (pack.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -385,29 +386,110 @@ static int send_next(struct sendq *q, int drop)
 	return rc;
 }
 
-/* One small file into the archive. 0 or an error. */
-static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf)
+/* Small files are read ahead in batches on the I/O threads (a cold tree
+ * is read with several files in flight; the packing thread only packs),
+ * one hand-off per batch, not per file. */
+#define SMALL_BATCHES     4            /* batches read ahead */
+#define SMALL_BATCH_FILES 32           /* files per batch, at most */
+#define SMALL_BATCH_BYTES (512u << 10) /* their bytes, at most (one file: any) */
+
+struct small_rd {
+	struct io_job j;                  /* its work: read_small() */
+	const struct sendq *q;
+	const uint32_t *idx;              /* its files: manifest indexes */
+	uint32_t n, next;                 /* how many; the next one to pack */
+	uint32_t at[SMALL_BATCH_FILES];   /* where each one's bytes are in buf */
+	int st[SMALL_BATCH_FILES];        /* 0: read whole; -1: vanished or changed
+	                                     (said); -2: unreadable (said);
+	                                     -3: shrank while read */
+	uint8_t *buf;
+};
+
+struct smallq {
+	struct small_rd b[SMALL_BATCHES];
+	int head, count;
+	const uint32_t *small;            /* small files, in plan order */
+	uint32_t ns, si;                  /* how many; the next one to batch */
+};
+
+/* On an I/O thread: open, check and read a batch's files, in order, with
+ * a directory cache of its own (files come directory by directory). */
+static void read_small(struct io_job *j)
 {
+	struct small_rd *b = (struct small_rd *)j;
+	struct dircache dc = { .fd = -1 };
+	for (uint32_t k = 0; k < b->n; k++) {
+		const struct idx_entry *e = &b->q->m->e[b->idx[k]];
+		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e);
+		if (fd < 0) {
+			b->st[k] = fd;
+			continue;
+		}
+		b->st[k] = read_full(fd, b->buf + b->at[k], (uint32_t)e->size, 0) == e->size ? 0 : -3;
+		close(fd);
+	}
+	if (dc.fd >= 0)
+		close(dc.fd);
+	free(dc.dir);
+}
+
+/* Queue batches while there is room and small files to read. */
+static void small_fill(struct sendq *q, struct smallq *sq)
+{
+	while (sq->count < SMALL_BATCHES && sq->si < sq->ns) {
+		struct small_rd *b = &sq->b[(sq->head + sq->count) % SMALL_BATCHES];
+		uint64_t bytes = 0;
+		b->idx = sq->small + sq->si;
+		b->n = b->next = 0;
+		while (b->n < SMALL_BATCH_FILES && sq->si < sq->ns) {
+			uint64_t size = q->m->e[sq->small[sq->si]].size;
+			if (b->n && bytes + size > SMALL_BATCH_BYTES)
+				break;
+			b->at[b->n++] = (uint32_t)bytes;
+			bytes += size;
+			sq->si++;
+		}
+		b->q = q;
+		b->j = (struct io_job){ .fd = -1, .work = read_small };
+		io_pool_submit(q->io, &b->j);
+		sq->count++;
+	}
+}
+
+static int small_left(const struct smallq *sq)
+{
+	return sq->count || sq->si < sq->ns;
+}
+
+/* The next small file into the archive, its batch read first if need be.
+ * 0 or an error. */
+static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
+{
+	small_fill(q, sq);
+	struct small_rd *b = &sq->b[sq->head];
+	if (b->next == 0)
+		io_pool_wait(q->io, &b->j);
+	uint32_t k = b->next++, i = b->idx[k];
 	const struct idx_entry *e = &q->m->e[i];
-	char shown[4096];
+	int rc = 0;
 	q->files_done++;
-	int fd = open_planned(&q->dc, root_of(q, i), e);
-	if (fd < 0) {
-		*(fd == -2 ? &q->failed : &q->changed) += 1;
-		return 0;
-	}
-	uint32_t got = read_full(fd, buf, (uint32_t)e->size, 0);
-	close(fd);
-	if (got != e->size) {
-		log_warn("%s: shrank while being sent; not sent", log_path(shown, sizeof shown, e->path));
-		q->changed++;
-		return 0;
-	}
-	int rc = packer_add(pk, i, buf, e->size);
-	if (rc == 0)
+	if (b->st[k] == 0 && (rc = packer_add(pk, i, b->buf + b->at[k], e->size)) == 0) {
 		q->res->bytes += e->size;
-	if (rc == 0 && q->sent)
-		q->sent[i] = 1;
+		if (q->sent)
+			q->sent[i] = 1;
+	} else if (b->st[k] == -3) {
+		char shown[4096];
+		log_warn("%s: shrank while being sent; not sent",
+		         log_path(shown, sizeof shown, e->path));
+		q->changed++;
+	} else if (b->st[k] < 0) {
+		*(b->st[k] == -2 ? &q->failed : &q->changed) += 1;
+	}
+	if (b->next == b->n) {
+		sq->head = (sq->head + 1) % SMALL_BATCHES;
+		sq->count--;
+		small_fill(q, sq);
+	}
 	return rc;
 }
 
@@ -415,21 +497,18 @@ static int pack_one(struct sendq *q, struct packer *pk, uint32_t i, uint8_t *buf
  * bytes, then a large chunk, and so on. 0 or an error. */
 static void watch_peer(struct watch *w);
 
-static int send_mixed(struct sendq *q, struct packer *pk, const uint32_t *small, uint32_t ns)
+static int send_mixed(struct sendq *q, struct packer *pk, struct smallq *sq)
 {
-	uint8_t *buf = ns ? malloc(SYNC_SMALL) : NULL;
-	uint32_t si = 0;
-	int rc = ns && !buf ? -ENOMEM : 0;
-	while (rc == 0 && (si < ns || big_left(q))) {
-		if (si < ns && (!big_left(q) || packer_bytes(pk) <= q->big_bytes)) {
-			rc = pack_one(q, pk, small[si++], buf);
+	int rc = 0;
+	while (rc == 0 && (small_left(sq) || big_left(q))) {
+		if (small_left(sq) && (!big_left(q) || packer_bytes(pk) <= q->big_bytes)) {
+			rc = pack_one(q, pk, sq);
 		} else if ((rc = queue_reads(q)) == 0 && q->count) {
 			rc = send_next(q, 0);
 		}
 		watch_peer(q->w);
 		progress_update(&q->w->pg, q->res->bytes, q->w->landed, 0);
 	}
-	free(buf);
 	return rc;
 }
 
@@ -464,19 +543,26 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	/* read ahead, but leave buffers for the archive and the wire */
 	int bufs = (int)(tp_pool_bytes(q->ts) / SYNC_MSG_SIZE);
 	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
-	if (rc == 0 && q->nb)
+	struct smallq sq = { .small = small, .ns = ns };
+	size_t batch = SMALL_BATCH_BYTES > SYNC_SMALL ? SMALL_BATCH_BYTES : SYNC_SMALL;
+	for (int k = 0; k < SMALL_BATCHES && ns && rc == 0; k++)
+		if (!(sq.b[k].buf = malloc(batch)))
+			rc = -ENOMEM;
+	if (rc == 0 && (q->nb || ns))
 		rc = io_pool_start(&q->io, threads);
 	if (rc == 0 && ns)
 		rc = packer_open(&pk, q->ts);
 	progress_start(&q->w->pg, r, total, nplan);
 	if (rc == 0)
-		rc = send_mixed(q, pk, small, ns);
+		rc = send_mixed(q, pk, &sq);
 	while (q->count)
 		send_next(q, 1);   /* after an error: let the reads in flight end */
 	for (int k = 0; k < FILES_IN_FLIGHT; k++)
 		if (q->slot[k].fd >= 0)
 			close(q->slot[k].fd);
-	io_pool_stop(q->io);
+	io_pool_stop(q->io);   /* and the small files' batches in flight */
+	for (int k = 0; k < SMALL_BATCHES; k++)
+		free(sq.b[k].buf);
 	if (pk) {
 		int prc = packer_close(pk, rc == 0);
 		if (rc == 0)

@@ -65,6 +65,56 @@ rename_during_delete() {
 	[ ! -e "$T/dst/goes" ] && [ ! -e "$T/dst/goes-big" ]
 }
 
+# Small files are read ahead in batches of up to 32 on the I/O threads:
+# files that vanish, change size or become directories after the scan, at
+# several places in several batches, and a whole directory removed, are
+# each named and left out, and every other file lands whole.
+changed_small_files() {
+	local mode=$1
+	mkdir -p "$T/src/a" "$T/src/b" "$T/src/gone"
+	for i in $(seq -w 1 120); do head -c $((10#$i * 37)) /dev/urandom >"$T/src/a/f$i"; done
+	for i in $(seq -w 1 120); do head -c $((10#$i * 41)) /dev/urandom >"$T/src/b/f$i"; done
+	for i in $(seq -w 1 40); do echo "g$i" >"$T/src/gone/f$i"; done
+	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" --sync "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	rm "$T/src/a/f003" "$T/src/b/f064"                   # vanished
+	echo longer-than-before >>"$T/src/a/f040"            # grew
+	head -c 10 /dev/urandom >"$T/src/b/f100"             # shrank
+	rm "$T/src/a/f077" && mkdir "$T/src/a/f077"          # now a directory
+	rm -r "$T/src/gone"                                  # a whole batch's directory
+	rm "$T/pause"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ]
+	grep -q "a/f003: vanished since the scan" "$T/err"
+	grep -q "b/f064: vanished since the scan" "$T/err"
+	grep -q "a/f040: changed since the scan; not sent" "$T/err"
+	grep -q "b/f100: changed since the scan; not sent" "$T/err"
+	grep -q "a/f077: changed since the scan; not sent" "$T/err"
+	[ "$(grep -c 'gone/f[0-9]*: vanished since the scan' "$T/err")" -eq 40 ]
+	local f n=0
+	for f in "$T"/src/a/f* "$T"/src/b/f*; do
+		case ${f#"$T/src/"} in a/f040|a/f077|b/f100) continue ;; esac
+		cmp "$f" "$T/dst/${f#"$T/src/"}"
+		n=$((n + 1))
+	done
+	[ "$n" -eq 235 ]
+	for f in a/f003 b/f064 a/f040 b/f100 a/f077; do [ ! -e "$T/dst/$f" ]; done
+	[ ! -e "$T/dst/gone" ] || [ -z "$(ls -A "$T/dst/gone")" ]
+	# at rest, the next run completes the mirror
+	sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+@test "small files that vanish, change or become directories after the scan, across batches (local)" {
+	changed_small_files local
+}
+@test "small files that vanish, change or become directories after the scan, across batches (push)" {
+	changed_small_files push
+}
+
 # lock_holder MODE: a first run into DST, paused before its data
 lock_holder() {
 	mkdir -p "$T/src" "$T/src2"
