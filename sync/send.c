@@ -401,13 +401,16 @@ struct small_rd {
 	uint32_t at[SMALL_BATCH_FILES];   /* where each one's bytes are in buf */
 	int st[SMALL_BATCH_FILES];        /* 0: read whole; -1: vanished or changed
 	                                     (said); -2: unreadable (said);
-	                                     -3: shrank while read */
+	                                     -3: shrank while read; -4: not read
+	                                     (the run had failed) */
 	uint8_t *buf;
+	const int *stop;                  /* set: the run failed, read no more */
 };
 
 struct smallq {
 	struct small_rd b[SMALL_BATCHES];
 	int head, count;
+	int stop;                         /* written before io_pool_stop() only */
 	const uint32_t *small;            /* small files, in plan order */
 	uint32_t ns, si;                  /* how many; the next one to batch */
 };
@@ -420,12 +423,23 @@ static void read_small(struct io_job *j)
 	struct dircache dc = { .fd = -1 };
 	for (uint32_t k = 0; k < b->n; k++) {
 		const struct idx_entry *e = &b->q->m->e[b->idx[k]];
+		if (__atomic_load_n(b->stop, __ATOMIC_RELAXED)) {
+			b->st[k] = -4;
+			continue;
+		}
 		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e);
 		if (fd < 0) {
 			b->st[k] = fd;
 			continue;
 		}
-		b->st[k] = read_full(fd, b->buf + b->at[k], (uint32_t)e->size, 0) == e->size ? 0 : -3;
+		errno = 0;
+		b->st[k] = read_full(fd, b->buf + b->at[k], (uint32_t)e->size, 0) == e->size ? 0 :
+		           errno ? -2 : -3;
+		if (b->st[k] == -2) {
+			char shown[4096];
+			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
+			         strerror(errno));
+		}
 		close(fd);
 	}
 	if (dc.fd >= 0)
@@ -450,6 +464,7 @@ static void small_fill(struct sendq *q, struct smallq *sq)
 			sq->si++;
 		}
 		b->q = q;
+		b->stop = &sq->stop;
 		b->j = (struct io_job){ .fd = -1, .work = read_small };
 		io_pool_submit(q->io, &b->j);
 		sq->count++;
@@ -488,7 +503,8 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 	if (b->next == b->n) {
 		sq->head = (sq->head + 1) % SMALL_BATCHES;
 		sq->count--;
-		small_fill(q, sq);
+		if (rc == 0)
+			small_fill(q, sq);
 	}
 	return rc;
 }
@@ -519,7 +535,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	uint32_t *big = malloc((size_t)(nplan ? nplan : 1) * 4);
 	const struct chunk_map **bmap = malloc((size_t)(nplan ? nplan : 1) * sizeof *bmap);
 	uint32_t ns = 0;
-	uint64_t total = 0;
+	uint64_t total = 0, small_bytes = 0;
 	struct packer *pk = NULL;
 	int rc = small && big && bmap ? 0 : -ENOMEM;
 	for (uint32_t k = 0; k < nplan && rc == 0; k++) {
@@ -527,6 +543,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 		total += chunk_map_bytes(&maps[k], e->size);
 		if (e->size < SYNC_SMALL) {
 			small[ns++] = plan[k];
+			small_bytes += e->size;
 		} else {
 			bmap[q->nb] = &maps[k];
 			big[q->nb++] = plan[k];
@@ -545,6 +562,8 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
 	struct smallq sq = { .small = small, .ns = ns };
 	size_t batch = SMALL_BATCH_BYTES > SYNC_SMALL ? SMALL_BATCH_BYTES : SYNC_SMALL;
+	if (batch > small_bytes)
+		batch = small_bytes ? (size_t)small_bytes : 1;   /* a few small files */
 	for (int k = 0; k < SMALL_BATCHES && ns && rc == 0; k++)
 		if (!(sq.b[k].buf = malloc(batch)))
 			rc = -ENOMEM;
@@ -555,6 +574,8 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	progress_start(&q->w->pg, r, total, nplan);
 	if (rc == 0)
 		rc = send_mixed(q, pk, &sq);
+	if (rc)   /* the batches queued read no more */
+		__atomic_store_n(&sq.stop, 1, __ATOMIC_RELAXED);
 	while (q->count)
 		send_next(q, 1);   /* after an error: let the reads in flight end */
 	for (int k = 0; k < FILES_IN_FLIGHT; k++)
