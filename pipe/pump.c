@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -103,18 +104,24 @@ static int send_file(struct tp_session *s, int fd, const char *name, struct pump
 	uint64_t size = (uint64_t)sb.st_size, base = cur > 0 ? (uint64_t)cur : 0, next = base;
 	struct io_job jobs[READ_DEPTH];
 	struct tp_msg *msgs[READ_DEPTH];
-	int head = 0, count = 0, rc = 0;
+	int head = 0, count = 0, rc = 0, depth = 0;
 	struct io_pool *p;
 	if (io_pool_start(&p, IO_THREADS) < 0)
 		return -EAGAIN;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	for (;;) {
-		/* keep READ_DEPTH reads in flight */
-		while (rc == 0 && count < READ_DEPTH && next < size) {
+		/* keep READ_DEPTH reads in flight, but never all of the pool's
+		 * buffers: the oldest is sent only once it is read, and a get
+		 * waits for a buffer the wire gives back */
+		while (rc == 0 && count < (depth ? depth : 1) && next < size) {
 			int k = (head + count) % READ_DEPTH;
 			if ((rc = tp_msg_get(s, &msgs[k])) < 0)
 				break;
 			struct tp_msg *m = msgs[k];
+			if (!depth) {
+				size_t bufs = tp_pool_bytes(s) / m->cap;
+				depth = bufs > READ_DEPTH ? READ_DEPTH : bufs > 1 ? (int)bufs - 1 : 1;
+			}
 			uint32_t want = size - next < m->cap ? (uint32_t)(size - next) : m->cap;
 			jobs[k] = (struct io_job){ .fd = fd, .buf = m->data, .len = want, .off = next };
 			m->off = next - base;
@@ -232,6 +239,20 @@ static void write_done(struct io_job *j, void *ctx)
 	free(w);
 }
 
+/* Writes into the one file take turns here rather than on its inode's
+ * lock, where the kernel spins (as the sync receiver's, sync/take.c):
+ * measured on a 4 GiB tmpfs copy, 17% of the samples in
+ * rwsem_spin_on_owner and the writes themselves three times slower. The
+ * I/O threads still give each buffer back as soon as it is written. */
+static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void write_turn(struct io_job *j)
+{
+	pthread_mutex_lock(&write_mu);
+	io_job_run(j);
+	pthread_mutex_unlock(&write_mu);
+}
+
 /* To a regular file: pwrite at each message's offset, IO_THREADS at once. */
 static int recv_file(struct tp_session *s, int fd, const char *name, struct pump_stats *st)
 {
@@ -254,7 +275,8 @@ static int recv_file(struct tp_session *s, int fd, const char *name, struct pump
 			break;
 		}
 		*w = (struct wjob){ .j = { .fd = fd, .write = 1, .buf = m->data, .len = m->len,
-		                           .off = (uint64_t)base + m->off, .complete = write_done },
+		                           .off = (uint64_t)base + m->off, .work = write_turn,
+		                           .complete = write_done },
 		                    .m = m, .s = s, .err = &err };
 		w->j.ctx = w;
 		if (m->off + m->len > st->bytes)

@@ -61,6 +61,28 @@ pipe_case() {
 	grep -q "4 streams" "$T/recv.err"
 }
 
+@test "$TRANSPORT: a file read with fewer buffers than reads ahead (--msg-size 4M: 8 in the pool) does not hang" {
+	local p
+	head -c $((40 << 20)) /dev/urandom >"$T/in"
+	"$RECV" --msg-size 4M --transport "$TRANSPORT" 0 key "$T/out" 2>"$T/recv.err" &
+	local rpid=$!
+	p=$(recv_port "$T/recv.err")
+	run timeout 60 "$SEND" --msg-size 4M --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"
+	echo "$output"
+	[ "$status" -eq 0 ]   # 124: it hung
+	wait "$rpid"
+	cmp "$T/in" "$T/out"
+	# and a pool of 2 messages, the least there is
+	"$RECV" --transport "$TRANSPORT" 0 key "$T/out2" 2>"$T/recv2.err" &
+	rpid=$!
+	p=$(recv_port "$T/recv2.err")
+	run timeout 60 "$SEND" --pool 2M --msg-size 1M --transport "$TRANSPORT" "$ADDR" "$p" key "$T/in"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	wait "$rpid"
+	cmp "$T/in" "$T/out2"
+}
+
 @test "$TRANSPORT: 4 streams into a pipe keep the byte order" {
 	local p
 	head -c $((40 << 20)) /dev/urandom >"$T/in"
