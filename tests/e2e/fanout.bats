@@ -106,7 +106,9 @@ kill_host_at() {
 	local pid=$!
 	for _ in $(seq 200); do [ -e "$T/pid.$last" ] && break; sleep 0.05; done
 	sleep 1.2   # of about 3 s
-	for k in $n; do kill -9 "$(cat "$T/pid.127.0.0.$k")"; done
+	local pids=()
+	for k in $n; do pids+=("$(cat "$T/pid.127.0.0.$k")"); done
+	kill -9 "${pids[@]}"   # at once: no fork between two hosts' deaths
 	got=0
 	wait "$pid" || got=$?
 	cat "$T/err" "$T/json"
@@ -170,9 +172,11 @@ kill_host_at() {
 	grep -q '127.0.0.2:.*: failed (exit 10)' "$T/err"
 	grep -q '127.0.0.3:.*: failed (exit 10)' "$T/err"
 	grep -q '3 hosts lost the data when a host before them failed' "$T/err"
-	# host 1 tried host 3, which was gone too: said once, by the transport
-	grep -q '^rdcp (127.0.0.1): .*going on with the host after it (127.0.0.3 ' "$T/err"
-	[ "$(grep -c '^rdcp (127.0.0.1): cannot connect to 127.0.0.3 ' "$T/err")" -eq 1 ]
+	# host 1 tried host 3 once, which was gone too: said by the transport
+	# (or, when host 3 took the re-link in the instant before it died, its
+	# forward to host 3 failed once more, and it did not try again)
+	[ "$(grep -c '^rdcp (127.0.0.1): .*going on with the host after it (127.0.0.3 ' "$T/err")" -eq 1 ]
+	[ "$(grep -c '^rdcp (127.0.0.1): cannot connect to 127.0.0.3 ' "$T/err")" -le 1 ]
 	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 }
 
