@@ -183,6 +183,16 @@ class Delta:
                 except Exception as e:          # keep undoing the rest
                     log(f"bench: cleanup: {e}")
 
+    def floor(self, name, rep, src, old, fl, what):
+        """The floor of rdcp's default mode without reflinks: the old copy's
+        bytes copied once within the destination's filesystem."""
+        self.b.settle(src)
+        t0 = time.monotonic()
+        sh(f"cp -r --reflink=never '{old}' '{fl}'")
+        self.record(set=name, contender=f"floor: cp of the old {what}", rep=rep,
+                    seconds=time.monotonic() - t0)
+        shutil.rmtree(fl)
+
     # ------------------------------------------------------------ grown
     def set_grown_xfs(self, undo):
         self.grown("xfs", undo)
@@ -249,15 +259,7 @@ class Delta:
                     self.record(set=name, contender=c, rep=rep, seconds=dt, wire=nb)
                 log(f"bench: {name} {c} rep {rep}: {dt:.3f} s")
             if fs == "ext4":
-                # the floor of the default mode on ext4 (no reflinks): the old
-                # files' bytes copied once within the filesystem
-                fl = f"{mnt}/floor"
-                self.b.settle(src)
-                t0 = time.monotonic()
-                sh(f"cp -r --reflink=never '{dst['rsync']}' '{fl}'")
-                self.record(set=name, contender="floor: cp of the old files", rep=rep,
-                            seconds=time.monotonic() - t0)
-                shutil.rmtree(fl)
+                self.floor(name, rep, src, dst["rsync"], f"{mnt}/floor", "files")
 
     # ------------------------------------------------------------ image
     def set_image(self, undo):
@@ -323,15 +325,7 @@ class Delta:
                     self.record(set=name, contender=c, rep=rep, seconds=dt, wire=nb)
                 log(f"bench: {name} {c} rep {rep}: {dt:.3f} s")
             if not fs:
-                # the floor of the default mode without reflinks: the old
-                # file's bytes copied once within the filesystem
-                fl = f"{w}/floor-image"
-                self.b.settle(src)
-                t0 = time.monotonic()
-                sh(f"cp -r --reflink=never '{dst['rsync']}' '{fl}'")
-                self.record(set=name, contender="floor: cp of the old file", rep=rep,
-                            seconds=time.monotonic() - t0)
-                shutil.rmtree(fl)
+                self.floor(name, rep, src, dst["rsync"], f"{w}/floor-image", "file")
 
     # ------------------------------------------------------------ resume
     def landed(self, dst):
