@@ -17,14 +17,29 @@ int idx_hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, size_t cap,
                    uint8_t out[IDX_HASH_LEN], uint64_t *got);
 
 /*
- * Walk the tree under root_fd into out (unsorted). Regular files whose
- * fingerprint (size, mtime, ctime, inode) matches their entry in old (sorted,
- * may be empty) and that are older than trust_before_ns take their hash from
- * it; all others are hashed. Uses `threads` threads.
+ * The previous index, as the walker gets it: load() fills old (sorted) and
+ * trust_before_ns (rows stamped at or after it are not trusted: the start
+ * of the scan that wrote them); 0 or -ENOMEM. The walker runs it on a
+ * thread of its own while it walks; load NULL: old is as given.
  */
-int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
-             int threads, const struct idx_scan_opts *opts, struct idx_manifest *out,
+struct idx_prev {
+	struct idx_manifest old;
+	int64_t trust_before_ns;
+	int (*load)(struct idx_prev *prev);
+};
+
+/*
+ * Walk the tree under root_fd into out (unsorted). Regular files whose
+ * fingerprint (size, mtime, ctime, inode) matches their entry in prev->old
+ * and that are older than prev->trust_before_ns take their hash from it;
+ * all others are hashed. Uses `threads` threads.
+ */
+int idx_walk(int root_fd, struct idx_prev *prev, int threads,
+             const struct idx_scan_opts *opts, struct idx_manifest *out,
              struct idx_stats *st);
+/* A new entry at the end of m, zeroed (its strings are the caller's to
+ * set, and then m's); NULL when out of memory. */
+struct idx_entry *idx_manifest_push(struct idx_manifest *m);
 
 /*
  * Read the xattrs and ACLs (want: IDX_SCAN_*) of the entry `name` in dfd

@@ -96,7 +96,7 @@ const char *idx_manifest_name_of(const struct idx_manifest *m, uint8_t kind, uin
 	return found ? m->names[at].name : NULL;
 }
 
-static struct idx_entry *manifest_push(struct idx_manifest *m)
+struct idx_entry *idx_manifest_push(struct idx_manifest *m)
 {
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 256;
@@ -113,7 +113,7 @@ static struct idx_entry *manifest_push(struct idx_manifest *m)
 
 int idx_manifest_add(struct idx_manifest *m, const struct idx_entry *src)
 {
-	struct idx_entry *e = manifest_push(m);
+	struct idx_entry *e = idx_manifest_push(m);
 	if (!e)
 		return -ENOMEM;
 	int err = 0;
@@ -537,7 +537,7 @@ static int decode_entry(struct wire_rd *r, struct idx_manifest *out, size_t inde
 		return rc;
 	if (r->bad)
 		return why_bad(why, pathbuf, "ends in the middle of an entry");
-	struct idx_entry *d = manifest_push(out);
+	struct idx_entry *d = idx_manifest_push(out);
 	if (!d) {
 		free(e.x);
 		return -ENOMEM;

@@ -117,6 +117,16 @@ static void count(struct idx_stats *st, const struct idx_manifest *m)
 	}
 }
 
+/* The previous index of a scan, and where it is kept: opened and loaded
+ * by the walker's loader thread (load_prev()), stored by the scan after. */
+struct prev {
+	struct idx_prev p;   /* first: the walker's view */
+	const char *root, *real;
+	const struct idx_scan_opts *opts;
+	char *dbpath;
+	struct idx_db *db;
+};
+
 /* Open the index of root (unless opts->no_index) into *db and load what it
  * holds into old. Only a lack of memory is an error: without a usable index
  * (*db stays NULL) the scan goes on and hashes every file. */
@@ -149,6 +159,13 @@ static int open_index(const char *root, const char *real, const struct idx_scan_
 		}
 	}
 	return 0;
+}
+
+static int load_prev(struct idx_prev *p)
+{
+	struct prev *c = (struct prev *)p;
+	return open_index(c->root, c->real, c->opts, &c->dbpath, &c->db, &p->old,
+	                  &p->trust_before_ns);
 }
 
 /* Threads to walk with: opts->threads, else one per CPU; 1..64. */
@@ -215,10 +232,10 @@ static void dedupe(struct idx_manifest *m)
 int idx_scan(const char *root, const struct idx_scan_opts *opts,
              struct idx_manifest *out, struct idx_stats *st)
 {
-	struct idx_manifest old = { 0 };
-	struct idx_db *db = NULL;
-	char *dbpath = NULL, *real = NULL;
-	int64_t last_scan = 0, t0 = now_ns(CLOCK_MONOTONIC);
+	struct prev pv = { .p.load = opts->no_index ? NULL : load_prev, .root = root,
+	                   .opts = opts };
+	char *real = NULL;
+	int64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int rc;
 
 	memset(st, 0, sizeof *st);
@@ -236,9 +253,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		goto out;
 	}
 	raise_nofile();
-	rc = open_index(root, real, opts, &dbpath, &db, &old, &last_scan);
-	if (rc < 0)
-		goto out;
+	pv.real = real;
 	/* The kernel stamps files with the coarse clock: a file written after
 	 * this instant gets a timestamp >= it. */
 	int64_t scan_start = now_ns(CLOCK_REALTIME_COARSE);
@@ -246,7 +261,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	rc = add_root(out, fd, &rst, opts->meta, root, st);
 	if (rc < 0)
 		goto out;
-	rc = idx_walk(fd, &old, last_scan, threads, opts, out, st);
+	rc = idx_walk(fd, &pv.p, threads, opts, out, st);   /* loads the index meanwhile */
 	if (rc < 0) {
 		log_err("%s: scan failed: %s", root, strerror(-rc));
 		goto out;
@@ -259,13 +274,13 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	/* the index is written only after a complete walk: a failed scan leaves
 	 * the previous index as it was; a scan of some roots writes nothing,
 	 * as it has not seen the rest */
-	if (db && !opts->roots && idx_db_store(db, &old, out, scan_start) < 0)
-		log_warn("index %s was not updated; the next scan will hash more", dbpath);
+	if (pv.db && !opts->roots && idx_db_store(pv.db, &pv.p.old, out, scan_start) < 0)
+		log_warn("index %s was not updated; the next scan will hash more", pv.dbpath);
 out:
 	st->seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
-	idx_db_close(db);
-	idx_manifest_free(&old);
-	free(dbpath);
+	idx_db_close(pv.db);
+	idx_manifest_free(&pv.p.old);
+	free(pv.dbpath);
 	free(real);
 	close(fd);
 	if (rc < 0)

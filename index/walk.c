@@ -4,12 +4,18 @@
  * resolved twice and no symlink is followed. Work is shared by a few threads:
  * a stack of open directories, and a queue of chunks of large files so that
  * one big file keeps every core hashing.
+ *
+ * The previous index is loaded on a thread of its own while the walk runs.
+ * A regular file met before it is there waits, with its directory kept
+ * open, until it is: then the file's hash is taken from the index or the
+ * file is read, through the same directory descriptor.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +25,7 @@
 #define HASH_BUF     (1u << 20)  /* per-thread read buffer */
 #define STACK_MAX    256         /* queued open directories before recursing */
 #define BIG_OPEN_MAX 64          /* large files queued before hashing inline */
+#define PARK_MAX     1024        /* directories kept open waiting for the index */
 
 struct bigfile {
 	struct bigfile *next;   /* in the chunk queue */
@@ -37,6 +44,14 @@ struct dirjob {
 	int depth;      /* levels of entries to list: -1 all, 1 this one only */
 };
 
+/* A directory whose regular files wait for the previous index. */
+struct parked {
+	struct parked *next;
+	DIR *d;
+	size_t n, cap;
+	size_t *ent;        /* the files: indices into the worker's manifest */
+};
+
 struct walker;
 
 struct worker {
@@ -44,6 +59,8 @@ struct worker {
 	int id;
 	pthread_t tid;
 	struct idx_manifest out;
+	size_t holes;           /* entries of out dropped (path NULL) */
+	struct parked *parked;  /* its directories waiting for the index */
 	struct idx_stats st;
 	uint8_t *buf;
 };
@@ -51,6 +68,7 @@ struct worker {
 struct walker {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t ready_cv;            /* the previous index is there */
 	struct dirjob *stack;
 	size_t nstack;
 	struct bigfile *bq_head, *bq_tail;  /* files with chunks not yet taken */
@@ -59,7 +77,11 @@ struct walker {
 	size_t nbig, capbig;
 	int active;                         /* threads holding a work item */
 	int nomem;
-	const struct idx_manifest *old;
+	struct idx_prev *prev;
+	int ready;                          /* prev is loaded (atomic) */
+	int late_extra;                     /* entries recorded before it was */
+	size_t nparked, park_max;           /* directories waiting for it */
+	const struct idx_manifest *old;     /* prev->old, once ready */
 	const char *only;
 	int (*skip)(const char *path, int is_dir, void *ctx);
 	void *skip_ctx;
@@ -83,6 +105,61 @@ static char *join_path(const char *dir, const char *name)
 	}
 	memcpy(p + a, name, b + 1);
 	return p;
+}
+
+static int is_ready(struct walker *w)
+{
+	return __atomic_load_n(&w->ready, __ATOMIC_ACQUIRE);
+}
+
+static void wait_ready(struct walker *w)
+{
+	if (is_ready(w))
+		return;
+	pthread_mutex_lock(&w->mu);
+	while (!w->ready)
+		pthread_cond_wait(&w->ready_cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* The previous index is there: every walker may use it from now on. */
+static void set_ready(struct walker *w, int load_rc)
+{
+	pthread_mutex_lock(&w->mu);
+	if (load_rc < 0)
+		w->nomem = 1;
+	w->old = &w->prev->old;
+	w->trust_before = w->prev->trust_before_ns;
+	__atomic_store_n(&w->ready, 1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&w->ready_cv);
+	pthread_cond_broadcast(&w->cv);   /* owners of parked directories */
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void *loader_main(void *arg)
+{
+	struct walker *w = arg;
+	const char *late = getenv("RDCP_TEST_INDEX_LATE");   /* tests: ms */
+	if (late)
+		usleep((useconds_t)atoi(late) * 1000);
+	set_ready(w, w->prev->load(w->prev));
+	return NULL;
+}
+
+/* Entry i of wk's manifest is not part of the scan after all. */
+static void drop_entry(struct worker *wk, size_t i)
+{
+	struct idx_entry *e = &wk->out.e[i];
+	free(e->path);
+	free(e->link);
+	free(e->chunks);
+	free(e->x);
+	if (i + 1 == wk->out.n) {
+		wk->out.n--;
+		return;
+	}
+	*e = (struct idx_entry){ 0 };   /* a hole, left out by gather() */
+	wk->holes++;
 }
 
 static void fill_meta(struct idx_entry *e, const struct stat *st)
@@ -230,8 +307,9 @@ static void finish_big(struct bigfile *b)
 
 /* Hash a regular file opened from dfd into e (small files inline; large ones
  * are queued chunk by chunk). Returns 0, or -errno if it cannot be read. */
-static int hash_file(struct worker *wk, int dfd, const char *name, struct idx_entry *e)
+static int hash_file(struct worker *wk, int dfd, const char *name, size_t ei)
 {
+	struct idx_entry *e = &wk->out.e[ei];
 	struct walker *w = wk->w;
 	int fd = open_for_read(dfd, name);
 	if (fd < 0)
@@ -265,7 +343,7 @@ static int hash_file(struct worker *wk, int dfd, const char *name, struct idx_en
 		return -ENOMEM;
 	}
 	*b = (struct bigfile){ .fd = fd, .nchunks = n, .left = n, .chunks = chunks,
-	                       .st = st, .worker = wk->id, .entry = wk->out.n - 1 };
+	                       .st = st, .worker = wk->id, .entry = ei };
 	pthread_mutex_lock(&w->mu);
 	int inline_hash = w->nbig_open >= BIG_OPEN_MAX;
 	pthread_mutex_unlock(&w->mu);
@@ -360,15 +438,16 @@ static int stat_entry(struct worker *wk, int dfd, const char *name, const char *
 	return -1;
 }
 
-/* What an entry holds: a directory to list (depth > 0), a link's target,
- * a file's hash (from the index when unchanged). The entry is the last of
- * wk->out; dropped again when it cannot be read. *path is taken by a
- * directory pushed for listing (then NULL). 0 or -errno. */
-static int take_content(struct worker *wk, int dfd, const char *name, char **pathp,
-                        int depth, const struct idx_entry *old)
+/* What entry ei of wk's manifest holds: a directory to list (depth > 0),
+ * a link's target, a file's hash (taken from old, the index's row, when
+ * the file did not change). An entry that cannot be read is said,
+ * counted and dropped again; a directory that cannot be opened stays
+ * (its contents are the error). */
+static void take_content(struct worker *wk, int dfd, const char *name, size_t ei,
+                         int depth, const struct idx_entry *old)
 {
-	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
-	char *path = *pathp;
+	char shown[512];
+	struct idx_entry *e = &wk->out.e[ei];
 	int rc = 0;
 	switch (e->type) {
 	case IDX_DIR: {
@@ -377,71 +456,134 @@ static int take_content(struct worker *wk, int dfd, const char *name, char **pat
 		int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd < 0) {
 			rc = -errno;
-			break;   /* the directory itself stays listed; its contents are an error */
+			break;
 		}
-		push_dir(wk, cfd, path, depth);
-		*pathp = NULL;
-		break;
+		char *path = strdup(e->path);
+		if (!path) {
+			close(cfd);
+			wk->w->nomem = 1;
+			break;
+		}
+		push_dir(wk, cfd, path, depth);   /* (may walk it here: e is stale after) */
+		return;
 	}
 	case IDX_LNK: {
 		char buf[IDX_LINK_MAX + 1];
 		ssize_t n = readlinkat(dfd, name, buf, sizeof buf);
 		if (n < 0 || n > IDX_LINK_MAX) {
 			rc = n < 0 ? -errno : -ENAMETOOLONG;
-			wk->out.n--;
-			free(e->path);
-			free(e->x);
 			break;
 		}
 		buf[n] = '\0';
 		e->link = strdup(buf);
 		if (!e->link)
 			wk->w->nomem = 1;
-		break;
+		return;
 	}
 	case IDX_REG:
 		if (reuse_hash(e, old)) {
 			wk->st.reused++;
-			break;
+			return;
 		}
-		rc = hash_file(wk, dfd, name, e);
-		if (rc < 0) {
-			e = &wk->out.e[wk->out.n - 1];
-			wk->out.n--;   /* an unreadable file is not in the manifest */
-			free(e->path);
-			free(e->chunks);
-			free(e->x);
-		}
+		rc = hash_file(wk, dfd, name, ei);
 		break;
 	default:
-		break;
+		return;
 	}
-	return rc;
+	if (rc == 0)
+		return;
+	log_err("%s: %s", log_path(shown, sizeof shown, e->path), strerror(-rc));
+	wk->st.errors++;
+	if (e->type != IDX_DIR)
+		drop_entry(wk, ei);   /* an unreadable file is not in the manifest */
+}
+
+/* Keep entry ei (a regular file) for when the previous index is there, in
+ * *pk, the record of the directory being listed (made on first use). -1
+ * when no more directories may be kept open: wait for the index instead. */
+static int park(struct worker *wk, struct parked **pk, size_t ei)
+{
+	struct walker *w = wk->w;
+	struct parked *p = *pk;
+	if (!p) {
+		pthread_mutex_lock(&w->mu);
+		int room = w->nparked < w->park_max;
+		w->nparked += room;
+		pthread_mutex_unlock(&w->mu);
+		if (!room)
+			return -1;
+		if (!(p = calloc(1, sizeof *p))) {
+			pthread_mutex_lock(&w->mu);
+			w->nparked--;
+			pthread_mutex_unlock(&w->mu);
+			return -1;
+		}
+		*pk = p;
+	}
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 16;
+		size_t *v = realloc(p->ent, cap * sizeof *v);
+		if (!v)
+			return -1;
+		p->ent = v;
+		p->cap = cap;
+	}
+	p->ent[p->n++] = ei;
+	return 0;
+}
+
+/* Release p, a parked directory's record, and its descriptor. */
+static void unpark(struct walker *w, struct parked *p)
+{
+	if (p->d)
+		closedir(p->d);
+	free(p->ent);
+	free(p);
+	pthread_mutex_lock(&w->mu);
+	w->nparked--;
+	pthread_cond_broadcast(&w->cv);   /* the last one lets idle walkers go */
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* The index is there: finish the files parked in p, then release it. */
+static void drain(struct worker *wk, struct parked *p)
+{
+	struct walker *w = wk->w;
+	int dfd = dirfd(p->d);
+	for (size_t k = 0; k < p->n; k++) {
+		size_t ei = p->ent[k];
+		struct idx_entry *e = &wk->out.e[ei];
+		const char *slash = strrchr(e->path, '/');
+		const struct idx_entry *old = unchanged(w, e);
+		reuse_extra(w, e, old);   /* (a scan that reads them never parks) */
+		take_content(wk, dfd, slash ? slash + 1 : e->path, ei, 0, old);
+	}
+	unpark(w, p);
 }
 
 /* Record entry name of directory dfd (path dpath); a directory is listed
- * `depth` levels down (0: not at all). */
+ * `depth` levels down (0: not at all). A regular file met before the
+ * previous index is there is parked in *pk (NULL: it waits for it). */
 static void one_entry(struct worker *wk, int dfd, const char *dpath, const char *name,
-                      int depth, int how)
+                      int depth, int how, struct parked **pk)
 {
-	char shown[512];
+	struct walker *w = wk->w;
 	struct stat st;
 	char *path = join_path(dpath, name);
 	if (!path) {
-		wk->w->nomem = 1;
+		w->nomem = 1;
 		return;
 	}
 	if (stat_entry(wk, dfd, name, path, how, &st) < 0) {
 		free(path);
 		return;
 	}
-	if (how != ENT_ABOVE && wk->w->skip && wk->w->skip(path, S_ISDIR(st.st_mode),
-	                                                    wk->w->skip_ctx)) {
+	if (how != ENT_ABOVE && w->skip && w->skip(path, S_ISDIR(st.st_mode), w->skip_ctx)) {
 		free(path);   /* filtered out: not recorded, not descended */
 		return;
 	}
-	if (S_ISDIR(st.st_mode) && wk->w->one_fs && st.st_dev != wk->w->root_dev) {
-		if (wk->w->one_fs > 1) {   /* -xx: mount points left out */
+	if (S_ISDIR(st.st_mode) && w->one_fs && st.st_dev != w->root_dev) {
+		if (w->one_fs > 1) {   /* -xx: mount points left out */
 			free(path);
 			return;
 		}
@@ -449,26 +591,34 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	}
 	if (how == ENT_ABOVE)
 		depth = 0;
-	if (idx_manifest_add(&wk->out, &(struct idx_entry){ .path = path }) < 0) {
-		wk->w->nomem = 1;
+	struct idx_entry *e = idx_manifest_push(&wk->out);
+	if (!e) {
+		w->nomem = 1;
 		free(path);
 		return;
 	}
-	struct idx_entry *e = &wk->out.e[wk->out.n - 1];
+	e->path = path;   /* the entry's now */
+	size_t ei = wk->out.n - 1;
 	fill_meta(e, &st);
-	const struct idx_entry *old = unchanged(wk->w, e);
-	if (!reuse_extra(wk->w, e, old) && wk->w->meta && read_extra(wk, dfd, name, e) < 0) {
-		wk->out.n--;   /* vanished */
-		free(e->path);
-		free(path);
-		return;
+	const struct idx_entry *old = NULL;
+	int late = !is_ready(w);
+	if (late && e->type == IDX_REG) {
+		if (pk && park(wk, pk, ei) == 0)
+			return;
+		wait_ready(w);
+		late = 0;
 	}
-	int rc = take_content(wk, dfd, name, &path, depth, old);
-	if (rc < 0) {
-		log_err("%s: %s", log_path(shown, sizeof shown, path ? path : name), strerror(-rc));
-		wk->st.errors++;
+	if (late) {
+		/* (a scan that reads xattrs waits for the index before it starts) */
+		__atomic_store_n(&w->late_extra, 1, __ATOMIC_RELAXED);
+	} else {
+		old = unchanged(w, e);
+		if (!reuse_extra(w, e, old) && w->meta && read_extra(wk, dfd, name, e) < 0) {
+			drop_entry(wk, ei);   /* vanished */
+			return;
+		}
 	}
-	free(path);
+	take_content(wk, dfd, name, ei, depth, old);
 }
 
 static void walk_dir(struct worker *wk, int fd, const char *path, int depth)
@@ -482,6 +632,7 @@ static void walk_dir(struct worker *wk, int fd, const char *path, int depth)
 		close(fd);
 		return;
 	}
+	struct parked *pk = NULL;
 	struct dirent *de;
 	errno = 0;
 	while ((de = readdir(d))) {
@@ -494,7 +645,7 @@ static void walk_dir(struct worker *wk, int fd, const char *path, int depth)
 			wk->st.temps++;   /* debris of an interrupted sync */
 			continue;
 		}
-		one_entry(wk, fd, path, n, depth < 0 ? -1 : depth - 1, ENT_FOUND);
+		one_entry(wk, fd, path, n, depth < 0 ? -1 : depth - 1, ENT_FOUND, &pk);
 		errno = 0;
 	}
 	if (errno) {
@@ -502,7 +653,19 @@ static void walk_dir(struct worker *wk, int fd, const char *path, int depth)
 		        log_path(shown, sizeof shown, *path ? path : "."), strerror(errno));
 		wk->st.errors++;
 	}
-	closedir(d);
+	if (!pk) {
+		closedir(d);
+		return;
+	}
+	pk->d = d;
+	if (pk->n && !is_ready(wk->w)) {
+		pk->next = wk->parked;   /* kept open for the index */
+		wk->parked = pk;
+	} else if (pk->n) {
+		drain(wk, pk);   /* it came meanwhile: now, while the directory is hot */
+	} else {
+		unpark(wk->w, pk);
+	}
 }
 
 /* opts->roots: each root, and the directories above it (recorded, not
@@ -537,7 +700,7 @@ static void seed_roots(struct worker *wk, int root_fd, const struct idx_scan_opt
 			*slash = '\0';
 			if (comp > p)
 				comp[-1] = '\0';
-			one_entry(wk, dfd, comp > p ? p : "", comp, 0, ENT_ABOVE);
+			one_entry(wk, dfd, comp > p ? p : "", comp, 0, ENT_ABOVE, NULL);
 			if (comp > p)
 				comp[-1] = '/';
 			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -556,7 +719,7 @@ static void seed_roots(struct worker *wk, int root_fd, const struct idx_scan_opt
 		if (dfd >= 0) {
 			if (comp > p)
 				comp[-1] = '\0';
-			one_entry(wk, dfd, comp > p ? p : "", comp, r->depth, ENT_ROOT);
+			one_entry(wk, dfd, comp > p ? p : "", comp, r->depth, ENT_ROOT, NULL);
 			close(dfd);
 		}
 		free(p);
@@ -589,6 +752,20 @@ static void *worker_main(void *arg)
 			w->active--;
 			continue;
 		}
+		if (wk->parked && w->ready) {
+			struct parked *p = wk->parked;
+			wk->parked = NULL;
+			w->active++;
+			pthread_mutex_unlock(&w->mu);
+			while (p) {
+				struct parked *next = p->next;
+				drain(wk, p);
+				p = next;
+			}
+			pthread_mutex_lock(&w->mu);
+			w->active--;
+			continue;
+		}
 		if (w->nstack) {
 			struct dirjob j = w->stack[--w->nstack];
 			w->active++;
@@ -599,8 +776,8 @@ static void *worker_main(void *arg)
 			w->active--;
 			continue;
 		}
-		if (w->active == 0)
-			break;
+		if (w->active == 0 && w->nparked == 0)
+			break;   /* (parked files may still queue chunks) */
 		pthread_cond_wait(&w->cv, &w->mu);
 	}
 	pthread_cond_broadcast(&w->cv);   /* wake the others: nothing is left */
@@ -635,9 +812,15 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 	}
 	for (int t = 0; t < threads; t++) {
 		struct worker *wk = &w->workers[t];
-		if (wk->out.n)
-			memcpy(out->e + out->n, wk->out.e, wk->out.n * sizeof *wk->out.e);
-		out->n += wk->out.n;
+		if (wk->holes) {
+			for (size_t i = 0; i < wk->out.n; i++)
+				if (wk->out.e[i].path)
+					out->e[out->n++] = wk->out.e[i];
+		} else {
+			if (wk->out.n)
+				memcpy(out->e + out->n, wk->out.e, wk->out.n * sizeof *wk->out.e);
+			out->n += wk->out.n;
+		}
 		free(wk->out.e);
 		wk->out = (struct idx_manifest){ 0 };
 		st->hashed += wk->st.hashed;
@@ -650,22 +833,63 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 	return 0;
 }
 
-int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_ns,
-             int threads, const struct idx_scan_opts *opts, struct idx_manifest *out,
+/* Directories that may be kept open waiting for the index: what the
+ * descriptor limit leaves beside the walk's own (STACK_MAX queued, large
+ * files, one per level of a thread's own descent). */
+static size_t park_room(void)
+{
+	const char *t = getenv("RDCP_TEST_PARK_MAX");   /* tests */
+	if (t && *t)
+		return (size_t)atoi(t);
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 0;
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return PARK_MAX;
+	rlim_t room = rl.rlim_cur > 1024 ? (rl.rlim_cur - 512) / 2 : 0;
+	return room < PARK_MAX ? (size_t)room : PARK_MAX;
+}
+
+/* Entries other than regular files recorded before the index was there
+ * take their xattrs and ACLs from it now, as the walk would have
+ * (out->e from first on: the walk's; out is not sorted yet). */
+static void late_extras(struct walker *w, struct idx_manifest *out, size_t first)
+{
+	for (size_t i = first; i < out->n; i++) {
+		struct idx_entry *e = &out->e[i];
+		if (e->type != IDX_REG && !e->got)
+			reuse_extra(w, e, unchanged(w, e));
+	}
+}
+
+int idx_walk(int root_fd, struct idx_prev *prev, int threads,
+             const struct idx_scan_opts *opts, struct idx_manifest *out,
              struct idx_stats *st)
 {
-	struct walker w = { .old = old, .only = opts->only, .skip = opts->skip,
-	                    .skip_ctx = opts->skip_ctx, .trust_before = trust_before_ns,
+	struct walker w = { .prev = prev, .only = opts->only, .skip = opts->skip,
+	                    .skip_ctx = opts->skip_ctx,
 	                    .meta = opts->meta, .want_got = idx_got_for(opts->meta) };
-	int rc = 0;
+	int rc = 0, loader = 0;
+	size_t first = out->n;
+	pthread_t ltid;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
+	pthread_cond_init(&w.ready_cv, NULL);
 	w.stack = calloc(STACK_MAX, sizeof *w.stack);
 	w.workers = calloc((size_t)threads, sizeof *w.workers);
 	if (!w.stack || !w.workers) {
 		rc = -ENOMEM;
 		goto out;
 	}
+	/* The index loads while the walk runs, unless this scan reads xattrs
+	 * (every entry would wait for it) or no directory may wait open. */
+	w.park_max = park_room();
+	if (!prev->load)
+		set_ready(&w, 0);
+	else if (opts->meta || !w.park_max || pthread_create(&ltid, NULL, loader_main, &w))
+		set_ready(&w, prev->load(prev));
+	else
+		loader = 1;
 	struct stat rst;
 	if (fstat(root_fd, &rst) == 0)
 		w.root_dev = rst.st_dev;
@@ -701,6 +925,8 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 	}
 	for (int t = 0; t < started; t++)
 		pthread_join(w.workers[t].tid, NULL);
+	if (loader)
+		pthread_join(ltid, NULL);
 	if (started == 0)
 		for (size_t i = 0; i < w.nstack; i++) {
 			close(w.stack[i].fd);
@@ -710,6 +936,8 @@ int idx_walk(int root_fd, const struct idx_manifest *old, int64_t trust_before_n
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = gather(&w, threads, out, st);
+	if (rc == 0 && w.late_extra)
+		late_extras(&w, out, first);
 	for (int t = 0; t < threads; t++) {
 		free(w.workers[t].buf);
 		idx_manifest_free(&w.workers[t].out);
@@ -724,6 +952,7 @@ out:
 	free(w.stack);
 	free(w.workers);
 	pthread_cond_destroy(&w.cv);
+	pthread_cond_destroy(&w.ready_cv);
 	pthread_mutex_destroy(&w.mu);
 	return rc;
 }

@@ -45,6 +45,57 @@ load helpers
 	[[ "$output" == *"reused 1999"* ]]
 }
 
+# The index loads on a thread of its own while the walk runs; files met
+# before it is there wait in their open directories (RDCP_TEST_INDEX_LATE
+# holds the load back; RDCP_TEST_PARK_MAX bounds the directories kept open).
+@test "an index that loads late: the same answer, only the changed files hashed" {
+	mk_files "$T/tree" 1000
+	head -c $((9 << 20)) /dev/urandom >"$T/tree/d3/big"
+	ln -s d1/f150 "$T/tree/link"
+	settle
+	run "$RDCP" --scan "$T/tree"
+	[[ "$output" == *"hashed 1001 files"* ]]
+	echo changed >>"$T/tree/d7/f777"
+	printf 'XY' | dd of="$T/tree/d3/big" bs=1 seek=$((5 << 20)) conv=notrunc status=none
+	settle
+	"$RDCP" --scan "$T/tree" --no-index -v >"$T/fresh"
+	for park in "" 1 0; do
+		RDCP_TEST_INDEX_LATE=400 RDCP_TEST_PARK_MAX=$park run "$RDCP" --scan "$T/tree" -v
+		[ "$status" -eq 0 ]
+		# the first run hashes the two changed files; later ones reuse all
+		if [ -z "$park" ]; then
+			[[ "$output" == *"hashed 2 files"* ]]
+			[[ "$output" == *"reused 999"* ]]
+		else
+			[[ "$output" == *"hashed 0 files (0 B), reused 1001"* ]]
+		fi
+		grep -v '^hashed\|^tree' "$T/fresh" >"$T/want"
+		printf '%s\n' "$output" | grep -v '^hashed\|^tree' >"$T/got"
+		diff "$T/want" "$T/got"
+	done
+	want=$(xxhsum -H2 "$T/tree/d7/f777" | cut -d' ' -f1)
+	grep -q "$want d7/f777" "$T/got"
+}
+
+@test "a changed file that vanishes while it waits for the index: named, left out" {
+	mk_files "$T/tree" 300
+	settle
+	"$RDCP" --scan "$T/tree" >/dev/null
+	echo changed >>"$T/tree/d2/f250"
+	settle
+	RDCP_TEST_INDEX_LATE=1500 "$RDCP" --scan "$T/tree" -v >"$T/out" 2>&1 &
+	pid=$!
+	sleep 0.7   # walked: d2/f250 waits for the index
+	rm "$T/tree/d2/f250"
+	rc=0
+	wait $pid || rc=$?
+	[ "$rc" -eq 23 ]   # an entry could not be read
+	grep -q "d2/f250: No such file or directory" "$T/out"
+	! grep -q " d2/f250$" "$T/out"
+	grep -q " d2/f249$" "$T/out"
+	grep -q "hashed 0 files (0 B), reused 299" "$T/out"
+}
+
 @test "the index lives outside the tree, in XDG_CACHE_HOME" {
 	mk_files "$T/tree" 10
 	run "$RDCP" --scan "$T/tree"

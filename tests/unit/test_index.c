@@ -567,6 +567,14 @@ static void test_scan_xattrs_acls(void **state)
 	assert_int_equal(st.extra_read, 0);
 	assert_int_equal(m.flags, 0);
 	assert_string_equal(xattr_of(must_find(&m, "f"), "user.a"), "one");
+	/* the same with the index loaded late: the files wait for it, the
+	 * others take theirs after the walk */
+	setenv("RDCP_TEST_INDEX_LATE", "300", 1);
+	st = scan_meta(f, &m, 0);
+	unsetenv("RDCP_TEST_INDEX_LATE");
+	assert_int_equal(st.extra_read, 0);
+	assert_string_equal(xattr_of(must_find(&m, "f"), "user.a"), "one");
+	assert_int_equal(must_find(&m, "d")->x->ndacl, 5);
 	/* xattrs only: what the index has (read with ACLs) is read again */
 	st = scan_meta(f, &m, IDX_SCAN_XATTRS);
 	assert_int_equal(st.extra_read, 6);
