@@ -88,10 +88,12 @@ class Delta:
         return [RDCP, "--sync", "-r", "--transport", "tcp", "--json", "-e", self.b.rsh,
                 "--rdcp-path", f"{self.w}/{remote}"] + flags + [src, f"127.0.0.1:{dst}"]
 
-    def rdcp(self, flags, src, dst, check=True):
-        """One rdcp push; returns (seconds, json dict); raises NotApplicable when refused."""
+    def rdcp(self, flags, src, dst, check=True, cache=None):
+        """One rdcp push; returns (seconds, json dict); raises NotApplicable when refused.
+        cache: the sender's index directory (XDG_CACHE_HOME), when not the run's."""
+        env = dict(self.env, XDG_CACHE_HOME=cache) if cache else self.env
         t0 = time.monotonic()
-        p = subprocess.run(self.rdcp_cmd(flags, src, dst), env=self.env,
+        p = subprocess.run(self.rdcp_cmd(flags, src, dst), env=env,
                            capture_output=True, text=True)
         dt = time.monotonic() - t0
         if p.returncode and any(x in p.stderr for x in REFUSED):
@@ -220,10 +222,17 @@ class Delta:
         size = (len(cs) + 1) * final + base + self.a.reps * grow + 512 * MiB
         self.mount_image(fs, size, mnt, undo)
         dst = {c: f"{mnt}/{c.replace(' --', '-')}" for c in cs}
+        # each rdcp mode has SRC's index to itself, as a user who runs one
+        # mode: a default run reads again a file whose old part --append
+        # took unread, and would pay for the other mode's shortcut
+        cache = {c: f"{w}/cache-{name}-{c.replace(' --', '-')}" for c in cs}
         log(f"bench: {name}: seeding {len(cs)} destinations on {fs} (untimed) ...")
         for c in cs:
             if c.startswith("rdcp"):
-                self.rdcp([], f"{src}/", dst[c])     # the receiver's index, as after any earlier run
+                shutil.rmtree(cache[c], ignore_errors=True)
+                undo.append(lambda d=cache[c]: shutil.rmtree(d, ignore_errors=True))
+                # both sides' indexes, as after any earlier run
+                self.rdcp([], f"{src}/", dst[c], cache=cache[c])
             else:
                 self.rsync([], f"{src}/", dst[c])
         budget = 1.05 * n * (grow + CHUNK)
@@ -246,7 +255,7 @@ class Delta:
                 self.b.settle(src)
                 if c.startswith("rdcp"):
                     try:
-                        dt, j = self.rdcp(cs[c], f"{src}/", dst[c])
+                        dt, j = self.rdcp(cs[c], f"{src}/", dst[c], cache=cache[c])
                     except NotApplicable as e:
                         refused.add(c)
                         self.record(set=name, contender=c, rep=rep, status=f"n/a: {e}")

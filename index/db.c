@@ -17,7 +17,8 @@
 #include "index/idx_int.h"
 
 #define DB_APP_ID  0x52444358   /* "RDCX" */
-#define DB_VERSION 2            /* 2: the extra column (xattrs, ACLs) */
+#define DB_VERSION 3            /* 2: the extra column (xattrs, ACLs);
+                                   3: the assumed column (IDX_F_ASSUMED) */
 #define CHK_VERSION 1           /* what row checksums mix in: rows of version 1
                                    stay valid in version 2 */
 
@@ -30,7 +31,7 @@ struct idx_db {
 
 static const char schema[] =
 	"PRAGMA application_id = 1380205400;"   /* DB_APP_ID */
-	"PRAGMA user_version = 2;"
+	"PRAGMA user_version = 3;"
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
 	"CREATE TABLE entries("
 	" path BLOB PRIMARY KEY, type INTEGER NOT NULL, mode INTEGER NOT NULL,"
@@ -38,11 +39,15 @@ static const char schema[] =
 	" mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
 	" dev INTEGER NOT NULL, ino INTEGER NOT NULL, nlink INTEGER NOT NULL,"
 	" rdev INTEGER NOT NULL, link BLOB, hash BLOB NOT NULL, chunks BLOB,"
-	" chk INTEGER NOT NULL, extra BLOB) WITHOUT ROWID;";
+	" chk INTEGER NOT NULL, extra BLOB, assumed INTEGER) WITHOUT ROWID;";
 /* version 1 -> 2: the same rows, none of them with xattrs or ACLs read */
 static const char migrate_1[] =
 	"ALTER TABLE entries ADD COLUMN extra BLOB;"
 	"PRAGMA user_version = 2;";
+/* version 2 -> 3: the same rows, every digest of them read */
+static const char migrate_2[] =
+	"ALTER TABLE entries ADD COLUMN assumed INTEGER;"
+	"PRAGMA user_version = 3;";
 
 _Static_assert(DB_APP_ID == 1380205400, "schema literal must match DB_APP_ID");
 
@@ -101,6 +106,8 @@ static int64_t row_chk(const struct idx_entry *e)
 		XXH3_64bits_update(&st, e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
 	if (e->got)   /* a row without xattrs or ACLs read sums as in version 1 */
 		chk_extra(&st, e);
+	if (e->flags & IDX_F_ASSUMED)   /* (and one with every digest read too) */
+		XXH3_64bits_update(&st, "assumed", 7);
 	return (int64_t)XXH3_64bits_digest(&st);
 }
 
@@ -146,6 +153,8 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	if (app != DB_APP_ID)
 		return "not an rdcp index";
 	if (ver == 1 && sqlite3_exec(db->h, migrate_1, NULL, NULL, NULL) == SQLITE_OK)
+		ver = 2;
+	if (ver == 2 && sqlite3_exec(db->h, migrate_2, NULL, NULL, NULL) == SQLITE_OK)
 		ver = DB_VERSION;
 	if (ver != DB_VERSION)
 		return "written by another version of rdcp";
@@ -345,6 +354,8 @@ static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link
 	e->chunks = (uint8_t *)sqlite3_column_blob(s, 14);   /* copied by the caller */
 	if (sqlite3_column_type(s, 16) != SQLITE_NULL && extra_read(s, e) < 0)
 		return -EBADMSG;
+	if (sqlite3_column_int(s, 17) == 1 && e->type == IDX_REG)
+		e->flags |= IDX_F_ASSUMED;
 	if (row_chk(e) != sqlite3_column_int64(s, 15)) {
 		free(e->x);
 		e->x = NULL;
@@ -367,7 +378,8 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 		goto out;
 	if (sqlite3_prepare_v2(db->h,
 	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
-	        "rdev,link,hash,chunks,chk,extra FROM entries", -1, &s, NULL) != SQLITE_OK)
+	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries", -1, &s,
+	        NULL) != SQLITE_OK)
 		goto out;
 	int step;
 	while ((step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -432,6 +444,10 @@ static int bind_row(sqlite3_stmt *s, const struct idx_entry *e)
 	} else {
 		sqlite3_bind_null(s, 17);
 	}
+	if (e->flags & IDX_F_ASSUMED)
+		sqlite3_bind_int(s, 18, 1);
+	else
+		sqlite3_bind_null(s, 18);
 	int rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	free(w.buf);
@@ -453,9 +469,10 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	int rc = -EIO;
 	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
-	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO entries VALUES"
-	        "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)", -1, &ins,
-	        NULL) != SQLITE_OK ||
+	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO entries(path,type,mode,uid,"
+	        "gid,size,mtime_ns,ctime_ns,dev,ino,nlink,rdev,link,hash,chunks,chk,extra,"
+	        "assumed) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
+	        "?17,?18)", -1, &ins, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &del,
 	        NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1)",

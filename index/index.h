@@ -44,6 +44,10 @@ enum idx_type {
 enum {
 	IDX_F_UNSTABLE = 1 << 0,  /* changed while we read it: hash not trusted */
 	IDX_F_HASHED   = 1 << 1,  /* hashed by this scan (not taken from the index) */
+	IDX_F_ASSUMED  = 1 << 2,  /* chunk digests of a grown file's old part taken
+	                             from the index unread (trust_prefix): only a
+	                             scan that trusts them too reuses its hash;
+	                             kept in the index, never sent */
 };
 
 /* What of an entry's extended attributes and ACLs was read (idx_entry.got):
@@ -171,6 +175,10 @@ struct idx_scan_opts {
 	                             the root are recorded but not descended
 	                             into; 2: left out */
 	unsigned    meta;         /* IDX_SCAN_*: what else to read of each entry */
+	int         trust_prefix; /* 1 (rsync's --append): a file that grew, same
+	                             inode, keeps the digests of the old size's
+	                             whole chunks from the index unread; only the
+	                             rest is hashed (IDX_F_ASSUMED) */
 };
 
 /* An entry to scan (idx_scan_opts.roots): path relative to the root, ""

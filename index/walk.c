@@ -88,6 +88,7 @@ struct walker {
 	unsigned meta;                      /* IDX_SCAN_*: xattrs, ACLs */
 	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
 	int one_fs, roots_optional;
+	int trust_prefix;                   /* opts->trust_prefix (--append) */
 	dev_t root_dev;
 	int64_t trust_before;
 	struct worker *workers;
@@ -207,6 +208,23 @@ static const struct idx_entry *unchanged(const struct walker *w, const struct id
 		return NULL;
 	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
 		return NULL;
+	if ((o->flags & IDX_F_ASSUMED) && !w->trust_prefix)
+		return NULL;   /* digests taken unread: a scan that trusts them only */
+	return o;
+}
+
+/* Under trust_prefix: the previous row of a file that grew (same inode,
+ * at least one whole chunk then, not in the clock tick of its scan), whose
+ * whole chunks' digests are taken unread. */
+static const struct idx_entry *grown_from(const struct walker *w, const struct idx_entry *e)
+{
+	if (!w->trust_prefix || e->type != IDX_REG)
+		return NULL;
+	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
+	if (!o || o->type != IDX_REG || o->ino != e->ino || o->size > e->size ||
+	    o->size < IDX_CHUNK_SIZE || o->mtime_ns >= w->trust_before ||
+	    o->ctime_ns >= w->trust_before)
+		return NULL;
 	return o;
 }
 
@@ -240,6 +258,7 @@ static int reuse_hash(struct idx_entry *e, const struct idx_entry *o)
 		e->nchunks = o->nchunks;
 	}
 	memcpy(e->hash, o->hash, IDX_HASH_LEN);
+	e->flags |= o->flags & IDX_F_ASSUMED;
 	return 1;
 }
 
@@ -342,17 +361,24 @@ static int hash_file(struct worker *wk, int dfd, const char *name, size_t ei)
 		close(fd);
 		return -ENOMEM;
 	}
-	*b = (struct bigfile){ .fd = fd, .nchunks = n, .left = n, .chunks = chunks,
-	                       .st = st, .worker = wk->id, .entry = ei };
+	/* --append: the old size's whole chunks as the index has them */
+	const struct idx_entry *o = grown_from(w, e);
+	uint32_t keep = o ? (uint32_t)(o->size / IDX_CHUNK_SIZE) : 0;
+	if (keep) {
+		memcpy(chunks, o->nchunks ? o->chunks : o->hash, (size_t)keep * IDX_HASH_LEN);
+		e->flags |= IDX_F_ASSUMED;
+	}
+	*b = (struct bigfile){ .fd = fd, .nchunks = n, .next_chunk = keep, .left = n - keep,
+	                       .chunks = chunks, .st = st, .worker = wk->id, .entry = ei };
 	pthread_mutex_lock(&w->mu);
-	int inline_hash = w->nbig_open >= BIG_OPEN_MAX;
+	int inline_hash = keep == n || w->nbig_open >= BIG_OPEN_MAX;
 	pthread_mutex_unlock(&w->mu);
 	if (!inline_hash) {
 		queue_big(w, b);
 		return 0;
 	}
-	/* Too many large files open already: hash this one here. */
-	for (uint32_t k = 0; k < n; k++)
+	/* Too many large files open already (or nothing to read): here. */
+	for (uint32_t k = keep; k < n; k++)
 		hash_chunk(wk, b, k);
 	finish_big(b);
 	pthread_mutex_lock(&w->mu);
@@ -895,6 +921,7 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 		w.root_dev = rst.st_dev;
 	w.one_fs = opts->one_fs;
 	w.roots_optional = opts->roots_optional;
+	w.trust_prefix = opts->trust_prefix;
 	for (int t = 0; t < threads; t++) {
 		w.workers[t].w = &w;
 		w.workers[t].id = t;

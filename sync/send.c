@@ -752,6 +752,7 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 	so->only = s->only;
 	so->one_fs = o->one_fs;
 	so->meta = sync_scan_meta(s->r->flags);
+	so->trust_prefix = sync_trust_prefix(s->r->flags);
 	so->no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -50,6 +50,15 @@ static inline unsigned sync_scan_meta(unsigned flags)
 	       ((flags & SYNC_F_ACLS) ? IDX_SCAN_ACLS : 0);
 }
 
+/* The sender's scan under --append (not --append-verify) trusts what the
+ * receiver will: a grown file's old part, whose digests it takes from its
+ * index unread (idx_scan_opts.trust_prefix), as rsync reads only what it
+ * appends. */
+static inline int sync_trust_prefix(unsigned flags)
+{
+	return (flags & SYNC_F_APPEND) && !(flags & SYNC_F_APPEND_VERIFY);
+}
+
 /* sync/ids.c: the sender's names for the uids and gids of m (owners and
  * named ACL entries; never 0), each looked up once, into m->names (rsync's
  * user and group lists). 0 or -ENOMEM. */

@@ -11,9 +11,7 @@ MiB=$((1 << 20))
 # json_field FIELD: the number FIELD of the --json line on stdin
 
 # poke FILE OFFSET: one byte changed at OFFSET
-poke() {
-	printf 'Z' | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
-}
+poke() { flip "$1" "$2"; }
 
 # run_json MODE ARGS...: rdcp's --json line into $T/json, its exit in $rc
 run_json() {

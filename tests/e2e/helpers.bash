@@ -31,6 +31,15 @@ json_field() {
 # settle: step past the filesystem clock tick (see docs/index.md, racy files)
 settle() { sleep 0.05; }
 
+# flip FILE OFFSET: invert one byte. Always a change: writing a fixed byte
+# over random data leaves it as it was once in 256 runs.
+flip() {
+	python3 -c 'import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1)
+    f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"
+}
+
 # Ports: never a random one (another test run may hold it). A receiver
 # listens on port 0 and says which port the kernel gave it; free_port
 # (tests/lib/port.sh) is for a port that must be known before anything

@@ -7,7 +7,7 @@ load helpers
 
 MiB=$((1 << 20))
 
-poke() { printf 'Z' | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+poke() { flip "$1" "$2"; }
 
 inplace_keeps_inode() {
 	local mode=$1
@@ -64,6 +64,37 @@ inplace_keeps_inode() {
 	[ "$(stat -c %i "$T/dst/f")" = "$ino" ]
 	# from the old end's chunk (20 MiB) to the new end
 	[ "$(json_field bytes_sent <"$T/json")" -eq $((3 * MiB + 300)) ]
+}
+
+# The sender under --append reads only what was appended, as rsync: the
+# old part's digests come from its index, marked there as taken unread, so
+# that a run that does not trust them (a default run to another DST) reads
+# the file again instead of vouching for an old part it never read.
+@test "--append: the sender reads only the tail; a later default run trusts none of it" {
+	mkdir "$T/src"
+	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	sync_in local --sync -a "$T/src" "$T/dst2"
+	poke "$T/src/f" 100   # the old part changed: --append does not look
+	head -c $MiB /dev/urandom >>"$T/src/f"
+	cp -a "$T/dst/f" "$T/ref"
+	rsync -a --append "$T/src/f" "$T/ref"
+	sync_in push --sync -a --append --json "$T/src" "$T/dst" >"$T/json"
+	[ "$(json_field bytes_sent <"$T/json")" -eq $MiB ]
+	cmp "$T/ref" "$T/dst/f"   # as rsync --append: the old part kept
+	# one row in all the indexes says its digests were taken unread: SRC's
+	python3 - "$XDG_CACHE_HOME/rdcp" <<-'EOF'
+		import glob, sqlite3, sys
+		n = sum(sqlite3.connect(db).execute(
+		    "SELECT count(*) FROM entries WHERE assumed = 1 AND path = CAST('f' AS BLOB)"
+		).fetchone()[0] for db in glob.glob(sys.argv[1] + "/*.db"))
+		sys.exit(0 if n == 1 else f"{n} rows taken unread, want 1")
+	EOF
+	sync_in push --sync -a "$T/src" "$T/dst2"
+	cmp "$T/src/f" "$T/dst2/f"
+	same "$T/src" "$T/dst2"
+	sync_in push --sync -a -c "$T/src" "$T/dst"   # and -c mends the first, as rsync -c
+	cmp "$T/src/f" "$T/dst/f"
 }
 
 @test "--append: a DST file as long or longer is left alone, as rsync" {

@@ -242,6 +242,68 @@ static void test_incremental_rescan(void **state)
 	idx_manifest_free(&m);
 }
 
+/* --append's trust (idx_scan_opts.trust_prefix): a file that grew keeps
+ * its old whole chunks' digests from the index unread (IDX_F_ASSUMED); a
+ * scan without that trust reads it again; another inode is read whole. */
+static struct idx_stats scan_trust(struct fx *f, struct idx_manifest *m, int trust)
+{
+	struct idx_scan_opts o = { .index_path = f->db, .trust_prefix = trust };
+	struct idx_stats st;
+	idx_manifest_free(m);
+	assert_int_equal(idx_scan(f->tree, &o, m, &st), 0);
+	return st;
+}
+
+static void test_trust_prefix(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t old = 9 * IDX_CHUNK_SIZE / 4 + 100;   /* two whole chunks */
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	put_big(root, "g", old, 5);
+	settle();
+	struct idx_manifest m = { 0 }, fresh = { 0 };
+	struct idx_stats st = scan_trust(f, &m, 1);
+	assert_int_equal(st.hashed_bytes, old);   /* nothing to trust yet */
+	/* grown in place: only what follows the old whole chunks is read */
+	int fd = openat(root, "g", O_WRONLY);
+	assert_int_equal(pwrite(fd, "tail", 4, (off_t)old), 4);
+	assert_int_equal(pwrite(fd, "Z", 1, 0), 1);   /* (a lie --append believes) */
+	close(fd);
+	settle();
+	st = scan_trust(f, &m, 1);
+	assert_int_equal(st.hashed, 1);
+	assert_int_equal(st.hashed_bytes, old + 4 - 2 * IDX_CHUNK_SIZE);
+	assert_true(must_find(&m, "g")->flags & IDX_F_ASSUMED);
+	assert_int_equal(must_find(&m, "g")->nchunks, 3);
+	struct idx_scan_opts o = { .no_index = 1 };
+	assert_int_equal(idx_scan(f->tree, &o, &fresh, &st), 0);
+	assert_memory_not_equal(must_find(&fresh, "g")->chunks, must_find(&m, "g")->chunks,
+	                        IDX_HASH_LEN);   /* chunk 0 as it was, not as it is */
+	assert_memory_equal(must_find(&fresh, "g")->chunks + 2 * IDX_HASH_LEN,
+	                    must_find(&m, "g")->chunks + 2 * IDX_HASH_LEN, IDX_HASH_LEN);
+	/* trusted again by a scan that trusts; not by one that does not */
+	st = scan_trust(f, &m, 1);
+	assert_int_equal(st.hashed, 0);
+	assert_true(must_find(&m, "g")->flags & IDX_F_ASSUMED);
+	st = scan_trust(f, &m, 0);
+	assert_int_equal(st.hashed_bytes, old + 4);
+	assert_false(must_find(&m, "g")->flags & IDX_F_ASSUMED);
+	assert_memory_equal(must_find(&fresh, "g")->hash, must_find(&m, "g")->hash,
+	                    IDX_HASH_LEN);
+	st = scan_trust(f, &m, 0);   /* (now read: trusted as any row) */
+	assert_int_equal(st.hashed, 0);
+	/* another inode, larger: read whole, even when trusting */
+	put_big(root, "g.new", old + 4 + IDX_CHUNK_SIZE, 6);
+	assert_int_equal(renameat(root, "g.new", root, "g"), 0);
+	settle();
+	st = scan_trust(f, &m, 1);
+	assert_int_equal(st.hashed_bytes, old + 4 + IDX_CHUNK_SIZE);
+	assert_false(must_find(&m, "g")->flags & IDX_F_ASSUMED);
+	close(root);
+	idx_manifest_free(&m);
+	idx_manifest_free(&fresh);
+}
+
 /* The hash of a big file is the hash of its chunk digests (docs/index.md). */
 static void test_chunk_hash_definition(void **state)
 {
@@ -627,7 +689,8 @@ static void test_index_v1_migrated(void **state)
 	assert_int_equal(st.hashed, 10);
 	sqlite3 *db;
 	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "ALTER TABLE entries DROP COLUMN extra;"
+	assert_int_equal(sqlite3_exec(db, "ALTER TABLE entries DROP COLUMN assumed;"
+	                              "ALTER TABLE entries DROP COLUMN extra;"
 	                              "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	st = scan(f, &m);
@@ -690,6 +753,7 @@ int main(void)
 		cmocka_unit_test(test_diff_classification),
 		cmocka_unit_test_setup_teardown(test_scan_xattrs_acls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_v1_migrated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trust_prefix, setup, teardown),
 		cmocka_unit_test(test_meta_changes),
 	};
 	return cmocka_run_group_tests_name("index", tests, NULL, NULL);
