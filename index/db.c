@@ -19,8 +19,8 @@
 #define DB_APP_ID  0x52444358   /* "RDCX" */
 #define DB_VERSION 3            /* 2: the extra column (xattrs, ACLs);
                                    3: the assumed column (IDX_F_ASSUMED) */
-#define CHK_VERSION 1           /* what row checksums mix in: rows of version 1
-                                   stay valid in version 2 */
+#define CHK_VERSION 1           /* what row checksums mix in: rows of versions
+                                   1 and 2 stay valid in version 3 */
 
 struct idx_db {
 	sqlite3 *h;
@@ -362,6 +362,18 @@ static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+int idx_db_forget(struct idx_db *db, const char *path)
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &s,
+	                       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_blob(s, 1, path, (int)strlen(path), SQLITE_STATIC);
+	int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : -EIO;
+	sqlite3_finalize(s);
+	return rc;
 }
 
 int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)

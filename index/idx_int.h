@@ -82,6 +82,8 @@ int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns);
 /* Bring the stored rows from old to now, in one transaction. */
 int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
                   const struct idx_manifest *now, int64_t scan_ns);
+/* Remove path's row (none: 0). 0 or -EIO. */
+int  idx_db_forget(struct idx_db *db, const char *path);
 /* Throw the stored index away (with a warning) and start an empty one. */
 int  idx_db_reset(struct idx_db *db, const char *why);
 void idx_db_close(struct idx_db *db);

@@ -264,6 +264,15 @@ struct idx_prune_result {
 int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res);
 
 /*
+ * Remove the row of path from the index of root (opts as for idx_scan():
+ * index_path, only, no_index), so that the next scan reads the file: for a
+ * sender that found a file other than its row said (a row of digests taken
+ * unread, IDX_F_ASSUMED). 0 (also when there is no index or no row) or
+ * -errno.
+ */
+int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *path);
+
+/*
  * Store now (sorted; entries with fresh stat data) as the index of root,
  * replacing prev (what the last idx_scan() of root returned). For a receiver
  * that knows the hashes of what it just wrote: the next scan reuses them.

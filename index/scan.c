@@ -71,6 +71,16 @@ int idx_db_open_tree(const char *root, const struct idx_scan_opts *opts, struct 
 	return rc;
 }
 
+int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *path)
+{
+	struct idx_db *db = NULL;
+	int rc = idx_db_open_tree(root, opts, &db);
+	if (rc == 0 && db)
+		rc = idx_db_forget(db, path);
+	idx_db_close(db);
+	return rc;
+}
+
 int idx_save(const char *root, const struct idx_scan_opts *opts,
              const struct idx_manifest *prev, const struct idx_manifest *now)
 {

@@ -221,7 +221,7 @@ static const struct idx_entry *grown_from(const struct walker *w, const struct i
 	if (!w->trust_prefix || e->type != IDX_REG)
 		return NULL;
 	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (!o || o->type != IDX_REG || o->ino != e->ino || o->size > e->size ||
+	if (!o || o->type != IDX_REG || o->ino != e->ino || o->size >= e->size ||
 	    o->size < IDX_CHUNK_SIZE || o->mtime_ns >= w->trust_before ||
 	    o->ctime_ns >= w->trust_before)
 		return NULL;
@@ -371,13 +371,13 @@ static int hash_file(struct worker *wk, int dfd, const char *name, size_t ei)
 	*b = (struct bigfile){ .fd = fd, .nchunks = n, .next_chunk = keep, .left = n - keep,
 	                       .chunks = chunks, .st = st, .worker = wk->id, .entry = ei };
 	pthread_mutex_lock(&w->mu);
-	int inline_hash = keep == n || w->nbig_open >= BIG_OPEN_MAX;
+	int inline_hash = w->nbig_open >= BIG_OPEN_MAX;   /* (keep < n: it grew) */
 	pthread_mutex_unlock(&w->mu);
 	if (!inline_hash) {
 		queue_big(w, b);
 		return 0;
 	}
-	/* Too many large files open already (or nothing to read): here. */
+	/* Too many large files open already: hash this one here. */
 	for (uint32_t k = keep; k < n; k++)
 		hash_chunk(wk, b, k);
 	finish_big(b);
@@ -866,7 +866,7 @@ static size_t park_room(void)
 {
 	const char *t = getenv("RDCP_TEST_PARK_MAX");   /* tests */
 	if (t && *t)
-		return (size_t)atoi(t);
+		return (size_t)strtoul(t, NULL, 10);
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return 0;

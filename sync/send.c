@@ -129,6 +129,9 @@ struct chunk_rd {
 	int fromfile;        /* not read: sent from the page cache (sendfile) */
 	const uint8_t *rec;  /* CH_BLOCKS: the receiver's block record */
 	uint32_t len;        /* its bytes */
+	const uint8_t *want; /* its digest, taken unread under --append
+	                        (IDX_F_ASSUMED): checked as it is read */
+	int stale;           /* and it was not what was read */
 };
 
 /* The receiver's frames while we send: its lines (CTL_LOG) printed as they
@@ -185,6 +188,8 @@ struct sendq {
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 	int sparse;              /* -S: zero blocks as a mask, holes not read */
 	int files;               /* the transport sends file ranges (plain TCP) */
+	const char *root_path;   /* SRC (one SRC): its index, to forget a row */
+	struct idx_scan_opts iso;
 };
 
 /* The directory entry i's path is relative to. */
@@ -295,8 +300,14 @@ static void read_chunk(struct io_job *j)
 {
 	struct chunk_rd *c = (struct chunk_rd *)j;
 	io_job_run(j);
-	if (!j->err && j->got == j->len)
-		shape(c);
+	if (j->err || j->got != j->len)
+		return;
+	if (c->want) {
+		uint8_t h[IDX_HASH_LEN];
+		idx_hash_buf(c->m->data, c->len, h);
+		c->stale = memcmp(h, c->want, IDX_HASH_LEN) != 0;
+	}
+	shape(c);
 }
 
 /* Queue reads of the next chunks while the ring has room. 0 or an error. */
@@ -320,9 +331,15 @@ static int queue_reads(struct sendq *q)
 		         ? cm->blocks + (size_t)o->brec++ * SYNC_BLOCK_REC : NULL;
 		/* a hole is not read: a job of no bytes keeps the ring's order */
 		c->sparse = q->sparse;
+		/* a chunk whose digest --append took unread is read and checked
+		 * here (the receiver would refuse it, run after run) */
+		uint32_t k = (uint32_t)(o->off / IDX_CHUNK_SIZE);
+		c->want = (e->flags & IDX_F_ASSUMED) && !c->hole
+		          ? (e->nchunks ? e->chunks + (size_t)k * IDX_HASH_LEN : e->hash) : NULL;
+		c->stale = 0;
 		/* a whole chunk over plain TCP is not read here: the kernel sends
 		 * it from the page cache (the receiver checks its digest) */
-		c->fromfile = q->files && !c->hole && !c->rec && !q->sparse;
+		c->fromfile = q->files && !c->hole && !c->rec && !q->sparse && !c->want;
 		c->j = (struct io_job){ .fd = o->fd, .buf = c->m->data,
 		                        .len = c->hole || c->fromfile ? 0 : len,
 		                        .off = o->off, .work = read_chunk };
@@ -353,6 +370,18 @@ static int send_next(struct sendq *q, int drop)
 		         c->j.err ? strerror(c->j.err) : "shrank while being sent");
 		*(c->j.err ? &q->failed : &q->changed) += 1;
 		q->bad[c->file] = 1;
+	}
+	if (!drop && !q->bad[c->file] && c->stale) {
+		char shown[4096];
+		log_warn("%s: its old part changed, which --append took unread from SRC's "
+		         "index; not sent (the next run reads it whole)",
+		         log_path(shown, sizeof shown, e->path));
+		q->changed++;
+		q->bad[c->file] = 1;
+		/* (several SRCs: a run without --append reads it whole) */
+		if (!q->ss->n && idx_forget(q->root_path, &q->iso, e->path) < 0)
+			log_warn("%s: SRC's index still vouches for it: run once without "
+			         "--append", log_path(shown, sizeof shown, e->path));
 	}
 	if (!drop && !q->bad[c->file] && c->fromfile &&
 	    (c->m->file_fd = fcntl(c->j.fd, F_DUPFD_CLOEXEC, 0)) < 0) {
@@ -1016,7 +1045,8 @@ static int send_data(struct sstate *s)
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
 	                   .m = &s->m, .res = s->res, .w = &s->w,
 	                   .sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
-	                   .files = tp_sends_files(s->ts) };
+	                   .files = tp_sends_files(s->ts), .root_path = s->root,
+	                   .iso = { .only = s->only, .no_index = s->r->o->no_index } };
 	int rc = send_all(&q, s->plan, s->maps, s->nplan, s->r);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)

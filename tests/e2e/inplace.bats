@@ -97,6 +97,27 @@ inplace_keeps_inode() {
 	cmp "$T/src/f" "$T/dst/f"
 }
 
+# A DST that lacks the file asks for the chunks whose digests SRC took
+# unread: the sender reads and checks them, and says what it found rather
+# than send digests the receiver would refuse, run after run.
+@test "--append: SRC's old part changed and DST lacks the file: named, exit 24; the next run copies it" {
+	mkdir "$T/src"
+	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"   # SRC's index has its row
+	poke "$T/src/f" $((5 * MiB))
+	head -c $MiB /dev/urandom >>"$T/src/f"
+	local rc=0
+	sync_in push --sync -a --append "$T/src" "$T/new" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ]
+	grep -q "f: its old part changed, which --append took unread from SRC's index; not sent" \
+		"$T/err"
+	[ ! -e "$T/new/f" ]
+	sync_in push --sync -a --append "$T/src" "$T/new"
+	cmp "$T/src/f" "$T/new/f"
+	same "$T/src" "$T/new"
+}
+
 @test "--append: a DST file as long or longer is left alone, as rsync" {
 	mkdir "$T/src" "$T/ref"
 	head -c $((6 * MiB)) /dev/urandom >"$T/src/f"
