@@ -136,6 +136,27 @@ static int db_int(sqlite3 *h, const char *sql, int64_t *v)
 	return rc;
 }
 
+/* Bring an index of version 1 or 2 forward, in one transaction: another
+ * process may be doing the same at once (it then finds the version new).
+ * The version it has after. */
+static int64_t db_migrate(sqlite3 *h, int64_t ver)
+{
+	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return ver;
+	int64_t now = ver;
+	if (db_int(h, "PRAGMA user_version", &now) == SQLITE_OK) {
+		if (now == 1 && sqlite3_exec(h, migrate_1, NULL, NULL, NULL) == SQLITE_OK)
+			now = 2;
+		if (now == 2 && sqlite3_exec(h, migrate_2, NULL, NULL, NULL) == SQLITE_OK)
+			now = DB_VERSION;
+	}
+	if (now != DB_VERSION || sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+		return ver;
+	}
+	return now;
+}
+
 /* Check an opened database: NULL if usable, else why not (static text). */
 static const char *db_verify(struct idx_db *db, int *fresh)
 {
@@ -152,10 +173,8 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	}
 	if (app != DB_APP_ID)
 		return "not an rdcp index";
-	if (ver == 1 && sqlite3_exec(db->h, migrate_1, NULL, NULL, NULL) == SQLITE_OK)
-		ver = 2;
-	if (ver == 2 && sqlite3_exec(db->h, migrate_2, NULL, NULL, NULL) == SQLITE_OK)
-		ver = DB_VERSION;
+	if (ver == 1 || ver == 2)
+		ver = db_migrate(db->h, ver);
 	if (ver != DB_VERSION)
 		return "written by another version of rdcp";
 	sqlite3_stmt *s;

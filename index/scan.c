@@ -159,8 +159,6 @@ static int open_index(const char *root, const char *real, const struct idx_scan_
 		log_warn("going on without an index: every file will be hashed");
 		return 0;
 	}
-	if (!opts->index_path)
-		idx_cache_autoprune();   /* ours is held: never removed from under us */
 	if (idx_db_load(*db, old, last_scan) < 0) {
 		/* unreadable rows mid-way: start again from an empty index */
 		if (idx_db_reset(*db, "damaged") < 0) {
@@ -276,6 +274,10 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		log_err("%s: scan failed: %s", root, strerror(-rc));
 		goto out;
 	}
+	/* ours is held now, never removed from under us; and after the walk,
+	 * which may be of a tree that holds the cache (a home directory) */
+	if (pv.db && !opts->index_path)
+		idx_cache_autoprune();
 	idx_manifest_sort(out);
 	if (opts->roots)
 		dedupe(out);   /* a directory above several roots, a root twice */

@@ -208,8 +208,6 @@ static const struct idx_entry *unchanged(const struct walker *w, const struct id
 		return NULL;
 	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
 		return NULL;
-	if ((o->flags & IDX_F_ASSUMED) && !w->trust_prefix)
-		return NULL;   /* digests taken unread: a scan that trusts them only */
 	return o;
 }
 
@@ -245,10 +243,11 @@ static int reuse_extra(const struct walker *w, struct idx_entry *e, const struct
 }
 
 /* Take the hash from the previous index if the file provably did not
- * change (o: unchanged()'s answer). */
-static int reuse_hash(struct idx_entry *e, const struct idx_entry *o)
+ * change (o: unchanged()'s answer) and its digests were read (or taken
+ * unread, by a scan that trusts them: IDX_F_ASSUMED). */
+static int reuse_hash(const struct walker *w, struct idx_entry *e, const struct idx_entry *o)
 {
-	if (!o || o->type != IDX_REG)
+	if (!o || o->type != IDX_REG || ((o->flags & IDX_F_ASSUMED) && !w->trust_prefix))
 		return 0;
 	if (o->nchunks) {
 		e->chunks = malloc((size_t)o->nchunks * IDX_HASH_LEN);
@@ -507,7 +506,7 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 		return;
 	}
 	case IDX_REG:
-		if (reuse_hash(e, old)) {
+		if (reuse_hash(wk->w, e, old)) {
 			wk->st.reused++;
 			return;
 		}
@@ -959,6 +958,12 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 			close(w.stack[i].fd);
 			free(w.stack[i].path);
 		}
+	if (started == 0)   /* (directories parked by an inline walk of the roots) */
+		for (int t = 0; t < threads; t++)
+			for (struct parked *p = w.workers[t].parked, *next; p; p = next) {
+				next = p->next;
+				unpark(&w, p);
+			}
 	if (rc == 0 && w.nomem)
 		rc = -ENOMEM;
 	if (rc == 0)

@@ -671,7 +671,7 @@ static void test_scan_xattrs_acls(void **state)
 	idx_manifest_free(&m);
 }
 
-/* An index of version 1 (before the extra column) is brought forward in
+/* An index of version 1 (before the extra column) or 2 is brought forward in
  * place: its rows stay trusted, nothing is hashed again. */
 static void test_index_v1_migrated(void **state)
 {
@@ -700,6 +700,23 @@ static void test_index_v1_migrated(void **state)
 	st = scan_meta(f, &m, IDX_SCAN_XATTRS);
 	assert_int_equal(st.extra_read, 1);
 	assert_int_equal(st.hashed, 0);
+	/* version 2 (before the assumed column): brought forward too */
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ALTER TABLE entries DROP COLUMN assumed;"
+	                              "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 10);
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	int64_t ver = 0;
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	ver = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	assert_int_equal(ver, 3);
 	idx_manifest_free(&m);
 }
 
