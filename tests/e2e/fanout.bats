@@ -94,7 +94,8 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 
 # kill_host_at "N..." ARGS...: a fan-out of SRC (100 small files, a 120 MB
 # file) to ARGS, slow enough (40 MB/s) that hosts 127.0.0.N... are killed
-# (kill -9) at about 40% of the data; $got: its exit code.
+# (kill -9) when the first of them holds about half of it; $got: its exit
+# code.
 kill_host_at() {
 	local n=$1 k; shift
 	mkdir -p "$T/src"
@@ -105,7 +106,15 @@ kill_host_at() {
 		"$@" >"$T/json" 2>"$T/err") &
 	local pid=$!
 	for _ in $(seq 200); do [ -e "$T/pid.$last" ] && break; sleep 0.05; done
-	sleep 1.2   # of about 3 s
+	# when the first of them holds half of the big file (of about 3 s; not
+	# a fixed time: a loaded machine moves less in it, and its next run
+	# must have chunks to reuse)
+	local first=${n%% *} kb
+	for _ in $(seq 400); do
+		kb=$(du -sk "$T/d$first" 2>/dev/null | cut -f1)
+		[ "${kb:-0}" -ge 58000 ] && break
+		sleep 0.025
+	done
 	local pids=()
 	for k in $n; do pids+=("$(cat "$T/pid.127.0.0.$k")"); done
 	kill -9 "${pids[@]}"   # at once: no fork between two hosts' deaths
@@ -127,7 +136,7 @@ kill_host_at() {
 	grep -q '^rdcp (127.0.0.1): forwarding the data to the next host failed: .*going on with the host after it (127.0.0.3 ' "$T/err"
 	grep -q '^rdcp (127.0.0.3): the host before this one stopped sending' "$T/err"
 	# so the source sent the big file about once: hosts 3 and 4 were not
-	# sent the 60% they had not had when host 2 died again (with a second
+	# sent the half they had not had when host 2 died again (with a second
 	# round from the source alone, this was 1.6 x)
 	local tx; tx=$(json_field bytes_total_sent <"$T/json")
 	echo "source sent $tx bytes"
