@@ -245,6 +245,7 @@ backup_dir() {
 	ln -s t "$T/src/sub/x"
 	echo precious >"$T/dst/sub/x"
 	echo target >"$T/dst/sub/t"
+	touch -r "$T/src/sub/t" "$T/dst/sub/t"   # the same file: nothing to back up
 	echo notadir >"$T/bd/sub"   # bd/sub/x cannot be made
 	run "$RDCP" -a --sync -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
 	echo "$output"
@@ -261,6 +262,9 @@ backup_dir() {
 	mkdir -p "$T/src/sub" "$T/dst/sub" "$T/bd"
 	echo target >"$T/src/sub/t"
 	echo target >"$T/dst/sub/t"
+	# the same file, mtime too (two writes a clock tick apart, on a loaded
+	# machine, made t a file to send, whose backup failed as well)
+	touch -r "$T/src/sub/t" "$T/dst/sub/t"
 	echo precious >"$T/dst/sub/gone"
 	echo notadir >"$T/bd/sub"   # bd/sub/gone cannot be made
 	run "$RDCP" -a --sync --delete -b --backup-dir="$T/bd" "$T/src/" "$T/dst/"
