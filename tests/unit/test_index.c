@@ -46,25 +46,26 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Scan f->tree with the index at f->db, reading meta (IDX_SCAN_*) too;
- * the manifest goes to m. */
-static struct idx_stats scan_meta(struct fx *f, struct idx_manifest *m, unsigned meta)
+/* Scan f->tree with the index at f->db and the other options of o; the
+ * manifest goes to m. */
+static struct idx_stats scan_with(struct fx *f, struct idx_manifest *m, struct idx_scan_opts o)
 {
-	struct idx_scan_opts o = { .index_path = f->db, .meta = meta };
 	struct idx_stats st;
+	o.index_path = f->db;
 	idx_manifest_free(m);
 	assert_int_equal(idx_scan(f->tree, &o, m, &st), 0);
 	return st;
 }
 
-/* Scan f->tree with the index at f->db; the manifest goes to m. */
+/* ... reading meta (IDX_SCAN_*) too. */
+static struct idx_stats scan_meta(struct fx *f, struct idx_manifest *m, unsigned meta)
+{
+	return scan_with(f, m, (struct idx_scan_opts){ .meta = meta });
+}
+
 static struct idx_stats scan(struct fx *f, struct idx_manifest *m)
 {
-	struct idx_scan_opts o = { .index_path = f->db };
-	struct idx_stats st;
-	idx_manifest_free(m);
-	assert_int_equal(idx_scan(f->tree, &o, m, &st), 0);
-	return st;
+	return scan_with(f, m, (struct idx_scan_opts){ 0 });
 }
 
 static const struct idx_entry *must_find(const struct idx_manifest *m, const char *p)
@@ -247,11 +248,7 @@ static void test_incremental_rescan(void **state)
  * scan without that trust reads it again; another inode is read whole. */
 static struct idx_stats scan_trust(struct fx *f, struct idx_manifest *m, int trust)
 {
-	struct idx_scan_opts o = { .index_path = f->db, .trust_prefix = trust };
-	struct idx_stats st;
-	idx_manifest_free(m);
-	assert_int_equal(idx_scan(f->tree, &o, m, &st), 0);
-	return st;
+	return scan_with(f, m, (struct idx_scan_opts){ .trust_prefix = trust });
 }
 
 static void test_trust_prefix(void **state)
