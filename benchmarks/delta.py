@@ -8,14 +8,17 @@ bytes_total_received) and `rsync --stats` (Total bytes sent + received).
   grown-xfs   video: 8 x 512 MiB, each +64 MiB per repetition; rdcp (default
               mode) vs rsync -a, destination on a loop-mounted XFS (reflink=1)
   grown-ext4  the same on a loop-mounted ext4: rdcp, rdcp --append, rsync,
-              rsync --append, and the floor (cp of the old files on that fs)
+              rsync --append, and the floors (cp of the old files on that fs;
+              dd of the appended bytes)
   image       one 4 GiB file, 200 scattered 4 KiB writes per repetition: rdcp,
               rdcp --inplace, rsync, rsync --inplace, and the floor of the
               default mode (cp of the old file); destination on this disk
   image-xfs   the same, rdcp vs rsync, destination on a loop-mounted XFS
   resume      rdcp --partial killed (-9, the sender) at half of a 4 GiB file,
               then run again; and without --partial: no temp file left
-  fullcopy    4 x 1 GiB, tmpfs to tmpfs over TCP, vs iperf3 -n on loopback
+  fullcopy    4 x 1 GiB, tmpfs to tmpfs over TCP, vs iperf3 -n on loopback,
+              rdsend FILE -> rdrecv FILE of the same bytes, and the floor
+              (cp -r on the tmpfs)
   sparse      a 4 GiB file with 64 MiB of data: rdcp -S vs rsync -S
 
 A flag today's rdcp refuses ("not implemented yet") is recorded as
@@ -218,8 +221,9 @@ class Delta:
               {"rdcp": [], "rdcp --append": ["--append"], "rsync": [], "rsync --append": ["--append"]})
         final = n * (base + self.a.reps * grow)
         mnt = f"{w}/mnt-{name}"
-        # every destination, plus one file's temp copy, plus the floor's copy, plus room
-        size = (len(cs) + 1) * final + base + self.a.reps * grow + 512 * MiB
+        # every destination, plus one file's temp copy, plus the floors' copies, plus room
+        floors = 2 if fs == "ext4" else 1
+        size = (len(cs) + floors) * final + base + self.a.reps * grow + 512 * MiB
         self.mount_image(fs, size, mnt, undo)
         dst = {c: f"{mnt}/{c.replace(' --', '-')}" for c in cs}
         # each rdcp mode has SRC's index to itself, as a user who runs one
@@ -235,6 +239,10 @@ class Delta:
                 self.rdcp([], f"{src}/", dst[c], cache=cache[c])
             else:
                 self.rsync([], f"{src}/", dst[c])
+        if fs == "ext4":
+            # the floor of --append: the new bytes appended by dd, on the same disk
+            fa = f"{mnt}/floor-append"
+            sh(f"cp -r '{src}' '{fa}'")
         budget = 1.05 * n * (grow + CHUNK)
         self.facts[name] = (f"{n} files of {base / MiB:.1f} MiB, each +{grow / MiB:.2f} MiB per "
                             f"repetition; wire budget 1.05 × ({n} × {grow / MiB:.2f} MiB appended "
@@ -269,6 +277,14 @@ class Delta:
                 log(f"bench: {name} {c} rep {rep}: {dt:.3f} s")
             if fs == "ext4":
                 self.floor(name, rep, src, dst["rsync"], f"{mnt}/floor", "files")
+                self.b.settle(src)
+                at = base + (rep - 1) * grow
+                t0 = time.monotonic()
+                sh(" && ".join(f"dd if='{src}/cam{i}.mxf' of='{fa}/cam{i}.mxf' bs=4M "
+                               f"skip={at} iflag=skip_bytes oflag=append conv=notrunc "
+                               f"status=none" for i in range(n)))
+                self.record(set=name, contender="floor: dd of the appended bytes", rep=rep,
+                            seconds=time.monotonic() - t0)
 
     # ------------------------------------------------------------ image
     def set_image(self, undo):
@@ -450,21 +466,36 @@ class Delta:
         n, fsize = 4, max(MiB, int(1024 * MiB * s))
         total = n * fsize
         mnt = f"{w}/mnt-fullcopy"
-        self.mount_tmpfs(2 * total + 64 * MiB, mnt, undo)
+        # the four files, rdsend's one file of the same bytes, one copy
+        self.mount_tmpfs(3 * total + 64 * MiB, mnt, undo)
         src = f"{mnt}/src"
         os.makedirs(src)
         log(f"bench: fullcopy: generating {n} x {fsize / MiB:.0f} MiB on tmpfs ...")
         for i in range(n):
             stream_bytes(f"{src}/blob{i}", fsize, f"full{i}")
+        one = f"{mnt}/one"
+        sh(f"cat '{src}'/blob* >'{one}'")
         self.facts["fullcopy"] = (f"{n} × {fsize / MiB:.0f} MiB, tmpfs to tmpfs, rdcp over TCP "
-                                  f"through ssh to 127.0.0.1 vs iperf3 -n {total} on loopback")
+                                  f"through ssh to 127.0.0.1 vs iperf3 -n {total} on loopback; "
+                                  f"rdsend FILE -> rdrecv FILE over TCP of one file of the "
+                                  f"same {total / MiB:.0f} MiB; the floor: cp -r of the four "
+                                  f"files within the tmpfs (one in-kernel copy, no network)")
         self.rdcp([], f"{src}/", f"{mnt}/prime")       # the indexes, as in the steady state
         shutil.rmtree(f"{mnt}/prime")
-        cs = ["rdcp", "iperf3"]
+        cs = ["rdcp", "iperf3", "rdsend -> rdrecv", "floor: cp -r"]
         for rep in range(1, self.a.reps + 1):
             for c in (cs if rep % 2 else cs[::-1]):
                 self.step("fullcopy", c, rep)
-                if c == "rdcp":
+                if c == "rdsend -> rdrecv":
+                    dt = self.rdsend_rdrecv(one, f"{mnt}/out")
+                    self.record(set="fullcopy", contender=c, rep=rep, seconds=dt, wire=total)
+                elif c == "floor: cp -r":
+                    t0 = time.monotonic()
+                    sh(f"cp -r '{src}' '{mnt}/cp'")
+                    dt = time.monotonic() - t0
+                    shutil.rmtree(f"{mnt}/cp")
+                    self.record(set="fullcopy", contender=c, rep=rep, seconds=dt)
+                elif c == "rdcp":
                     dst = f"{mnt}/dst"
                     dt, j = self.rdcp([], f"{src}/", dst)
                     self.verify(src, dst)
@@ -482,6 +513,35 @@ class Delta:
                     dt = json.loads(out.stdout)["end"]["sum_received"]["seconds"]
                     self.record(set="fullcopy", contender=c, rep=rep, seconds=dt, wire=total)
                 log(f"bench: fullcopy {c} rep {rep}: {dt:.3f} s")
+
+    def rdsend_rdrecv(self, src, out):
+        """rdsend src -> rdrecv out over TCP on loopback; seconds from rdsend's
+        start to both ends' exit (rdrecv is listening before the clock starts)."""
+        d = os.path.dirname(RDCP)
+        env = dict(os.environ, RDCP_KEY="bench-" + str(os.getpid()))
+        rv = subprocess.Popen([f"{d}/rdrecv", "--transport", "tcp", "--listen", "127.0.0.1",
+                               "0", "-", out], env=env, stderr=subprocess.PIPE, text=True)
+        port = None
+        for line in rv.stderr:
+            m = re.search(r"listening on port (\d+)", line)
+            if m:
+                port = m.group(1)
+                break
+        if not port:
+            rv.kill()
+            raise SystemExit("bench: rdrecv did not say its port")
+        t0 = time.monotonic()
+        p = subprocess.run([f"{d}/rdsend", "--transport", "tcp", "127.0.0.1", port, "-", src],
+                           env=env, capture_output=True, text=True)
+        rc = rv.wait()
+        dt = time.monotonic() - t0
+        if p.returncode or rc:
+            raise SystemExit(f"bench: rdsend -> rdrecv failed ({p.returncode}, {rc}):\n"
+                             f"{p.stderr[-2000:]}")
+        if subprocess.run(["cmp", src, out]).returncode:
+            raise SystemExit(f"bench: rdrecv's {out} differs from {src}")
+        os.unlink(out)
+        return dt
 
     # ------------------------------------------------------------ sparse
     def set_sparse(self, undo):
@@ -591,6 +651,10 @@ class Delta:
                             "per file)", d, "rdcp --append", "wire", 1.0, scale=bud)
                 self.target(t, f"{d}: rdcp --append ≤ 0.2 × rsync --append (time)",
                             d, "rdcp --append", "seconds", 0.2, peer="rsync --append")
+                self.target(t, f"{d}: the floor of --append (dd of the appended bytes) ≤ 0.2 "
+                            "× rsync --append? (not a target: where it is not, 0.2 is under "
+                            "the floor)", d, "floor: dd of the appended bytes", "seconds", 0.2,
+                            peer="rsync --append")
         for d in ("image", "image-xfs"):
             if not any(r["set"] == d for r in self.runs):
                 continue
@@ -621,6 +685,12 @@ class Delta:
         if any(r["set"] == "fullcopy" for r in self.runs):
             self.target(t, "fullcopy: rdcp speed ≥ 0.6 × iperf3 (tmpfs, TCP)", "fullcopy",
                         "rdcp", "seconds", 0.6, peer="iperf3", invert=True)
+            self.target(t, "fullcopy: the floor's speed (cp -r, no network) ≥ 0.6 × iperf3? "
+                        "(not a target: where it is not, 0.6 is under the floor)", "fullcopy",
+                        "floor: cp -r", "seconds", 0.6, peer="iperf3", invert=True)
+            self.target(t, "fullcopy: rdsend FILE -> rdrecv FILE at least as fast as rdcp "
+                        "(the same bytes)", "fullcopy", "rdsend -> rdrecv", "seconds", 1.0,
+                        peer="rdcp", invert=True)
         if any(r["set"] == "sparse" for r in self.runs):
             lim = getattr(self, "sparse_limit", 1)
             self.target(t, "sparse: rdcp -S wire bytes ≤ 70/64 × data", "sparse", "rdcp -S",
