@@ -480,11 +480,12 @@ class Bench:
                                 f"{info['files']} files = {lim_kb / 1024:.1f} MiB",
                                 "value_mib": round(worst / 1024, 1), "met": worst <= lim_kb})
         if vm:
-            for k in ("ib_write_bw -R",):
+            for k, what in (("ib_write_bw -R", "its own figure"),
+                            ("ib_write_bw -R (wall clock, as rdcp)", "both timed start to exit")):
                 if vm.get("rdcp-rdma") and vm.get(k):
                     r = vm["rdcp-rdma"] / vm[k]
-                    targets.append({"target": "VM: rdcp (rdma) throughput ≥ 0.8 × ib_write_bw -R",
-                                    "ratio": round(r, 3), "met": r >= 0.8})
+                    targets.append({"target": f"VM: rdcp (rdma) throughput ≥ 0.9 × ib_write_bw -R "
+                                    f"({what})", "ratio": round(r, 3), "met": r >= 0.9})
         tl = ["| target | measured | met |", "|---|---|---|"]
         for t in targets:
             v = t.get("ratio", t.get("value_mib"))
@@ -542,8 +543,14 @@ echo "bytes $bytes"
 $R --scan /tmp/src >/dev/null
 for r in $(seq {a.reps}); do
     ib_write_bw -R -d rxe0 -s 1048576 -n {mb} >/dev/null 2>&1 & sleep 1
-    echo "ib_write_bw_-R $r $(ib_write_bw -R -d rxe0 -s 1048576 -n {mb} $A 2>/dev/null | awk '$1 == 1048576 {{print $4}}')"
+    a=$(date +%s.%N)
+    bw=$(ib_write_bw -R -d rxe0 -s 1048576 -n {mb} $A 2>/dev/null | awk '$1 == 1048576 {{print $4}}')
     wait
+    b=$(date +%s.%N)
+    # perftest's own figure leaves out its start-up and connection set-up;
+    # the wall figure is timed as rdcp is, start to both ends exited
+    echo "ib_write_bw_-R $r $bw"
+    echo "ib_write_bw_-R_wall $r $(echo "{mb} / ($b - $a)" | bc -l)"
     for t in rdma tcp; do
         rm -rf /tmp/dst; sync; echo 3 >/proc/sys/vm/drop_caches; cat /tmp/src/blobs/* >/dev/null
         a=$(date +%s.%N)
@@ -565,7 +572,9 @@ done
     vals = {}
     for line in out.splitlines():
         f = line.split()
-        names = {"ib_write_bw_-R": "ib_write_bw -R", "rdcp-rdma": "rdcp-rdma",
+        names = {"ib_write_bw_-R": "ib_write_bw -R",
+                 "ib_write_bw_-R_wall": "ib_write_bw -R (wall clock, as rdcp)",
+                 "rdcp-rdma": "rdcp-rdma",
                  "rdcp-tcp": "rdcp-tcp"}
         if len(f) == 3 and f[0] in names:
             try:

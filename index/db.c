@@ -407,6 +407,10 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 	rc = -EIO;
 	if (db_int(db->h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
 		goto out;
+	/* One pass over every page: a small page cache does, and the default
+	 * (2 MB) would be that much more memory touched for the first time
+	 * (docs/index.md, "Memory"); the writes get the default back. */
+	sqlite3_exec(db->h, "PRAGMA cache_size=-256", NULL, NULL, NULL);
 	if (sqlite3_prepare_v2(db->h,
 	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
 	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries", -1, &s,
@@ -430,6 +434,7 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 		         db->path, (unsigned long long)bad);
 out:
 	sqlite3_finalize(s);
+	sqlite3_exec(db->h, "PRAGMA cache_size=-2000", NULL, NULL, NULL);
 	free(path);
 	if (rc == 0)
 		idx_manifest_sort(out);

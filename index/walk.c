@@ -825,27 +825,44 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 		free(b);
 	}
 	w->nbig = 0;
+	/* The largest worker's array becomes the manifest's: realloc grows a
+	 * large block by remapping it, so only the other entries are copied.
+	 * Each page a copy touches for the first time costs more than the
+	 * copy itself (docs/index.md, "Memory"). */
+	int big = 0;
 	size_t total = out->n;
-	for (int t = 0; t < threads; t++)
+	for (int t = 0; t < threads; t++) {
 		total += w->workers[t].out.n;
-	if (total > out->cap) {
-		struct idx_entry *e = realloc(out->e, total * sizeof *e);
+		if (w->workers[t].out.n > w->workers[big].out.n)
+			big = t;
+	}
+	struct idx_manifest *b = &w->workers[big].out;
+	size_t head = out->n;   /* the roots, added before the walk: kept first */
+	if (total > b->cap) {
+		struct idx_entry *e = realloc(b->e, total * sizeof *e);
 		if (!e)
 			return -ENOMEM;
-		out->e = e;
-		out->cap = total;
+		b->e = e;
+		b->cap = total;
 	}
+	size_t n = 0;
+	for (size_t i = 0; i < b->n; i++)   /* squeeze out its holes */
+		if (b->e[i].path)
+			b->e[n++] = b->e[i];
+	if (n && head)
+		memmove(b->e + head, b->e, n * sizeof *b->e);
+	if (head)
+		memcpy(b->e, out->e, head * sizeof *b->e);
+	free(out->e);
+	out->e = b->e;
+	out->cap = b->cap;
+	out->n = head + n;
+	*b = (struct idx_manifest){ 0 };
 	for (int t = 0; t < threads; t++) {
 		struct worker *wk = &w->workers[t];
-		if (wk->holes) {
-			for (size_t i = 0; i < wk->out.n; i++)
-				if (wk->out.e[i].path)
-					out->e[out->n++] = wk->out.e[i];
-		} else {
-			if (wk->out.n)
-				memcpy(out->e + out->n, wk->out.e, wk->out.n * sizeof *wk->out.e);
-			out->n += wk->out.n;
-		}
+		for (size_t i = 0; i < wk->out.n; i++)
+			if (wk->out.e[i].path)
+				out->e[out->n++] = wk->out.e[i];
 		free(wk->out.e);
 		wk->out = (struct idx_manifest){ 0 };
 		st->hashed += wk->st.hashed;
