@@ -589,6 +589,38 @@ done
     return res
 
 
+PAGE_REPORTING = "/sys/module/page_reporting/parameters"
+
+
+def hold_memory():
+    """Hold back the guest's free page reporting, if it has one, for the run.
+
+    On the paravirtualized machines these benchmarks run on, the guest hands
+    memory it frees back to its host almost at once (min_free_ms 0), and the
+    next write into such memory costs several times one into memory freed a
+    moment ago: a 4 GiB copy within a tmpfs took 0.84 s or 5.7 s depending on
+    it. Whichever contender starts writing later, or writes more slowly,
+    gets more of those pages. Free memory now stays with the guest for a
+    minute (and up to all of RAM waits); returns (what was changed, undo)."""
+    want = {"min_free_ms": "60000",
+            "max_waiting_mib": str(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MiB)}
+    old = {}
+    for k, v in want.items():
+        try:
+            with open(f"{PAGE_REPORTING}/{k}") as f:
+                old[k] = f.read().strip()
+            with open(f"{PAGE_REPORTING}/{k}", "w") as f:
+                f.write(v)
+        except OSError:
+            pass
+
+    def undo():
+        for k, v in old.items():
+            with open(f"{PAGE_REPORTING}/{k}", "w") as f:
+                f.write(v)
+    return {k: (old[k], want[k]) for k in old}, undo
+
+
 def main():
     sys.dont_write_bytecode = True      # no __pycache__ in the source tree
     import delta            # here: delta.py imports this file's helpers
@@ -601,6 +633,9 @@ def main():
                     help="comma list of data sets and change-driven scenarios")
     ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list")
     ap.add_argument("--no-vm", action="store_true", help="skip the soft-RoCE VM part")
+    ap.add_argument("--let-memory-go", action="store_true",
+                    help="leave the guest's free page reporting as it is (default: held "
+                    "back for the run, see hold_memory())")
     ap.add_argument("--vm-mb", type=int, default=256, help="bytes per VM run, MiB")
     ap.add_argument("--work", help="scratch directory (default: a new one under $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
@@ -646,6 +681,7 @@ def main():
     # comes ignored) unwind: the finally blocks unmount and detach
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: terminated"))
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    held, unhold = hold_memory() if not a.let_memory_go else ({}, lambda: None)
     b.start_sshd()
     d = delta.Delta(b)
     try:
@@ -655,6 +691,7 @@ def main():
             else:
                 d.run_set(s)
     finally:
+        unhold()
         b.stop_sshd()
         if made and not a.keep:
             shutil.rmtree(a.work, ignore_errors=True)
@@ -673,6 +710,10 @@ def main():
            ("all caches dropped" if getattr(b, "dropped", False) else
             "caches NOT dropped (no permission)") +
            ", then the source read back in: warm source, cold destination.",
+           ("Free page reporting to the host held back during the run ("
+            + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in held.items()) + "; restored after)."
+            if held else "Free page reporting: " + ("left as it is (--let-memory-go)."
+                                                     if a.let_memory_go else "none here.")),
            "Everything runs on this one machine: remote contenders push to 127.0.0.1 "
            "through one private sshd.",
            ""] + (["Data sets: " + "; ".join(

@@ -34,10 +34,9 @@ settle() { sleep 0.05; }
 # flip FILE OFFSET: invert one byte. Always a change: writing a fixed byte
 # over random data leaves it as it was once in 256 runs.
 flip() {
-	python3 -c 'import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(int(sys.argv[2])); b = f.read(1)
-    f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"
+	local b; b=$(od -An -tu1 -j "$2" -N1 "$1" 2>/dev/null | tr -d ' ')
+	[ -n "$b" ] || { echo "flip: $1 has no byte at $2" >&2; return 1; }
+	printf "\\$(printf %03o $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
 
 # Ports: never a random one (another test run may hold it). A receiver
