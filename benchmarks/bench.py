@@ -582,6 +582,8 @@ done
             except ValueError:
                 pass
     # perftest's MB/sec is 2^20 bytes/s, the same unit as ours
+    for k, v in vals.items():
+        log(f"bench: VM {k}: " + ", ".join(f"{x:.1f}" for x in v) + " MiB/s")
     res = {k: statistics.median(v) for k, v in vals.items()}
     if "rdcp-rdma" not in res or "ib_write_bw -R" not in res:
         sys.exit("bench: the VM printed no results:\n" + out[-3000:])
@@ -690,12 +692,12 @@ def main():
                 b.do_set(s, contenders, step)
             else:
                 d.run_set(s)
+        vm = None if a.no_vm else run_vm(a)
     finally:
         unhold()
         b.stop_sshd()
         if made and not a.keep:
             shutil.rmtree(a.work, ignore_errors=True)
-    vm = None if a.no_vm else run_vm(a)
     lines, tl, vl, targets, med = b.report(vm)
     dl, dtargets, dmed = d.report()
     mach = machine()
@@ -707,8 +709,9 @@ def main():
            f"{mach['tar']}.",
            "",
            "Page cache: before every run `sync`, " +
-           ("all caches dropped" if getattr(b, "dropped", False) else
-            "caches NOT dropped (no permission)") +
+           ({True: "all caches dropped", False: "caches NOT dropped (no permission)",
+             None: "caches dropped where a set needs it (none of these did)"}
+            [getattr(b, "dropped", None)]) +
            ", then the source read back in: warm source, cold destination.",
            ("Free page reporting to the host held back during the run ("
             + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in held.items()) + "; restored after)."
