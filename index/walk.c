@@ -59,7 +59,6 @@ struct worker {
 	int id;
 	pthread_t tid;
 	struct idx_manifest out;
-	size_t holes;           /* entries of out dropped (path NULL) */
 	struct parked *parked;  /* its directories waiting for the index */
 	struct idx_stats st;
 	uint8_t *buf;
@@ -160,7 +159,6 @@ static void drop_entry(struct worker *wk, size_t i)
 		return;
 	}
 	*e = (struct idx_entry){ 0 };   /* a hole, left out by gather() */
-	wk->holes++;
 }
 
 static void fill_meta(struct idx_entry *e, const struct stat *st)
