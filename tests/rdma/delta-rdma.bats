@@ -79,6 +79,16 @@ kill_sender() {
 	gone $spids
 }
 
+# resume: the --partial run after a cut-off one ($T/json); the result is
+# SRC's, and no temp file is left
+resume() {
+	push --partial "$T/src" "vm:$T/dst" >"$T/json"
+	cat "$T/json"
+	cmp "$T/src/f" "$T/dst/f"
+	same "$T/src" "$T/dst"
+	[ -z "$(temps)" ]
+}
+
 @test "rdma delta: one changed byte sends one block; a grown file its new bytes" {
 	mkdir "$T/src"
 	head -c $((20 * MiB + 7)) /dev/urandom >"$T/src/f"
@@ -161,11 +171,7 @@ kill_sender() {
 	start_push 16M
 	kill_sender
 	[ -n "$(temps)" ]   # kept for the next run
-	push --partial "$T/src" "vm:$T/dst" >"$T/json"
-	cat "$T/json"
-	cmp "$T/src/f" "$T/dst/f"
-	same "$T/src" "$T/dst"
-	[ -z "$(temps)" ]
+	resume
 	[ "$(field bytes_sent <"$T/json")" -le $((SIZE * 55 / 100)) ]
 	[ "$(field bytes_matched <"$T/json")" -ge $((SIZE * 45 / 100)) ]
 }
@@ -184,11 +190,7 @@ kill_sender() {
 	wait "$pid" || true
 	cat "$T/first.err"
 	[ -n "$(temps)" ]
-	push --partial "$T/src" "vm:$T/dst" >"$T/json"
-	cat "$T/json"
-	cmp "$T/src/f" "$T/dst/f"
-	same "$T/src" "$T/dst"
-	[ -z "$(temps)" ]
+	resume
 	[ "$(field bytes_sent <"$T/json")" -le $((SIZE * 55 / 100)) ]
 }
 
@@ -198,11 +200,7 @@ kill_sender() {
 	kill_sender
 	# rewrite 4 KiB of the first chunk, which the cut-off run had verified
 	head -c 4096 /dev/urandom | dd of="$T/src/f" bs=4096 seek=10 conv=notrunc status=none
-	push --partial "$T/src" "vm:$T/dst" >"$T/json"
-	cat "$T/json"
-	cmp "$T/src/f" "$T/dst/f"
-	same "$T/src" "$T/dst"
-	[ -z "$(temps)" ]
+	resume
 	# the rest of what it had verified is kept
 	[ "$(field bytes_matched <"$T/json")" -ge $((SIZE * 40 / 100)) ]
 }
