@@ -13,6 +13,7 @@ export RDCP_BUILD=$PWD/$BUILD
 export CMOCKA_MESSAGE_OUTPUT=TAP
 pass=0 fail=0 skip=0
 failed_names=()
+times=()
 
 # Hermetic: the suite's temp files, HOME and index cache are its own, under
 # one directory removed at the end (the remote side through the test sshd
@@ -47,8 +48,10 @@ run_suite() {
 	local name=$1; shift
 	local log; log=$(mktemp)
 	echo "== $name"
+	local t0=$SECONDS
 	"$@" >"$log" 2>&1
 	local rc=$?
+	local took=$((SECONDS - t0))
 	local p=0 f=0 s=0 line
 	while IFS= read -r line; do
 		case "$line" in
@@ -66,6 +69,8 @@ run_suite() {
 		echo "   not ok - $name exited with status $rc"
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+	echo "   ($name: ${took} s)"
+	times+=("$(printf '%5d s  %s' "$took" "$name")")
 }
 
 for t in "$BUILD"/tests/test_*; do
@@ -76,7 +81,7 @@ for t in "$BUILD"/tests/fuzz_*; do
 	[ -x "$t" ] && run_suite "fuzz replay $n" "$t" "tests/fuzz/corpus/$n"
 done
 for b in tests/e2e/*.bats; do
-	[ -f "$b" ] && run_suite "e2e $(basename "$b" .bats)" bats --tap "$b"
+	[ -f "$b" ] && run_suite "e2e $(basename "$b" .bats)" bats --tap --timing "$b"
 done
 # keep benchmarks/ runnable (tiny data; results of these runs are not kept)
 BENCH_RESULTS=$(mktemp -d)
@@ -111,6 +116,9 @@ leak_check() {
 }
 run_suite "hermetic" leak_check
 
+echo
+echo "Time per part (longest first), ${SECONDS} s in all:"
+printf '%s\n' "${times[@]}" | sort -rn | head -12
 if [ "${#failed_names[@]}" -gt 0 ]; then
 	echo
 	echo "Failures:"
