@@ -26,8 +26,9 @@ mk_input() {
 through_mitm() {
 	local enc=$1 streams=$2 p; shift 2
 	rm -f "$T/pport" "$T/report"
-	# --contimeout bounds the wait for a sender (--timeout is the I/O timeout)
-	"$RECV" $enc --transport tcp --timeout 30 --contimeout 30 0 key "$T/out" \
+	# --contimeout bounds the wait for a sender (--timeout is the I/O timeout;
+	# RECV_TIMEOUT: shorter where the attack leaves the receiver waiting)
+	"$RECV" $enc --transport tcp --timeout "${RECV_TIMEOUT:-30}" --contimeout 30 0 key "$T/out" \
 		2>"$T/recv.err" &
 	local rpid=$!
 	p=$(recv_port "$T/recv.err")
@@ -266,6 +267,8 @@ both_fail() {
 
 @test "man in the middle forges the receiver's verdict: the sender does not exit 0" {
 	mk_input
+	# the receiver, missing the dropped data, waits until its --timeout
+	local RECV_TIMEOUT=5
 	through_mitm --encrypt 1 --forge-verdict 4
 	both_fail
 	grep -q "the receiver's verdict failed authentication (tampered with, or not from the receiver)" \
