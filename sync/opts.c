@@ -589,7 +589,7 @@ void sync_opts_free(struct sync_opts *o)
 void sync_args_init(struct sync_args *a)
 {
 	memset(a, 0, sizeof *a);
-	a->o.tp.streams = 1;
+	a->o.tp.streams = 0;   /* the transport's default: 2 over TCP, 1 over RDMA */
 	a->o.max_delete = -1;
 	a->o.tp.verbose = -1;   /* quiet unless -v */
 	a->o.min_size = a->o.max_size = -1;

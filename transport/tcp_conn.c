@@ -118,7 +118,8 @@ static int client_handshake(int fd, const struct tp_opts *o, uint64_t session, i
 int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
                    struct tp_session **out)
 {
-	int fds[TP_MAX_STREAMS], n = o->streams > 0 ? o->streams : 1, rc = 0, i;
+	int fds[TP_MAX_STREAMS], n = o->streams > 0 ? o->streams : TP_TCP_DEF_STREAMS;
+	int rc = 0, i;
 	struct tp_hs hs[TP_MAX_STREAMS];
 	uint64_t session;
 	uint32_t msg_size = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;

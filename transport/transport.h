@@ -50,13 +50,18 @@
 #define TP_MAX_STREAMS    16
 #define TP_DEF_MSG_SIZE   (1u << 20)
 #define TP_DEF_POOL_SIZE  (32u << 20)
+#define TP_TCP_DEF_STREAMS 2
 #define TP_MAX_MSG_SIZE   (16u << 20)
 
 enum tp_kind { TP_AUTO = 0, TP_TCP, TP_RDMA };
 
 struct tp_opts {
 	enum tp_kind kind;
-	int streams;               /* 1..TP_MAX_STREAMS, chosen by the sender */
+	/* 1..TP_MAX_STREAMS, chosen by the sender; 0: the backend's default,
+	 * TP_TCP_DEF_STREAMS over TCP (the receiver's copies out of the socket
+	 * are then spread over two threads), one queue pair over RDMA (the NIC
+	 * does the copying) */
+	int streams;
 	uint32_t msg_size;         /* payload bytes per message; 0: default */
 	size_t pool_size;          /* buffer bytes per session; 0: default */
 	int connect_timeout_ms;    /* keep retrying a refused connect; 0: 10 s */
