@@ -176,6 +176,10 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 		                  .o = o, .srcs = paths, .nsrc = nsrc, .path = paths[0],
 		                  .verbose = o->verbose, .progress = o->progress,
 		                  .timeout = o->timeout, .connect_addr = f->first_addr };
+		if (r.tp.streams > 1 && !o->quiet)
+			log_err("--streams %d: a fan-out uses one stream per hop (a relay forwards "
+			        "in arrival order, which several streams do not keep)", r.tp.streams);
+		r.tp.streams = 1;   /* every hop one stream: see relay_begin() */
 		sync_sender(&r, res);
 		shutdown(sv[0], SHUT_RDWR);   /* the hub sees the sender's end */
 		pthread_join(hub, NULL);

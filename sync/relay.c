@@ -87,6 +87,12 @@ int relay_begin(struct rstate *s)
 	if (!rl->has_next)
 		return 0;   /* the last host of the chain */
 	rl->d.o = r->tp;
+	/* One stream per hop: a relay forwards messages in the order they
+	 * came, which over several upstream streams is not each stream's
+	 * offset order that the next host's per-stream buffer quota relies on
+	 * (measured: --streams 4 hung a 3-host chain), and a re-link's gap
+	 * mark could be overtaken by a repeat */
+	rl->d.o.streams = 1;
 	tp_key_derive(rl->d.cd.key, 32, rl->d.o.key);
 	explicit_bzero(rl->d.cd.key, sizeof rl->d.cd.key);
 	rl->d.o.msg_size = SYNC_MSG_SIZE;

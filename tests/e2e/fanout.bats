@@ -331,3 +331,23 @@ kill_host_at() {
 	[ "$(host_field 0 status <"$T/json")" = "not run" ]
 	[ ! -e "$T/d1" ] && [ ! -e "$T/d2" ]
 }
+
+# A relay forwards in arrival order; over several streams that broke the
+# next host's per-stream buffer quota and a 3-host chain with --streams 4
+# hung (90 MB of small files: every run). Every hop uses one stream now.
+@test "fan-out with --streams 4: one stream per hop, said once; the chain finishes" {
+	mk_rsh
+	mkdir -p "$T/src"
+	local d i
+	for d in $(seq 0 29); do
+		mkdir -p "$T/src/d$d"
+		head -c 1000000 /dev/urandom | split -b 10000 -a 3 - "$T/src/d$d/f"
+	done
+	head -c 30000000 /dev/urandom >"$T/src/big"
+	run timeout 60 "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" -a --sync --streams 4 "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep -c 'a fan-out uses one stream per hop')" -eq 1 ]
+	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
+}
