@@ -27,7 +27,7 @@ mk_files() {
 
 # json_field NAME: one field of the last line on stdin, a --json summary
 json_field() {
-	tail -n 1 | jq -er --arg k "$1" '.[$k]'
+	tail -n 1 | jq -r --arg k "$1" 'if has($k) then .[$k] else error("no field \($k)") end'
 }
 
 # settle: step past the filesystem clock tick (see docs/index.md, racy files)

@@ -13,7 +13,6 @@ same() {
 	local d; d=$(rsync -anciH --delete "$1/" "$2/")
 	if [ -n "$d" ]; then echo "trees differ:"; echo "$d"; return 1; fi
 }
-field() { tail -n 1 | jq -er --arg k "$1" '.[$k]'; }   # jq: a Python start costs ~3 s in the VM
 
 # push ARGS... SRC DST: over RDMA through the remote-shell path, --json
 push() {
@@ -96,14 +95,14 @@ resume() {
 	flip "$T/src/f" $((10 * MiB))
 	push "$T/src" "vm:$T/dst" >"$T/json"
 	cat "$T/json"
-	[ "$(field transport <"$T/json")" = rdma ]
-	[ "$(field bytes_sent <"$T/json")" -eq 65536 ]
+	[ "$(json_field transport <"$T/json")" = rdma ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq 65536 ]
 	cmp "$T/src/f" "$T/dst/f"
 	head -c $((3 * MiB)) /dev/urandom >>"$T/src/f"
 	push "$T/src" "vm:$T/dst" >"$T/json"
 	cat "$T/json"
 	# the old last chunk held 7 bytes, not one whole block: sent again
-	[ "$(field bytes_sent <"$T/json")" -eq $((3 * MiB + 7)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((3 * MiB + 7)) ]
 	cmp "$T/src/f" "$T/dst/f"
 	same "$T/src" "$T/dst"
 }
@@ -121,7 +120,7 @@ resume() {
 	cat "$T/json"
 	cmp "$T/src/f" "$T/dst/f"
 	# 4 writes: at most 2 blocks of 64 KiB each, not 4 chunks of 4 MiB
-	[ "$(field bytes_sent <"$T/json")" -le $((8 * 65536 + 4096)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -le $((8 * 65536 + 4096)) ]
 }
 
 @test "rdma delta on XFS: the unchanged chunks are reflinked, not copied" {
@@ -139,7 +138,7 @@ resume() {
 	cat "$T/json"
 	cmp "$T/src/f" "$T/mnt/dst/f"
 	same "$T/src" "$T/mnt/dst"
-	[ "$(field bytes_sent <"$T/json")" -eq 65536 ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq 65536 ]
 	# the four chunks kept (16 MiB) are extents shared with the old file's
 	filefrag -v "$T/mnt/dst/f"
 	local bs shared
@@ -172,8 +171,8 @@ resume() {
 	kill_sender
 	[ -n "$(temps)" ]   # kept for the next run
 	resume
-	[ "$(field bytes_sent <"$T/json")" -le $((SIZE * 55 / 100)) ]
-	[ "$(field bytes_matched <"$T/json")" -ge $((SIZE * 45 / 100)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -le $((SIZE * 55 / 100)) ]
+	[ "$(json_field bytes_matched <"$T/json")" -ge $((SIZE * 45 / 100)) ]
 }
 
 @test "rdma --partial: kill -9 of the receiving side once half is recorded, the next run sends the rest" {
@@ -191,7 +190,7 @@ resume() {
 	cat "$T/first.err"
 	[ -n "$(temps)" ]
 	resume
-	[ "$(field bytes_sent <"$T/json")" -le $((SIZE * 55 / 100)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -le $((SIZE * 55 / 100)) ]
 }
 
 @test "rdma --partial: chunks the source changed since are sent again" {
@@ -202,7 +201,7 @@ resume() {
 	head -c 4096 /dev/urandom | dd of="$T/src/f" bs=4096 seek=10 conv=notrunc status=none
 	resume
 	# the rest of what it had verified is kept
-	[ "$(field bytes_matched <"$T/json")" -ge $((SIZE * 40 / 100)) ]
+	[ "$(json_field bytes_matched <"$T/json")" -ge $((SIZE * 40 / 100)) ]
 }
 
 # 6 large files of 3 chunks each (not whole chunks), 100 small ones
@@ -224,7 +223,7 @@ mixed_tree() {
 	local i
 	for ((i = 0; i < 6; i++)); do cmp "$T/src/big/f$i" "$T/dst/big/f$i"; done
 	local all; all=$(find "$T/src" -type f -printf '%s\n' | awk '{ n += $1 } END { print n }')
-	[ "$(field bytes_sent <"$T/json")" -eq "$all" ]   # all of it, once
+	[ "$(json_field bytes_sent <"$T/json")" -eq "$all" ]   # all of it, once
 	# a second round where every large file changed in one chunk
 	for ((i = 0; i < 6; i++)); do flip "$T/src/big/f$i" $(((i % 3) * 4 * MiB + 5)); done
 	push "$T/src/" "vm:$T/dst" >"$T/json"
@@ -233,7 +232,7 @@ mixed_tree() {
 	for ((i = 0; i < 6; i++)); do cmp "$T/src/big/f$i" "$T/dst/big/f$i"; done
 	[ -z "$(temps)" ]
 	# one 64 KiB block each
-	[ "$(field bytes_sent <"$T/json")" -eq $((6 * 65536)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((6 * 65536)) ]
 }
 
 @test "rdma -S: holes travel as ranges and stay holes" {
@@ -247,7 +246,7 @@ mixed_tree() {
 	push -S "$T/src" "vm:$T/dst" >"$T/json"
 	cat "$T/json"
 	cmp "$T/src/sparse" "$T/dst/sparse"
-	[ "$(field bytes_sent <"$T/json")" -le $((4 * MiB)) ]
+	[ "$(json_field bytes_sent <"$T/json")" -le $((4 * MiB)) ]
 	# allocated: about the 3 MiB of data, far from 256 MiB
 	[ "$(( $(stat -c %b "$T/dst/sparse") * 512 ))" -le $((8 * MiB)) ]
 }

@@ -17,22 +17,20 @@ mk() {
 	ln -s ../../blobs/big "$1/snap/rev/model"
 }
 
-# field NAME: one field of the --json summary on stdin
-field() { jq -er --arg k "$1" '.[$k]'; }   # jq: a Python start costs ~3 s in the VM
 
 @test "rdma: push, then a no-op re-run" {
 	mk "$T/src"
 	"$RDCP" --sync --json --streams 2 --transport rdma --data-addr "$ADDR" -e "$LRSH" \
 		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst" >"$T/json"
 	cat "$T/json"
-	[ "$(field transport <"$T/json")" = rdma ]
-	[ "$(field files_sent <"$T/json")" -eq 201 ]
+	[ "$(json_field transport <"$T/json")" = rdma ]
+	[ "$(json_field files_sent <"$T/json")" -eq 201 ]
 	same "$T/src" "$T/dst"
 	"$RDCP" --sync --json --transport rdma --data-addr "$ADDR" -e "$LRSH" \
 		--rdcp-path "$RDCP" "$T/src" "vm:$T/dst" >"$T/json"
 	cat "$T/json"
-	[ "$(field files_sent <"$T/json")" -eq 0 ]
-	[ "$(field bytes_sent <"$T/json")" -eq 0 ]
+	[ "$(json_field files_sent <"$T/json")" -eq 0 ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq 0 ]
 }
 
 @test "rdma: pull, one changed file" {
@@ -44,8 +42,8 @@ field() { jq -er --arg k "$1" '.[$k]'; }   # jq: a Python start costs ~3 s in th
 	"$RDCP" --sync --json --transport rdma --data-addr "$ADDR" -e "$LRSH" \
 		--rdcp-path "$RDCP" "vm:$T/src" "$T/dst" >"$T/json"
 	cat "$T/json"
-	[ "$(field files_sent <"$T/json")" -eq 1 ]
-	[ "$(field transport <"$T/json")" = rdma ]
+	[ "$(json_field files_sent <"$T/json")" -eq 1 ]
+	[ "$(json_field transport <"$T/json")" = rdma ]
 	same "$T/src" "$T/dst"
 }
 
@@ -57,14 +55,14 @@ field() { jq -er --arg k "$1" '.[$k]'; }   # jq: a Python start costs ~3 s in th
 	"$RDCP" --sync --json --transport rdma -e "$LRSH" --rdcp-path "$RDCP" "$T/src" \
 		"$ADDR:$T/d1" "$ADDR:$T/d2" "$ADDR:$T/d3" >"$T/json"
 	cat "$T/json"
-	[ "$(field transport <"$T/json")" = rdma ]
-	[ "$(field exit_code <"$T/json")" -eq 0 ]
+	[ "$(json_field transport <"$T/json")" = rdma ]
+	[ "$(json_field exit_code <"$T/json")" -eq 0 ]
 	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
 	# the source sent the tree once (24 MiB and 200 small files), not three times
-	[ "$(field bytes_total_sent <"$T/json")" -lt $((26 << 20)) ]
+	[ "$(json_field bytes_total_sent <"$T/json")" -lt $((26 << 20)) ]
 	"$RDCP" --sync --json --transport rdma -e "$LRSH" --rdcp-path "$RDCP" "$T/src" \
 		"$ADDR:$T/d1" "$ADDR:$T/d2" "$ADDR:$T/d3" >"$T/json"
-	[ "$(field bytes_sent <"$T/json")" -eq 0 ]
+	[ "$(json_field bytes_sent <"$T/json")" -eq 0 ]
 }
 
 @test "rdma: fan-out, the middle host of three killed mid-run: the first re-links to the last over RDMA; both finish" {
@@ -96,5 +94,5 @@ field() { jq -er --arg k "$1" '.[$k]'; }   # jq: a Python start costs ~3 s in th
 	# the last host's second round got only what was lost in flight through
 	# the killed one (measured: 7 chunks, about the RDMA pool's 8 buffers
 	# it held; 1.29 x in all), not the 60% it had not had yet (1.6 x)
-	[ "$(field bytes_total_sent <"$T/json")" -le $((100000000 * 145 / 100)) ]
+	[ "$(json_field bytes_total_sent <"$T/json")" -le $((100000000 * 145 / 100)) ]
 }
