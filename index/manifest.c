@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/mem.h"
 #include "common/wire.h"
 #include "index/idx_int.h"
 
@@ -105,6 +106,7 @@ struct idx_entry *idx_manifest_push(struct idx_manifest *m)
 			return NULL;
 		m->e = e;
 		m->cap = cap;
+		mem_hint_huge(e, cap * sizeof *e);
 	}
 	struct idx_entry *e = &m->e[m->n++];
 	memset(e, 0, sizeof *e);

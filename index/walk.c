@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/mem.h"
 #include "index/idx_int.h"
 
 #define HASH_BUF     (1u << 20)  /* per-thread read buffer */
@@ -842,6 +843,7 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 			return -ENOMEM;
 		b->e = e;
 		b->cap = total;
+		mem_hint_huge(e, total * sizeof *e);
 	}
 	size_t n = 0;
 	for (size_t i = 0; i < b->n; i++)   /* squeeze out its holes */

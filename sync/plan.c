@@ -14,6 +14,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/mem.h"
 #include "sync/recv_int.h"
 
 /* s->diff and s->change[]: how each sender entry differs from DST's. */
@@ -144,6 +145,7 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 	s->written = calloc(n, 1);
 	if (!*want || !s->fetch || !s->files || !s->written)
 		return -ENOMEM;
+	mem_hint_huge(s->files, n * sizeof *s->files);
 	int rc = classify(s);
 	for (size_t i = 0; i < s->sm.n && rc == 0; i++) {
 		const struct idx_entry *e = &s->sm.e[i];

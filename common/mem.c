@@ -1,0 +1,19 @@
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/mem.h"
+
+void mem_hint_huge(void *p, size_t len)
+{
+	if (!p || len < MEM_HUGE_MIN)
+		return;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	/* outward to whole pages: a block that malloc mapped on its own is
+	 * then advised whole, one mapping still, which realloc can grow with
+	 * mremap (advice on part of it would split it, and realloc would copy) */
+	uintptr_t a = (uintptr_t)p & ~(page - 1);
+	uintptr_t b = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_HUGEPAGE);   /* advice only */
+}

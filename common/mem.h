@@ -1,0 +1,18 @@
+/* Advice for large arrays that are written through soon after they are
+ * allocated (a manifest's entries, the receiver's per-file state). */
+#ifndef RDCP_COMMON_MEM_H
+#define RDCP_COMMON_MEM_H
+
+#include <stddef.h>
+
+/* Ask for transparent huge pages under [p, p + len) where the kernel has
+ * them in "madvise" mode; below MEM_HUGE_MIN bytes, or where it cannot,
+ * nothing happens. Each first touch of a 4 KiB page is a fault, and in a
+ * paravirtualized guest one cost 19 us: 34,700 of them were 0.65 s of CPU
+ * in a 50,000-file copy. p may come from malloc: the advice goes out to
+ * whole pages, which for a block malloc mapped on its own is the mapping,
+ * so that realloc can still grow it with mremap. */
+#define MEM_HUGE_MIN (2u << 20)
+void mem_hint_huge(void *p, size_t len);
+
+#endif
