@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "transport/tp_int.h"
 
 int tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size)
@@ -29,12 +30,8 @@ int tp_pool_init(struct tp_session *s, int nbufs, uint32_t msg_size)
 	/* anonymous mmap: page-aligned (O_DIRECT, registration) and zeroed */
 	s->mem = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE,
 	              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	/* Huge pages where the kernel has them (THP "madvise"): the pool is
-	 * written through at once, and a first touch of a page costs a fault;
-	 * in a paravirtualized guest 4 KiB faults were 19 us each (32 MiB:
-	 * 0.15 s), 2 MiB ones the same for 512 times the memory. Advice only. */
 	if (s->mem != MAP_FAILED)
-		(void)madvise(s->mem, s->mem_len, MADV_HUGEPAGE);
+		mem_hint_huge(s->mem, s->mem_len);   /* written through at once */
 	s->hdrs = calloc((size_t)nbufs, TP_HDR_LEN);
 	s->bufs = calloc((size_t)nbufs, sizeof *s->bufs);
 	if (s->mem == MAP_FAILED || !s->hdrs || !s->bufs) {
