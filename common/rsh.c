@@ -84,6 +84,21 @@ pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int
 	return pid;
 }
 
+void rsh_widen_pipe(int fd)
+{
+	int want = 1 << 20, max = 0;
+	if (fcntl(fd, F_SETPIPE_SZ, want) >= 0 || errno != EPERM)
+		return;
+	FILE *f = fopen("/proc/sys/fs/pipe-max-size", "re");
+	if (f) {
+		if (fscanf(f, "%d", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	if (max > 65536 && max < want)
+		(void)fcntl(fd, F_SETPIPE_SZ, max);
+}
+
 const char *rsh_bare_host(const char *host)
 {
 	const char *at = strrchr(host, '@');

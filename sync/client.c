@@ -55,7 +55,10 @@ static int parse_endpoint(const char *arg, struct endpoint *ep)
 static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
 {
 	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
-	return rsh_spawn(o->rsh, host, words, &c->out, &c->in);
+	pid_t pid = rsh_spawn(o->rsh, host, words, &c->out, &c->in);
+	if (pid > 0)
+		rsh_widen_pipe(c->in);   /* a pull's file list comes this way */
+	return pid;
 }
 
 /* Local to local: the far side is a child process on a socketpair. */

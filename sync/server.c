@@ -153,6 +153,8 @@ int sync_serve(int local)
 	struct hello h;
 	const char **srcs = NULL;
 	signal(SIGPIPE, SIG_IGN);
+	if (!local)
+		rsh_widen_pipe(STDIN_FILENO);   /* a push's file list comes this way */
 	int code = read_hello(&c, &h);
 	if (!code && (code = take_hello(&c, &h, &a)) != 0)
 		hello_free(&h);

@@ -1,16 +1,20 @@
 /* The sync control channel's decoders, fed what a hostile peer could send. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/wire.h"
 #include "common/ctl.h"
 #include "common/exitcode.h"
+#include "common/rsh.h"
 #include "sync/sync_int.h"
 
 static size_t make_data(uint8_t *b, uint16_t port, const char *key, const char *addr)
@@ -248,6 +252,31 @@ static void test_files_decode(void **state)
 	sync_opts_free(&o);
 }
 
+/* The pipes to and from ssh hold 1 MiB (or the system's per-pipe limit,
+ * if lower); anything that is not a pipe is left alone. */
+static void test_widen_pipe(void **state)
+{
+	(void)state;
+	int p[2], sv[2], max = 1 << 20;
+	FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
+	if (f) {
+		if (fscanf(f, "%d", &max) != 1 || max > (1 << 20))
+			max = 1 << 20;
+		fclose(f);
+	}
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fcntl(p[0], F_GETPIPE_SZ), 65536);
+	rsh_widen_pipe(p[0]);   /* the read end: what the server has as stdin */
+	assert_int_equal(fcntl(p[1], F_GETPIPE_SZ), max);
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	rsh_widen_pipe(sv[0]);  /* a local server's socketpair: no error, no change */
+	assert_int_equal(fcntl(sv[0], F_GETPIPE_SZ), -1);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +287,7 @@ int main(void)
 		cmocka_unit_test(test_far_options),
 		cmocka_unit_test(test_filter_rules),
 		cmocka_unit_test(test_files_decode),
+		cmocka_unit_test(test_widen_pipe),
 	};
 	return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
 }
