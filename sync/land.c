@@ -170,8 +170,10 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 	}
 	if (f->fd < 0) {
 		recv_fail(s, e->path, "cannot create a temp file", errno);
-		close(f->dirfd);
+		if (!f->dir_lent)
+			close(f->dirfd);
 		f->dirfd = -1;
+		f->dir_lent = 0;
 		return -1;
 	}
 	/* size multi-chunk files up front (chunks land in any order); with -S
@@ -204,11 +206,12 @@ void recv_drop_file(struct rfile *f)
 			unlinkat(f->dirfd, f->tmp, 0);
 		f->fd = -1;
 	}
-	if (f->dirfd >= 0)
+	if (f->dirfd >= 0 && !f->dir_lent)
 		close(f->dirfd);
 	if (f->bfd >= 0)
 		close(f->bfd);
 	f->dirfd = -1;
+	f->dir_lent = 0;
 	f->bfd = f->bfd == RECV_BASIS_BAD ? RECV_BASIS_BAD : -1;
 	free(f->seen);
 	f->seen = NULL;

@@ -341,6 +341,8 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&u->mu);
 	}
 	pthread_mutex_unlock(&u->mu);
+	if (u->ops->writer_end)
+		u->ops->writer_end(u->ctx);
 	return NULL;
 }
 

@@ -33,6 +33,7 @@ struct recv_st {
 struct rfile {
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
+	int dir_lent;        /* dirfd is a small-file writer thread's, not to close */
 	char tmp[IDX_TEMP_NAME_LEN + 1];   /* its name, when it has one (not O_TMPFILE) */
 	uint32_t need, got;  /* messages (chunks): to come, verified and written */
 	uint32_t taken;      /* accepted (some may be on their way to the disk) */

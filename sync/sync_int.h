@@ -173,6 +173,8 @@ struct unpack_ops {
 	int  (*close)(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got);
 	/* the stream is not what the sender should send: msg, one line */
 	void (*damaged)(void *ctx, const char *msg);
+	/* optional: a writer thread is done (after its last close) */
+	void (*writer_end)(void *ctx);
 };
 struct unpacker;
 /* ts NULL (tests): messages are not released, they stay the caller's. */

@@ -268,6 +268,47 @@ static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
 	return 0;
 }
 
+/* Each small-file writer thread's directory: the last one it opened, kept
+ * for its next file (consecutive files mostly share one) and lent to the
+ * files it makes, which do not close it. A dup() and a close() per file
+ * less than the shared cache (recv_open_parent_cached()) costs; nothing
+ * renames DST's directories during the data phase. */
+static __thread struct { char *dir; int fd; } wdir = { NULL, -1 };
+
+static int writer_dir(struct rstate *s, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (wdir.fd >= 0 && strlen(wdir.dir) == n && !strncmp(wdir.dir, path, n))
+		return wdir.fd;
+	const char *name;
+	int fd = recv_open_parent(s->root, path, &name);
+	char *dir = fd >= 0 ? strndup(path, n) : NULL;
+	if (fd >= 0 && !dir) {
+		close(fd);
+		errno = ENOMEM;
+		fd = -1;
+	}
+	if (fd < 0)
+		return -1;   /* the cache keeps the last good one */
+	if (wdir.fd >= 0)
+		close(wdir.fd);
+	free(wdir.dir);
+	wdir.dir = dir;
+	wdir.fd = fd;
+	return fd;
+}
+
+static void unpack_writer_end(void *ctx)
+{
+	(void)ctx;
+	if (wdir.fd >= 0)
+		close(wdir.fd);
+	free(wdir.dir);
+	wdir.dir = NULL;
+	wdir.fd = -1;
+}
+
 /* The unpacker's side: small files out of the archive stream. */
 static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 {
@@ -292,21 +333,13 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 		                   "%llu", (unsigned long long)size, shown,
 		                   (unsigned long long)e->size);
 	struct rfile *f = &s->files[s->fetch[i]];
-	int fd = -1;   /* stays -1 for a file that failed before */
-	/* under the lock: claim the file and get its directory (a cache shared
-	 * with the other writer); the file itself is made without it */
-	pthread_mutex_lock(&s->mu);
-	if (f->claimed) {
-		fd = -EPROTO;   /* sent twice */
-		recv_reject(s, "the sender's archive has '%s' twice", shown);
-	} else if (!f->failed) {
-		f->claimed = 1;
-		f->dirfd = recv_open_parent_cached(s, e->path);
-		fd = 0;
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (fd < 0)
-		return fd;   /* -EPROTO, or -1: it failed before */
+	/* claimed once, by one writer: the file is then this thread's alone */
+	if (__atomic_exchange_n(&f->claimed, 1, __ATOMIC_ACQ_REL))
+		return recv_reject(s, "the sender's archive has '%s' twice", shown);   /* -EPROTO */
+	if (__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE))
+		return -1;   /* it failed before */
+	f->dirfd = writer_dir(s, e->path);
+	f->dir_lent = f->dirfd >= 0;
 	if (f->dirfd < 0) {
 		recv_fail(s, e->path, "cannot open its directory", errno);
 		f->failed = 1;
@@ -353,7 +386,8 @@ static void unpack_damaged(void *ctx, const char *msg)
 	recv_reject(ctx, "%s", msg);
 }
 
-static const struct unpack_ops unpack_ops = { unpack_open, unpack_close, unpack_damaged };
+static const struct unpack_ops unpack_ops = { unpack_open, unpack_close, unpack_damaged,
+                                              unpack_writer_end };
 
 /* Wait on l for the sender's session, in waits of 500 ms (at most
  * `waits`, or --timeout's limit), but not for a sender that gave up: it
