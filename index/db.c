@@ -407,6 +407,12 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 	rc = -EIO;
 	if (db_int(db->h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
 		goto out;
+	/* the rows' count as last stored (absent before it was kept): the
+	 * array at once, not grown by doubling through 4 KiB page faults */
+	int64_t rows = 0;
+	db_int(db->h, "SELECT value FROM meta WHERE key='count'", &rows);
+	if (rows > 1 && rows < (int64_t)1 << 32 && idx_manifest_reserve(out, (size_t)rows) < 0)
+		goto out;
 	/* One pass over every page: a small page cache does, and the default
 	 * (2 MB) would be that much more memory touched for the first time
 	 * (docs/index.md, "Memory"); the writes get the default back. */
@@ -511,11 +517,11 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	        "?17,?18)", -1, &ins, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &del,
 	        NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1)",
-	        -1, &meta, NULL) != SQLITE_OK)
+	    sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1), "
+	        "('count', ?2)", -1, &meta, NULL) != SQLITE_OK)
 		goto fail;
 	/* Merge the two sorted lists: write only what changed. */
-	size_t i = 0, j = 0;
+	size_t i = 0, j = 0, rows = 0;
 	while (i < old->n || j < now->n) {
 		int c = i == old->n ? 1 : j == now->n ? -1
 		        : strcmp(old->e[i].path, now->e[j].path);
@@ -533,12 +539,14 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 				goto fail;
 			continue;
 		}
+		rows++;
 		if (o && row_chk(o) == row_chk(e))
 			continue;
 		if (bind_row(ins, e) < 0)
 			goto fail;
 	}
 	sqlite3_bind_int64(meta, 1, scan_ns);
+	sqlite3_bind_int64(meta, 2, (int64_t)rows);
 	if (sqlite3_step(meta) != SQLITE_DONE)
 		goto fail;
 	if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)

@@ -97,17 +97,24 @@ const char *idx_manifest_name_of(const struct idx_manifest *m, uint8_t kind, uin
 	return found ? m->names[at].name : NULL;
 }
 
+int idx_manifest_reserve(struct idx_manifest *m, size_t n)
+{
+	if (n <= m->cap)
+		return 0;
+	if (n > SIZE_MAX / sizeof *m->e)
+		return -ENOMEM;
+	struct idx_entry *e = mem_grow(m->e, m->n * sizeof *e, n * sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	m->e = e;
+	m->cap = n;
+	return 0;
+}
+
 struct idx_entry *idx_manifest_push(struct idx_manifest *m)
 {
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 256;
-		struct idx_entry *e = realloc(m->e, cap * sizeof *e);
-		if (!e)
-			return NULL;
-		m->e = e;
-		m->cap = cap;
-		mem_hint_huge(e, cap * sizeof *e);
-	}
+	if (m->n == m->cap && idx_manifest_reserve(m, m->cap ? m->cap * 2 : 256) < 0)
+		return NULL;
 	struct idx_entry *e = &m->e[m->n++];
 	memset(e, 0, sizeof *e);
 	return e;
@@ -627,6 +634,9 @@ int idx_manifest_decode(const uint8_t *buf, size_t len, struct idx_manifest *out
 	if (why)
 		why->text[0] = '\0';
 	int rc = decode_header(&r, len, &count, out, why);
+	/* count is at most one entry per 26 bytes received */
+	if (!rc && count > 1)
+		rc = idx_manifest_reserve(out, (size_t)count);
 	char *pathbuf = rc ? NULL : malloc(IDX_PATH_MAX + 1);
 	if (!rc && !pathbuf)
 		rc = -ENOMEM;

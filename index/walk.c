@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/mem.h"
 #include "index/idx_int.h"
 
 #define HASH_BUF     (1u << 20)  /* per-thread read buffer */
@@ -824,10 +823,10 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 		free(b);
 	}
 	w->nbig = 0;
-	/* The largest worker's array becomes the manifest's: realloc grows a
-	 * large block by remapping it, so only the other entries are copied.
-	 * Each page a copy touches for the first time costs more than the
-	 * copy itself (docs/index.md, "Memory"). */
+	/* The largest worker's array becomes the manifest's, so only the
+	 * other entries are copied (and its own, once, if it must grow: into
+	 * a block huge pages can back). Each 4 KiB page touched for the first
+	 * time costs more than the copy itself (docs/index.md, "Memory"). */
 	int big = 0;
 	size_t total = out->n;
 	for (int t = 0; t < threads; t++) {
@@ -837,14 +836,8 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 	}
 	struct idx_manifest *b = &w->workers[big].out;
 	size_t head = out->n;   /* the roots, added before the walk: kept first */
-	if (total > b->cap) {
-		struct idx_entry *e = realloc(b->e, total * sizeof *e);
-		if (!e)
-			return -ENOMEM;
-		b->e = e;
-		b->cap = total;
-		mem_hint_huge(e, total * sizeof *e);
-	}
+	if (total > b->cap && idx_manifest_reserve(b, total) < 0)
+		return -ENOMEM;
 	size_t n = 0;
 	for (size_t i = 0; i < b->n; i++)   /* squeeze out its holes */
 		if (b->e[i].path)

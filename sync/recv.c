@@ -17,6 +17,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/mem.h"
 #include "common/wire.h"
 #include "sync/recv_int.h"
 
@@ -65,7 +66,7 @@ static int read_manifest(struct rstate *s)
 {
 	struct ctl *c = s->r->ctl;
 	uint8_t *all = NULL;
-	size_t len = 0;
+	size_t len = 0, cap = 0;
 	int rc;
 	for (;;) {
 		uint8_t type;
@@ -91,12 +92,18 @@ static int read_manifest(struct rstate *s)
 			rc = recv_reject(s, "the sender's file list is over 4 GiB");
 			break;
 		}
-		uint8_t *b = realloc(all, len + n);
-		if (!b) {
-			rc = -ENOMEM;
-			break;
+		if (len + n > cap) {   /* doubling, huge pages past 2 MiB (common/mem.h) */
+			size_t want = cap ? cap : 65536;
+			while (want < len + n)
+				want *= 2;
+			uint8_t *b = mem_grow(all, len, want);
+			if (!b) {
+				rc = -ENOMEM;
+				break;
+			}
+			all = b;
+			cap = want;
 		}
-		all = b;
 		memcpy(all + len, c->buf, n);
 		len += n;
 	}
