@@ -12,8 +12,8 @@ void mem_hint_huge(void *p, size_t len)
 		return;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	/* outward to whole pages: a block that malloc mapped on its own is
-	 * then advised whole, one mapping still, which realloc can grow with
-	 * mremap (advice on part of it would split it, and realloc would copy) */
+	 * then advised whole, one mapping still (advice on part of it would
+	 * split it) */
 	uintptr_t a = (uintptr_t)p & ~(page - 1);
 	uintptr_t b = ((uintptr_t)p + len + page - 1) & ~(page - 1);
 	if (b > a)

@@ -9,9 +9,10 @@
  * them in "madvise" mode; below MEM_HUGE_MIN bytes, or where it cannot,
  * nothing happens. Each first touch of a 4 KiB page is a fault, and in a
  * paravirtualized guest one cost 19 us: 34,700 of them were 0.65 s of CPU
- * in a 50,000-file copy. p may come from malloc: the advice goes out to
- * whole pages, which for a block malloc mapped on its own is the mapping,
- * so that realloc can still grow it with mremap. A block from the heap or
+ * in a 50,000-file copy. For a block allocated once (arrays that grow:
+ * mem_grow()). p may come from malloc: the advice goes out to whole pages,
+ * which for a block malloc mapped on its own is the mapping, kept one
+ * mapping (advice on part of it would split it). A block from the heap or
  * an arena (after a free, malloc maps blocks of up to 32 MiB there) gets
  * the advice with its neighbours: a flag, no data changes. The cost is
  * memory: a 2 MiB page partly used is resident whole (up to 2 MiB more

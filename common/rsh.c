@@ -99,6 +99,12 @@ void rsh_widen_pipe(int fd)
 		(void)fcntl(fd, F_SETPIPE_SZ, max);
 }
 
+void rsh_narrow_pipe(int fd)
+{
+	if (fcntl(fd, F_GETPIPE_SZ) > 65536)
+		(void)fcntl(fd, F_SETPIPE_SZ, 65536);
+}
+
 const char *rsh_bare_host(const char *host)
 {
 	const char *at = strrchr(host, '@');

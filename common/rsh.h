@@ -35,6 +35,11 @@ const char *rsh_server_addr(void);
  * through a fresh connection here, 0.34 s with a 1 MiB pipe (docs/sync.md).
  */
 void rsh_widen_pipe(int fd);
+/* Back to the default 64 KiB once the bulk has passed: every widened pipe
+ * counts against the user's pipe quota (/proc/sys/fs/pipe-user-pages-soft,
+ * 64 MiB), past which the user's new pipes get 8 KiB. Harmless on any fd
+ * (a pipe holding more than 64 KiB just stays as it is). */
+void rsh_narrow_pipe(int fd);
 /* A remote shell's host without "user@" (what data connections dial). */
 const char *rsh_bare_host(const char *host);
 /* 1 if s is an IPv4 or IPv6 address literal (no host name, no scope). */

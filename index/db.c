@@ -407,12 +407,17 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 	rc = -EIO;
 	if (db_int(db->h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
 		goto out;
-	/* the rows' count as last stored (absent before it was kept): the
-	 * array at once, not grown by doubling through 4 KiB page faults */
-	int64_t rows = 0;
-	db_int(db->h, "SELECT value FROM meta WHERE key='count'", &rows);
-	if (rows > 1 && rows < (int64_t)1 << 32 && idx_manifest_reserve(out, (size_t)rows) < 0)
-		goto out;
+	/* the rows' count as last stored: the array at once, not grown by
+	 * doubling through 4 KiB page faults. A hint only: absent before it
+	 * was kept, stale after an older rdcp stored, never trusted past what
+	 * the file could hold (a row takes more than 16 bytes), and a reserve
+	 * that fails costs nothing but the doubling */
+	int64_t rows = 0, pages = 0, page = 0;
+	if (db_int(db->h, "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
+	    db_int(db->h, "PRAGMA page_count", &pages) == SQLITE_OK &&
+	    db_int(db->h, "PRAGMA page_size", &page) == SQLITE_OK && rows > 1 &&
+	    pages > 0 && page > 0 && rows <= pages * (page / 16) && rows < (int64_t)1 << 32)
+		(void)idx_manifest_reserve(out, (size_t)rows);
 	/* One pass over every page: a small page cache does, and the default
 	 * (2 MB) would be that much more memory touched for the first time
 	 * (docs/index.md, "Memory"); the writes get the default back. */

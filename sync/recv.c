@@ -17,6 +17,7 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/rsh.h"
 #include "common/mem.h"
 #include "common/wire.h"
 #include "sync/recv_int.h"
@@ -88,14 +89,16 @@ static int read_manifest(struct rstate *s)
 			                 "its file list", type, n);
 			break;
 		}
-		if (len + n > ((size_t)4 << 30)) {
+		if ((uint64_t)len + n > ((uint64_t)4 << 30) || len + n < len) {
 			rc = recv_reject(s, "the sender's file list is over 4 GiB");
 			break;
 		}
+		if (!n)
+			continue;   /* an empty part: nothing to keep */
 		if (len + n > cap) {   /* doubling, huge pages past 2 MiB (common/mem.h) */
 			size_t want = cap ? cap : 65536;
 			while (want < len + n)
-				want *= 2;
+				want = want > SIZE_MAX / 2 ? len + n : want * 2;
 			uint8_t *b = mem_grow(all, len, want);
 			if (!b) {
 				rc = -ENOMEM;
@@ -107,6 +110,7 @@ static int read_manifest(struct rstate *s)
 		memcpy(all + len, c->buf, n);
 		len += n;
 	}
+	rsh_narrow_pipe(c->in);   /* what comes now is small */
 	if (rc == 0) {
 		struct idx_why why;
 		s->res->flist_bytes = len;

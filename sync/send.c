@@ -955,7 +955,9 @@ static int read_plan(struct sstate *s)
 			continue;
 		return -EPROTO;
 	}
-	return read_chunks(s);
+	rc = read_chunks(s);
+	rsh_narrow_pipe(s->r->ctl->in);   /* what comes now is small */
+	return rc;
 }
 
 /* Where and how to connect, from the receiver (or why it cannot); then the

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -253,7 +254,8 @@ static void test_files_decode(void **state)
 }
 
 /* The pipes to and from ssh hold 1 MiB (or the system's per-pipe limit,
- * if lower); anything that is not a pipe is left alone. */
+ * if lower and the process may not exceed it), then go back to 64 KiB;
+ * anything that is not a pipe is left alone. */
 static void test_widen_pipe(void **state)
 {
 	(void)state;
@@ -265,9 +267,16 @@ static void test_widen_pipe(void **state)
 		fclose(f);
 	}
 	assert_int_equal(pipe(p), 0);
-	assert_int_equal(fcntl(p[0], F_GETPIPE_SZ), 65536);
-	rsh_widen_pipe(p[0]);   /* the read end: what the server has as stdin */
-	assert_int_equal(fcntl(p[1], F_GETPIPE_SZ), max);
+	int before = fcntl(p[0], F_GETPIPE_SZ);
+	if (before < max) {   /* else a quota spent, or pages of 1 MiB: nothing to show */
+		rsh_widen_pipe(p[0]);   /* the read end: what the server has as stdin */
+		int now = fcntl(p[1], F_GETPIPE_SZ);
+		assert_true(now >= max && now <= (1 << 20));
+		rsh_narrow_pipe(p[0]);
+		assert_int_equal(fcntl(p[1], F_GETPIPE_SZ), 65536);
+	} else {
+		fprintf(stderr, "SKIP: a new pipe here holds %d bytes already\n", before);
+	}
 	close(p[0]);
 	close(p[1]);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
