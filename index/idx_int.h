@@ -40,9 +40,6 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 /* A new entry at the end of m, zeroed (its strings are the caller's to
  * set, and then m's); NULL when out of memory. */
 struct idx_entry *idx_manifest_push(struct idx_manifest *m);
-/* Room for n entries in all (a hint: more can still be pushed), in one
- * block that huge pages can back (common/mem.h); 0 or -ENOMEM. */
-int idx_manifest_reserve(struct idx_manifest *m, size_t n);
 
 /*
  * Read the xattrs and ACLs (want: IDX_SCAN_*) of the entry `name` in dfd

@@ -315,6 +315,10 @@ int  idx_partial_decode(const uint8_t *b, size_t len, uint32_t n, struct idx_par
 void idx_manifest_free(struct idx_manifest *m);
 /* Append a deep copy of e. Returns 0 or -ENOMEM. */
 int  idx_manifest_add(struct idx_manifest *m, const struct idx_entry *e);
+/* Room for n entries in all (m->cap >= n after it; more can still be
+ * added), in one block that huge pages can back (common/mem.h); 0 or
+ * -ENOMEM. */
+int  idx_manifest_reserve(struct idx_manifest *m, size_t n);
 /* Add a name for id of kind to m->names, keeping them sorted and unique
  * (an id named already keeps its first name). 0 or -ENOMEM. */
 int  idx_manifest_name(struct idx_manifest *m, uint8_t kind, uint32_t id, const char *name);

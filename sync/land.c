@@ -700,16 +700,23 @@ void recv_clean_temps(struct rstate *s)
 /* The receiver's new index: what it holds now, hashes it can vouch for. */
 void recv_save_index(struct rstate *s)
 {
+	/* now's entries are copies of sm's and dm's, their strings still
+	 * theirs (only the array is now's: no copy of 50,000 paths) */
 	struct idx_manifest now = { 0 };
+	if (idx_manifest_reserve(&now, s->sm.n) < 0)
+		return;   /* the next scan hashes what this run wrote */
+	size_t j = 0;   /* dm and sm are both sorted by path: walked together */
 	for (size_t i = 0; i < s->sm.n; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
 		struct stat st;
 		if (e->type == IDX_REG && !s->written[i]) {
 			/* untouched by this run: its row is what the scan saw and
 			 * stored (a change since shows at the next scan's stat) */
-			const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
-			if (d && d->type == IDX_REG)
-				idx_manifest_add(&now, d);
+			int c = 1;
+			while (j < s->dm.n && (c = strcmp(s->dm.e[j].path, e->path)) < 0)
+				j++;
+			if (j < s->dm.n && c == 0 && s->dm.e[j].type == IDX_REG)
+				now.e[now.n++] = s->dm.e[j];
 			continue;
 		}
 		const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
@@ -736,9 +743,9 @@ void recv_save_index(struct rstate *s)
 		n.gid = r.gid;
 		n.mtime_ns = r.mtime_ns;
 		n.ctime_ns = r.ctime_ns;
-		idx_manifest_add(&now, &n);
+		now.e[now.n++] = n;
 	}
 	idx_manifest_sort(&now);
 	idx_save(s->root_path, &s->so, &s->dm, &now);
-	idx_manifest_free(&now);
+	free(now.e);   /* the entries' strings are sm's and dm's */
 }
