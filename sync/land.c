@@ -252,11 +252,12 @@ static int link_fd(int fd, int dirfd, const char *name)
 
 /* Give an unnamed (O_TMPFILE) file a name: its own when that is free (a new
  * file: one directory entry written, no rename), else a temp name for the
- * caller to rename over the file it replaces. 1: in place, 0: linked as
- * f->tmp, -1: error (errno). */
+ * caller to rename over the file it replaces (at once when DST had one
+ * there at the plan: no link that would fail first). 1: in place, 0:
+ * linked as f->tmp, -1: error (errno). */
 static int link_in(struct rfile *f, const char *name)
 {
-	for (int tries = 0; tries < 6; tries++) {
+	for (int tries = f->existed ? 1 : 0; tries < 6; tries++) {
 		const char *as = name;
 		if (tries) {   /* name is taken: a temp name, renamed over it later */
 			idx_temp_name(f->tmp);
