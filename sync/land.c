@@ -81,28 +81,41 @@ int recv_open_parent(int root, const char *path, const char **name)
 	return fd;
 }
 
-/* recv_open_parent() with a one-entry cache: during the data phase no directory
- * changes, and consecutive files mostly share their directory. */
-int recv_open_parent_cached(struct rstate *s, const char *path)
+int recv_dircache_get(struct recv_dircache *c, int root, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	size_t n = slash ? (size_t)(slash - path) : 0;
-	if (s->cdir && strlen(s->cdir) == n && !strncmp(s->cdir, path, n))
-		return dup(s->cfd);
+	if (c->fd >= 0 && strlen(c->dir) == n && !strncmp(c->dir, path, n))
+		return c->fd;
 	const char *name;
-	int fd = recv_open_parent(s->root, path, &name);
-	if (fd < 0)
-		return fd;
-	free(s->cdir);
-	if (s->cfd >= 0)
-		close(s->cfd);
-	s->cdir = strndup(path, n);
-	s->cfd = s->cdir ? dup(fd) : -1;
-	if (s->cfd < 0) {
-		free(s->cdir);
-		s->cdir = NULL;
+	int fd = recv_open_parent(root, path, &name);
+	char *dir = fd >= 0 ? strndup(path, n) : NULL;
+	if (fd >= 0 && !dir) {
+		close(fd);
+		errno = ENOMEM;
+		return -1;
 	}
+	if (fd < 0)
+		return -1;   /* the cache keeps the last good one */
+	recv_dircache_free(c);
+	c->dir = dir;
+	c->fd = fd;
 	return fd;
+}
+
+void recv_dircache_free(struct recv_dircache *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->dir);
+	c->dir = NULL;
+	c->fd = -1;
+}
+
+int recv_open_parent_cached(struct rstate *s, const char *path)
+{
+	int fd = recv_dircache_get(&s->dirc, s->root, path);
+	return fd < 0 ? -1 : dup(fd);
 }
 
 /* Remove path from DST, recursively if it is a directory of dm. */

@@ -579,7 +579,7 @@ static void rstate_free(struct rstate *s)
 	free(s->mapto);
 	free(s->top);
 	free(s->root_path);
-	free(s->cdir);
+	recv_dircache_free(&s->dirc);
 	free(s->scratch);
 	sync_chmod_free(s->chmod);
 	sync_filter_free(s->filter);
@@ -589,8 +589,6 @@ static void rstate_free(struct rstate *s)
 		close(s->bfd);
 	for (int k = 0; k < s->nld; k++)
 		close(s->ldfd[k]);
-	if (s->cfd >= 0)
-		close(s->cfd);
 	if (s->root >= 0)
 		close(s->root);
 	idx_manifest_free(&s->sm);
@@ -599,7 +597,7 @@ static void rstate_free(struct rstate *s)
 
 int sync_receiver(struct role *r, struct sync_result *res)
 {
-	struct rstate s = { .r = r, .root = -1, .res = res, .cfd = -1, .bfd = -1,
+	struct rstate s = { .r = r, .root = -1, .res = res, .dirc = { NULL, -1 }, .bfd = -1,
 	                    .mu = PTHREAD_MUTEX_INITIALIZER,
 	                    .fail_mu = PTHREAD_MUTEX_INITIALIZER,
 	                    .log_mu = PTHREAD_MUTEX_INITIALIZER,

@@ -30,6 +30,13 @@ struct recv_st {
 	uint32_t nlink, mode, uid, gid;
 };
 
+/* A one-entry cache of the last parent directory opened for data: files
+ * arrive directory by directory, and no directory changes meanwhile. */
+struct recv_dircache {
+	char *dir;           /* its path, relative to DST */
+	int fd;              /* -1: empty */
+};
+
 struct rfile {
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
@@ -104,8 +111,7 @@ struct rstate {
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */
 	pthread_mutex_t mu;      /* files[], written[]: see above */
-	char *cdir;              /* the last parent directory opened for data, */
-	int cfd;                 /* and its fd (files arrive directory by directory) */
+	struct recv_dircache dirc;   /* for recv_open_parent_cached() */
 	struct sync_result *res;
 	mode_t umask;
 	/* what READY said, and the run's shape */
@@ -291,7 +297,12 @@ void recv_fail(struct rstate *s, const char *path, const char *what, int err);
 void recv_fail_end(struct rstate *s);
 /* The directory holding path; *name: its last component. -1 with errno. */
 int  recv_open_parent(int root, const char *path, const char **name);
-/* The same through a one-entry cache (call under s->mu when threads run). */
+/* The directory holding path through cache c: c's fd, which stays c's
+ * (valid until c moves on or is freed). -1 with errno. */
+int  recv_dircache_get(struct recv_dircache *c, int root, const char *path);
+void recv_dircache_free(struct recv_dircache *c);
+/* recv_open_parent() through s's cache, a dup() of its fd for the caller
+ * to close (call under s->mu when threads run). */
 int  recv_open_parent_cached(struct rstate *s, const char *path);
 /* Remove path from DST, recursively if it is a directory of dm. */
 int  recv_remove(struct rstate *s, const char *path);

@@ -268,45 +268,15 @@ static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
 	return 0;
 }
 
-/* Each small-file writer thread's directory: the last one it opened, kept
- * for its next file (consecutive files mostly share one) and lent to the
- * files it makes, which do not close it. A dup() and a close() per file
- * less than the shared cache (recv_open_parent_cached()) costs; nothing
- * renames DST's directories during the data phase. */
-static __thread struct { char *dir; int fd; } wdir = { NULL, -1 };
-
-static int writer_dir(struct rstate *s, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	if (wdir.fd >= 0 && strlen(wdir.dir) == n && !strncmp(wdir.dir, path, n))
-		return wdir.fd;
-	const char *name;
-	int fd = recv_open_parent(s->root, path, &name);
-	char *dir = fd >= 0 ? strndup(path, n) : NULL;
-	if (fd >= 0 && !dir) {
-		close(fd);
-		errno = ENOMEM;
-		fd = -1;
-	}
-	if (fd < 0)
-		return -1;   /* the cache keeps the last good one */
-	if (wdir.fd >= 0)
-		close(wdir.fd);
-	free(wdir.dir);
-	wdir.dir = dir;
-	wdir.fd = fd;
-	return fd;
-}
+/* Each small-file writer thread's own directory cache, lent to the files
+ * it makes, which do not close it: a dup() and a close() per file less than
+ * the shared cache (recv_open_parent_cached()) costs. */
+static __thread struct recv_dircache wdir = { NULL, -1 };
 
 static void unpack_writer_end(void *ctx)
 {
 	(void)ctx;
-	if (wdir.fd >= 0)
-		close(wdir.fd);
-	free(wdir.dir);
-	wdir.dir = NULL;
-	wdir.fd = -1;
+	recv_dircache_free(&wdir);
 }
 
 /* The unpacker's side: small files out of the archive stream. */
@@ -338,7 +308,7 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 		return recv_reject(s, "the sender's archive has '%s' twice", shown);   /* -EPROTO */
 	if (__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE))
 		return -1;   /* it failed before */
-	f->dirfd = writer_dir(s, e->path);
+	f->dirfd = recv_dircache_get(&wdir, s->root, e->path);
 	f->dir_lent = f->dirfd >= 0;
 	if (f->dirfd < 0) {
 		recv_fail(s, e->path, "cannot open its directory", errno);
