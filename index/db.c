@@ -167,21 +167,26 @@ static pthread_mutex_t checked_mu = PTHREAD_MUTEX_INITIALIZER;
 static dev_t checked_dev;
 static ino_t checked_ino;
 
-static int checked_before(int fd, int set)
+static int was_checked(int fd)
 {
 	struct stat st;
-	int yes = 0;
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return 0;
 	pthread_mutex_lock(&checked_mu);
-	if (set) {
-		checked_dev = st.st_dev;
-		checked_ino = st.st_ino;
-	} else {
-		yes = checked_ino && st.st_dev == checked_dev && st.st_ino == checked_ino;
-	}
+	int yes = checked_ino && st.st_dev == checked_dev && st.st_ino == checked_ino;
 	pthread_mutex_unlock(&checked_mu);
 	return yes;
+}
+
+static void mark_checked(int fd)
+{
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	pthread_mutex_lock(&checked_mu);
+	checked_dev = st.st_dev;
+	checked_ino = st.st_ino;
+	pthread_mutex_unlock(&checked_mu);
 }
 
 /* Check an opened database: NULL if usable, else why not (static text). */
@@ -205,7 +210,7 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	if (ver != DB_VERSION)
 		return "written by another version of rdcp";
 	sqlite3_stmt *s;
-	if (!checked_before(db->hold, 0)) {
+	if (!was_checked(db->hold)) {
 		if (sqlite3_prepare_v2(db->h, "PRAGMA quick_check", -1, &s, NULL) != SQLITE_OK)
 			return "damaged";
 		int ok = sqlite3_step(s) == SQLITE_ROW &&
@@ -213,7 +218,7 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 		sqlite3_finalize(s);
 		if (!ok)
 			return "damaged";
-		checked_before(db->hold, 1);
+		mark_checked(db->hold);
 	}
 	if (sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key='root'", -1, &s,
 	                       NULL) != SQLITE_OK)
