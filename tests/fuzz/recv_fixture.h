@@ -99,7 +99,7 @@ static void fx_start(struct fixture *f)
 	f->r.o = &args.o;
 	f->s.r = &f->r;
 	f->s.res = &f->res;
-	f->s.cfd = -1;
+	f->s.dirc.fd = -1;
 	f->s.umask = 022;
 	f->s.sm = fx_m;   /* shared, never freed: the plan only reads it */
 	pthread_mutex_init(&f->s.mu, NULL);
@@ -176,9 +176,7 @@ static void fx_end(struct fixture *f)
 	free(s->written);
 	free(s->change);
 	idx_diff_free(&s->diff);
-	free(s->cdir);
-	if (s->cfd >= 0)
-		close(s->cfd);
+	recv_dircache_free(&s->dirc);
 	close(s->root);
 	pthread_mutex_destroy(&s->mu);
 	nftw(f->dir, fx_rm, 16, FTW_DEPTH | FTW_PHYS);
