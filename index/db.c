@@ -544,6 +544,11 @@ static int del_row(sqlite3_stmt *s, const char *path)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
+/* An entry of old that was never read has no row to delete or keep (when
+ * old is a scan's result: a stale row of a scan that does not store, one of
+ * some roots, only fails the next scan's check of the file's stat). */
+#define NOROW IDX_F_NOHASH
+
 int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
                  const struct idx_manifest *now, int64_t scan_ns)
 {
@@ -573,14 +578,14 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 		}
 		const struct idx_entry *e = &now->e[j++];
 		const struct idx_entry *o = c == 0 ? &old->e[i++] : NULL;
-		if (e->flags & IDX_F_UNSTABLE) {
-			/* changed while we read it: keep no hash, hash it next time */
-			if (o && del_row(del, e->path) < 0)
+		if (e->flags & (IDX_F_UNSTABLE | IDX_F_NOHASH)) {
+			/* changed while we read it, or not read: no hash to keep */
+			if (o && !(o->flags & NOROW) && del_row(del, e->path) < 0)
 				goto fail;
 			continue;
 		}
 		rows++;
-		if (o && row_chk(o) == row_chk(e))
+		if (o && !(o->flags & NOROW) && row_chk(o) == row_chk(e))
 			continue;
 		if (bind_row(ins, e) < 0)
 			goto fail;

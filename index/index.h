@@ -48,6 +48,9 @@ enum {
 	                             from the index unread (trust_prefix): only a
 	                             scan that trusts them too reuses its hash;
 	                             kept in the index, never sent */
+	IDX_F_NOHASH   = 1 << 3,  /* a regular file not read (idx_scan_opts.
+	                             lazy_below, or a manifest's nohash_below):
+	                             its hash is not known; no index row */
 };
 
 /* What of an entry's extended attributes and ACLs was read (idx_entry.got):
@@ -138,7 +141,12 @@ struct idx_manifest {
 	unsigned          flags;     /* IDX_MF_*: what was read of every entry */
 	struct idx_name  *names;     /* sorted by (kind, id), each once */
 	size_t            nnames;
+	uint32_t          nohash_below;  /* encoded without their hash (they get
+	                                    IDX_F_NOHASH when decoded): regular
+	                                    files of fewer bytes; a multiple of
+	                                    1024, at most IDX_NOHASH_MAX */
 };
+#define IDX_NOHASH_MAX (65535u << 10)
 
 struct idx_stats {
 	uint64_t entries, files, dirs, symlinks, other;
@@ -179,6 +187,10 @@ struct idx_scan_opts {
 	                             inode, keeps the digests of the old size's
 	                             whole chunks from the index unread; only the
 	                             rest is hashed (IDX_F_ASSUMED) */
+	uint64_t    lazy_below;   /* regular files of fewer bytes whose hash the
+	                             index does not have are not read: they get
+	                             IDX_F_NOHASH (a sync hashes them as it sends
+	                             them); 0: every file is hashed */
 };
 
 /* An entry to scan (idx_scan_opts.roots): path relative to the root, ""

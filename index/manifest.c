@@ -283,7 +283,7 @@ static int header_flags(const struct idx_manifest *m)
 {
 	if ((m->flags & ~(unsigned)(IDX_MF_XATTRS | IDX_MF_XATTRS_ALL | IDX_MF_ACLS)) ||
 	    ((m->flags & IDX_MF_XATTRS_ALL) && !(m->flags & IDX_MF_XATTRS)) ||
-	    m->nnames > MF_NAMES_MAX)
+	    m->nnames > MF_NAMES_MAX || m->nohash_below % 1024 || m->nohash_below > IDX_NOHASH_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < m->nnames; i++) {
 		size_t l = strlen(m->names[i].name);
@@ -319,7 +319,7 @@ int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len
 	wr_u32(&w, MF_MAGIC);
 	wr_u8(&w, MF_VERSION);
 	wr_u8(&w, (uint8_t)hflags);
-	wr_u16(&w, 0);
+	wr_u16(&w, (uint16_t)(m->nohash_below >> 10));
 	wr_u32(&w, (uint32_t)IDX_CHUNK_SIZE);
 	wr_u64(&w, m->n);
 	if (hflags & MF_H_NAMES)
@@ -343,7 +343,12 @@ int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len
 		switch (e->type) {
 		case IDX_REG:
 			wr_u64(&w, e->size);
-			wr_bytes(&w, e->hash, IDX_HASH_LEN);
+			if (e->size >= m->nohash_below && (e->flags & IDX_F_NOHASH)) {
+				free(w.buf);   /* a hash it does not have */
+				return -EINVAL;
+			}
+			if (e->size >= m->nohash_below)
+				wr_bytes(&w, e->hash, IDX_HASH_LEN);
 			wr_u32(&w, e->hlink);
 			if (e->nchunks != idx_nchunks(e->size) || (e->nchunks && !e->chunks)) {
 				free(w.buf);
@@ -480,14 +485,18 @@ static int decode_type_fields(struct wire_rd *r, const struct idx_manifest *out,
 	switch (e->type) {
 	case IDX_REG: {
 		e->size = rd_u64(r);
-		const uint8_t *h = rd_take(r, IDX_HASH_LEN);
+		int nohash = e->size < out->nohash_below;
+		const uint8_t *h = nohash ? NULL : rd_take(r, IDX_HASH_LEN);
 		e->hlink = rd_u32(r);
 		if (r->bad)
 			return 0;
 		if (e->size > ((uint64_t)1 << 60))
 			return why_bad(why, path, "has a file of an absurd size (%llu bytes)",
 			               (unsigned long long)e->size);
-		memcpy(e->hash, h, IDX_HASH_LEN);
+		if (nohash)
+			e->flags |= IDX_F_NOHASH;   /* (its hash comes with its data) */
+		else
+			memcpy(e->hash, h, IDX_HASH_LEN);
 		e->nchunks = idx_nchunks(e->size);
 		*chunks = rd_take(r, (size_t)e->nchunks * IDX_HASH_LEN);
 		return check_hlink(out, index, e, path, why);
@@ -605,16 +614,17 @@ static int decode_header(struct wire_rd *r, size_t len, uint64_t *count,
 {
 	uint32_t magic = rd_u32(r);
 	uint8_t version = rd_u8(r), flags = rd_u8(r);
-	uint16_t reserved = rd_u16(r);
+	uint16_t nohash_kib = rd_u16(r);
 	uint32_t chunk = rd_u32(r);
 	*count = rd_u64(r);
 	if (r->bad || magic != MF_MAGIC)
 		return why_bad(why, NULL, "is not a file list (%zu bytes, no RDMF header)", len);
 	if (version != MF_VERSION)
 		return why_bad(why, NULL, "is of version %u, not %u", version, MF_VERSION);
-	if ((flags & ~MF_H_ALL) || reserved)
+	if (flags & ~MF_H_ALL)
 		return why_bad(why, NULL, "has reserved header fields that are not zero");
 	out->flags = flags >> MF_H_SHIFT;
+	out->nohash_below = (uint32_t)nohash_kib << 10;
 	if ((out->flags & IDX_MF_XATTRS_ALL) && !(out->flags & IDX_MF_XATTRS))
 		return why_bad(why, NULL, "says it has xattrs of all namespaces but none");
 	if (chunk != IDX_CHUNK_SIZE)

@@ -88,6 +88,7 @@ struct walker {
 	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
 	int one_fs, roots_optional;
 	int trust_prefix;                   /* opts->trust_prefix (--append) */
+	uint64_t lazy_below;                /* opts->lazy_below */
 	dev_t root_dev;
 	int64_t trust_before;
 	struct worker *workers;
@@ -506,6 +507,10 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 	case IDX_REG:
 		if (reuse_hash(wk->w, e, old)) {
 			wk->st.reused++;
+			return;
+		}
+		if (e->size < wk->w->lazy_below) {   /* not read: whoever needs it hashes it */
+			e->flags |= IDX_F_NOHASH;
 			return;
 		}
 		rc = hash_file(wk, dfd, name, ei);
@@ -931,6 +936,7 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.one_fs = opts->one_fs;
 	w.roots_optional = opts->roots_optional;
 	w.trust_prefix = opts->trust_prefix;
+	w.lazy_below = opts->lazy_below;
 	for (int t = 0; t < threads; t++) {
 		w.workers[t].w = &w;
 		w.workers[t].id = t;

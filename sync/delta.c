@@ -32,7 +32,8 @@ static uint64_t chunk_len(uint64_t size, uint32_t k)
 static int delta_ok(const struct rstate *s, const struct idx_entry *e,
                     const struct idx_entry *d)
 {
-	return d && d->type == IDX_REG && !(d->flags & (GONE | IDX_F_UNSTABLE)) &&
+	return d && d->type == IDX_REG &&
+	       !(d->flags & (GONE | IDX_F_UNSTABLE | IDX_F_NOHASH)) &&
 	       d->size > 0 && e->size >= SYNC_SMALL && !(s->r->flags & SYNC_F_WHOLE);
 }
 

@@ -712,6 +712,23 @@ void recv_clean_temps(struct rstate *s)
 }
 
 /* The receiver's new index: what it holds now, hashes it can vouch for. */
+/* The hash of a small file written without one in the manifest, for its
+ * row: as it came with its data (its hard-link group's leader's, for a
+ * linked name), or of nothing when it is empty. Else no row is kept. */
+static void hash_as_written(const struct rstate *s, size_t i, struct idx_entry *n,
+                            const struct recv_st *r)
+{
+	size_t w = n->hlink ? n->hlink - 1 : i;
+	const struct rfile *f = w < s->sm.n && s->fetch[w] >= 0 ? &s->files[s->fetch[w]] : NULL;
+	if (f && f->hashed)
+		memcpy(n->hash, f->hash, IDX_HASH_LEN);
+	else if (n->size == 0 && S_ISREG(r->mode) && r->size == 0)
+		idx_hash_buf("", 0, n->hash);
+	else
+		return;
+	n->flags &= (uint8_t)~IDX_F_NOHASH;
+}
+
 void recv_save_index(struct rstate *s)
 {
 	/* now's entries are copies of sm's and dm's, their strings still
@@ -746,6 +763,8 @@ void recv_save_index(struct rstate *s)
 		if ((e->type == IDX_REG) != S_ISREG(r.mode))
 			continue;
 		struct idx_entry n = *e;
+		if (n.flags & IDX_F_NOHASH)
+			hash_as_written(s, i, &n, &r);
 		n.x = NULL;   /* xattrs and ACLs as set are not vouched for: read next time */
 		n.got = 0;
 		n.dev = r.dev;

@@ -8,8 +8,11 @@
  * where the data goes is decided by the receiver from the manifest it has
  * already checked, so nothing in the archive can name a location (which is
  * stronger than libarchive's secure-extraction flags, and why the receiver
- * does not use archive_write_disk). Sizes are checked against the manifest
- * and every file's hash is computed while it is written.
+ * does not use archive_write_disk). Then '.' and the XXH3-128 of the data
+ * as the sender read it, in 32 hex digits: a small file's hash travels with
+ * it, as the manifest has none (sync_nohash_below()). Sizes are checked
+ * against the manifest, and every file's hash is computed while it is
+ * written and compared with the one it came with.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -104,13 +107,16 @@ int packer_open(struct packer **out, struct tp_session *ts)
 	return 0;
 }
 
-int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size)
+int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size,
+               const uint8_t hash[IDX_HASH_LEN])
 {
-	char name[16];
+	char name[16 + 2 * IDX_HASH_LEN];
 	struct archive_entry *e = archive_entry_new();
 	if (!e)
 		return -ENOMEM;
-	snprintf(name, sizeof name, "%" PRIu32, index);
+	int at = snprintf(name, sizeof name, "%" PRIu32 ".", index);
+	for (int k = 0; k < IDX_HASH_LEN; k++, at += 2)
+		snprintf(name + at, 3, "%02x", hash[k]);
 	archive_entry_set_pathname(e, name);
 	archive_entry_set_filetype(e, AE_IFREG);
 	archive_entry_set_perm(e, 0600);
@@ -152,6 +158,7 @@ struct held {
 /* One archive entry read into memory, for a writer thread. */
 struct job {
 	uint64_t idx, size;
+	uint8_t hash[IDX_HASH_LEN];   /* as its name says the sender read it */
 	uint8_t *data;
 	uint64_t len;
 	int ok;                 /* read whole and in order */
@@ -285,7 +292,10 @@ static void write_job(struct unpacker *u, struct job *j)
 	}
 	if (fd < 0)
 		return;   /* the ops gave up on this file and said why */
-	int err = j->ok && j->len == j->size ? 0 : EPROTO;
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
+	int err = !j->ok || j->len != j->size ? EPROTO :
+	          memcmp(c.digest, j->hash, IDX_HASH_LEN) ? EBADMSG : 0;
 	for (uint64_t w = 0; !err && w < j->len;) {
 		ssize_t n = write(fd, j->data + w, j->len - w);
 		if (n < 0 && errno == EINTR)
@@ -295,8 +305,6 @@ static void write_job(struct unpacker *u, struct job *j)
 		else
 			w += (uint64_t)n;
 	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
 	int rc = u->ops->close(u->ctx, j->idx, err, c.digest, j->len);
 	if (rc < 0) {   /* e.g. the disk is full: no point in the rest */
 		pthread_mutex_lock(&u->mu);
@@ -412,16 +420,31 @@ static int stream_damaged(struct unpacker *u, struct archive *a)
 	               log_path(shown, sizeof shown, why ? why : "unreadable"));
 }
 
+/* 32 lowercase hex digits, and nothing after them, into out. 0 or -1. */
+static int hex_hash(const char *s, uint8_t out[IDX_HASH_LEN])
+{
+	for (int k = 0; k < 2 * IDX_HASH_LEN; k++) {
+		int c = (unsigned char)s[k];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (v < 0)
+			return -1;
+		out[k / 2] = (uint8_t)(k % 2 ? out[k / 2] | v : v << 4);
+	}
+	return s[2 * IDX_HASH_LEN] ? -1 : 0;
+}
+
 /* The reader: one entry into memory, queued for a writer. */
 static int extract_entry(struct unpacker *u, struct archive *a, struct archive_entry *e)
 {
 	const char *name = archive_entry_pathname(e);
 	char *end, shown[200];
+	uint8_t hash[IDX_HASH_LEN];
 	errno = 0;
 	unsigned long long idx = name ? strtoull(name, &end, 10) : 0;
-	if (!name || !*name || *end || errno || *name < '0' || *name > '9')
+	if (!name || !*name || errno || *name < '0' || *name > '9' || *end != '.' ||
+	    hex_hash(end + 1, hash) < 0)
 		return damaged(u, "the sender's archive has an entry that is not named by a file "
-		               "index: '%s'", log_path(shown, sizeof shown, name ? name : ""));
+		               "index and hash: '%s'", log_path(shown, sizeof shown, name ? name : ""));
 	if (archive_entry_filetype(e) != AE_IFREG)
 		return damaged(u, "the sender's archive has an entry that is not a regular file: "
 		               "'%s'", log_path(shown, sizeof shown, name));
@@ -438,6 +461,7 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 	}
 	j->idx = idx;
 	j->size = size;
+	memcpy(j->hash, hash, IDX_HASH_LEN);
 	j->ok = 1;
 	for (;;) {
 		const void *blk;

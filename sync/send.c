@@ -18,6 +18,9 @@
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 /* The name of a directory SRC given without a trailing '/' ("A", "x/A"),
  * or NULL: "A/", "A/.", ".", "..", "/" say "its contents" outright. */
 static char *mirror_name(const char *src)
@@ -43,6 +46,7 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	int rc = 0;
 	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)))
 		rc = sync_names_collect(m);
+	m->nohash_below = sync_nohash_below(r->flags);
 	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
 	*bytes = len;
@@ -432,6 +436,7 @@ struct small_rd {
 	                                     (said); -2: unreadable (said);
 	                                     -3: shrank while read; -4: not read
 	                                     (the run had failed) */
+	uint8_t hash[SMALL_BATCH_FILES][IDX_HASH_LEN];   /* of what was read */
 	uint8_t *buf;
 	const int *stop;                  /* set: the run failed, read no more */
 };
@@ -444,8 +449,38 @@ struct smallq {
 	uint32_t ns, si;                  /* how many; the next one to batch */
 };
 
-/* On an I/O thread: open, check and read a batch's files, in order, with
- * a directory cache of its own (files come directory by directory). */
+/* A write into a file while we read it stamps the file's ctime with the
+ * coarse clock's tick. Once that clock is past the ctime the scan saw, such
+ * a write shows as a new ctime after the read; so a file changed in the
+ * current tick (just now) is read only after the next (a few ms). A clock
+ * set back far leaves it at 50 ms. */
+static void wait_past(int64_t ctime_ns)
+{
+	for (int k = 0; k < 50; k++) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME_COARSE, &t);
+		if ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec > ctime_ns)
+			return;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+}
+
+/* Is what was read from fd the file the scan saw (e), which is what the
+ * manifest told the receiver? Its hash, if the scan had it; else (it was
+ * not read: IDX_F_NOHASH) its stat as the read ends, which wait_past()
+ * made show any write since the scan. */
+static int held_still(int fd, const struct idx_entry *e, const uint8_t *hash)
+{
+	if (!(e->flags & IDX_F_NOHASH))
+		return !memcmp(hash, e->hash, IDX_HASH_LEN);
+	struct stat st;
+	return fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size && st.st_ino == e->ino &&
+	       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == e->mtime_ns &&
+	       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == e->ctime_ns;
+}
+
+/* On an I/O thread: open, check, read and hash a batch's files, in order,
+ * with a directory cache of its own (files come directory by directory). */
 static void read_small(struct io_job *j)
 {
 	struct small_rd *b = (struct small_rd *)j;
@@ -461,13 +496,24 @@ static void read_small(struct io_job *j)
 			b->st[k] = fd;
 			continue;
 		}
+		if (e->flags & IDX_F_NOHASH)
+			wait_past(e->ctime_ns);
 		errno = 0;
 		b->st[k] = read_full(fd, b->buf + b->at[k], (uint32_t)e->size, 0) == e->size ? 0 :
 		           errno ? -2 : -3;
-		if (b->st[k] == -2) {
-			char shown[4096];
+		char shown[4096];
+		if (b->st[k] == -2)
 			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
 			         strerror(errno));
+		if (b->st[k] == 0) {
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits(b->buf + b->at[k], e->size));
+			memcpy(b->hash[k], c.digest, IDX_HASH_LEN);
+			if (!held_still(fd, e, b->hash[k])) {
+				log_warn("%s: changed while being sent; not sent",
+				         log_path(shown, sizeof shown, e->path));
+				b->st[k] = -1;
+			}
 		}
 		close(fd);
 	}
@@ -517,7 +563,8 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 	const struct idx_entry *e = &q->m->e[i];
 	int rc = 0;
 	q->files_done++;
-	if (b->st[k] == 0 && (rc = packer_add(pk, i, b->buf + b->at[k], e->size)) == 0) {
+	if (b->st[k] == 0 && (rc = packer_add(pk, i, b->buf + b->at[k], e->size,
+	                                      b->hash[k])) == 0) {
 		q->res->bytes += e->size;
 		if (q->sent)
 			q->sent[i] = 1;
@@ -782,6 +829,7 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 	so->one_fs = o->one_fs;
 	so->meta = sync_scan_meta(s->r->flags);
 	so->trust_prefix = sync_trust_prefix(s->r->flags);
+	so->lazy_below = sync_nohash_below(s->r->flags);
 	so->no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -88,6 +88,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	so.one_fs = r->o->one_fs;
 	so.meta = sync_scan_meta(r->flags);
 	so.trust_prefix = sync_trust_prefix(r->flags);
+	so.lazy_below = sync_nohash_below(r->flags);
 	so.no_index = r->o->no_index;   /* --no-index: both sides */
 	int fd = open(ss->root[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct filter *flt = NULL;   /* the rules, with this SRC's dir-merge files */

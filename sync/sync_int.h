@@ -59,6 +59,16 @@ static inline int sync_trust_prefix(unsigned flags)
 	return (flags & SYNC_F_APPEND) && !(flags & SYNC_F_APPEND_VERIFY);
 }
 
+/* Small files are not read by a scan (idx_scan_opts.lazy_below) and go
+ * without their hash in the manifest (idx_manifest.nohash_below): the
+ * sender hashes each as it reads it to send, and its hash travels with its
+ * data (sync/pack.c). Not with -c, which compares the hashes. */
+static inline uint32_t sync_nohash_below(unsigned flags)
+{
+	uint64_t n = SYNC_SMALL & ~(uint64_t)1023;
+	return (flags & SYNC_F_CHECKSUM) ? 0 : n > IDX_NOHASH_MAX ? IDX_NOHASH_MAX : (uint32_t)n;
+}
+
 /* sync/ids.c: the sender's names for the uids and gids of m (owners and
  * named ACL entries; never 0), each looked up once, into m->names (rsync's
  * user and group lists). 0 or -ENOMEM. */
@@ -158,7 +168,8 @@ int  copy_range(int in, int out, uint64_t off, uint64_t len);
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
 int  packer_open(struct packer **p, struct tp_session *ts);
-int  packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size);
+int  packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size,
+                const uint8_t hash[IDX_HASH_LEN]);
 uint64_t packer_bytes(const struct packer *p);
 /* ok: finish the archive and send the rest; else just drop it */
 int  packer_close(struct packer *p, int ok);
@@ -167,7 +178,8 @@ struct unpack_ops {
 	/* entry `index` of size bytes: an fd to write it to, -1 to skip it,
 	 * -EPROTO if the entry cannot be one the sender should send */
 	int  (*open)(void *ctx, uint64_t index, uint64_t size);
-	/* written: err 0 when all of it was, EPROTO for a malformed entry, else
+	/* written: err 0 when all of it was, EPROTO for a malformed entry,
+	 * EBADMSG when what came does not match the hash it came with, else
 	 * the write's errno; hash of what came; got bytes. A negative return
 	 * (e.g. -ENOSPC) stops the unpacker: the rest is dropped. */
 	int  (*close)(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got);

@@ -331,7 +331,12 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	struct rfile *f = &s->files[s->fetch[i]];
 	char shown[4096];
 	/* the file is this writer's alone since unpack_open() claimed it */
-	if (!err && !memcmp(hash, e->hash, IDX_HASH_LEN)) {
+	int nohash = (e->flags & IDX_F_NOHASH) != 0;
+	if (!err && (nohash || !memcmp(hash, e->hash, IDX_HASH_LEN))) {
+		if (nohash) {
+			memcpy(f->hash, hash, IDX_HASH_LEN);
+			f->hashed = 1;
+		}
 		STAT_ADD(s->res->bytes, got);
 		f->got = f->need;
 		recv_finish_file(s, i, f);
@@ -339,14 +344,15 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	}
 	f->failed = 1;
 	recv_drop_file(f);
-	if (err && err != EPROTO) {
+	if (err && err != EPROTO && err != EBADMSG) {
 		recv_fail(s, e->path, "cannot write", err);
 		return err == ENOSPC || err == EDQUOT ? -err : 0;
 	}
 	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
-	        err ? "came malformed in the stream of small files"
-	            : "does not match the sender's hash (changed while sent, or "
-	              "damaged in transit)");
+	        err == EPROTO ? "came malformed in the stream of small files"
+	        : err ? "does not match the hash it came with (damaged in transit)"
+	              : "does not match the sender's hash (changed while sent, or "
+	                "damaged in transit)");
 	STAT_ADD(s->res->errors, 1);
 	return 0;
 }

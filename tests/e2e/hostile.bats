@@ -57,6 +57,10 @@ attack() {
 
 # --- a sender's file list (manifest) that breaks the rules ---
 
+@test "attack: a file list without the hash of a large file" {
+	attack pull manifest-nohash-large 12 "the sender's file list has no hashes of files under 128 KiB (only small files may go without)"
+}
+
 @test "attack: a file list with an xattr value over 64 KiB" {
 	attack pull manifest-xattr-oversized 12 "the sender's file list has an xattr value over 64 KiB: 'a'"
 }
@@ -193,7 +197,21 @@ attack() {
 	attack pull archive-not-requested 12 "the sender's archive has an entry for 'b', which was not asked for"
 }
 @test "attack: an archive entry named by a path, not an index" {
-	attack pull archive-bad-name 12 "the sender's archive has an entry that is not named by a file index: '../../x'"
+	attack pull archive-bad-name 12 "the sender's archive has an entry that is not named by a file index and hash: '../../x'"
+}
+@test "attack: an archive entry named by its index without the hash of its data" {
+	attack pull archive-no-hash 12 "the sender's archive has an entry that is not named by a file index and hash: '4'"
+}
+@test "attack: a small file whose data does not match the hash it came with: left as it was, exit 23" {
+	attack pull archive-bad-hash 23 "rdcp: t: does not match the hash it came with (damaged in transit)"
+	[ ! -e "$W/dst/t" ]
+	[ "$(cat "$W/dst/s")" = "$(printf 's%.0s' $(seq 100))" ]   # the rest came
+	[ -f "$W/dst/a" ] && [ -f "$W/dst/c" ]
+}
+@test "attack: a small file whose data and name agree but not the manifest's hash: exit 23" {
+	attack pull archive-lied-hash 23 "rdcp: t: does not match the sender's hash"
+	[ ! -e "$W/dst/t" ]
+	[ -f "$W/dst/s" ]
 }
 
 # --- a receiver that lies ---
@@ -268,16 +286,16 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 
 @test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello 5 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 6 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
 	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
-	hello 5 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 6 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
 	hello 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 5" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 6" ]]
 }

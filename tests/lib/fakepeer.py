@@ -101,9 +101,10 @@ def entry(path, type=IDX_REG, content=None, size=None, mode=0o644, mtime_ns=None
             "hlink": hlink, "link": link, "rdev": rdev, "hash": hash, "xattrs": xattrs}
 
 
-def encode_manifest(entries, count=None, flags=0):
-    """flags: the header's (0x02: xattrs were read, 0x04: of every namespace)."""
-    out = bytearray(struct.pack(">IBBHIQ", 0x52444D46, 1, flags, 0, CHUNK,
+def encode_manifest(entries, count=None, flags=0, nohash=0):
+    """flags: the header's (0x02: xattrs were read, 0x04: of every namespace);
+    nohash: files under this many bytes (a multiple of 1024) go without hash."""
+    out = bytearray(struct.pack(">IBBHIQ", 0x52444D46, 1, flags, nohash >> 10, CHUNK,
                                 len(entries) if count is None else count))
     prev = b""
     for e in entries:
@@ -126,6 +127,8 @@ def encode_manifest(entries, count=None, flags=0):
                 digest = xxh3_128(content)
             if e["hash"] is not None:
                 digest = e["hash"]
+            if size < nohash:
+                digest = b""
             out += struct.pack(">Q", size) + digest + struct.pack(">I", e["hlink"])
             out += b"".join(chunks)
         elif e["type"] == IDX_LNK:
@@ -156,7 +159,7 @@ def skip_extras(b, pos, fl):
 
 def decode_manifest(b):
     """Just enough for a receiver: [(path, type, size)]."""
-    magic, version, flags, res, chunk, count = struct.unpack(">IBBHIQ", b[:20])
+    magic, version, flags, nohash_kib, chunk, count = struct.unpack(">IBBHIQ", b[:20])
     pos, prev, out = 20, b"", []
     if flags & 0x01:   # a table of user and group names
         n = struct.unpack(">I", b[pos:pos + 4])[0]
@@ -172,7 +175,7 @@ def decode_manifest(b):
         if t == IDX_REG:
             size = struct.unpack(">Q", b[pos:pos + 8])[0]
             n = (size + CHUNK - 1) // CHUNK if size > CHUNK else 0
-            pos += 8 + 16 + 4 + 16 * n
+            pos += 8 + (16 if size >= nohash_kib << 10 else 0) + 4 + 16 * n
         elif t == IDX_LNK:
             pos += 2 + struct.unpack(">H", b[pos:pos + 2])[0]
         elif t in (5, 6):
@@ -258,7 +261,11 @@ class DataConn:
             self.s.close()
 
 
-def tar_entry(name, data, size=None):
+def tar_entry(name, data, size=None, hash_of=None):
+    """An archive entry: a manifest index is named with the hash of data
+    (or of hash_of), as the sender names it."""
+    if isinstance(name, int):
+        name = "%d.%s" % (name, xxh3_128(data if hash_of is None else hash_of).hex())
     ti = tarfile.TarInfo(str(name))
     ti.size = len(data) if size is None else size
     ti.mode = 0o600
@@ -325,6 +332,14 @@ DATA = {
     "archive-not-requested": [("archive", archive(tar_entry(2, content(b"b", 100000)[:100]),
                                                   TAR_END))],
     "archive-bad-name": [("archive", archive(tar_entry("../../x", S), TAR_END))],
+    "archive-no-hash": [("archive", archive(tar_entry("4", S), TAR_END))],
+    "archive-bad-hash": [("chunk", 2, 0, A), ("chunk", 4, 0, C),
+                         ("archive", archive(tar_entry(4, S),
+                                             tar_entry(5, content(b"evil", 100), hash_of=T_),
+                                             TAR_END))],
+    "archive-lied-hash": [("chunk", 2, 0, A), ("chunk", 4, 0, C),
+                          ("archive", archive(tar_entry(4, S),
+                                              tar_entry(5, content(b"evil", 100)), TAR_END))],
 }
 
 # name -> (READY payload, manifest bytes)
@@ -342,6 +357,10 @@ def mf(*entries, **kw):
 ROOT = entry("", IDX_DIR, mode=0o755)
 MANIFEST = {
     "manifest-dotdot": mf(ROOT, entry("../x", content=b"x")),
+    "manifest-nohash-large": mf(ROOT, entry("a", content=A), nohash=128 << 10),
+    # small files without their hash, as a sender sends them, but the data
+    # of t differs from what the manifest says; and from its entry's hash
+    "archive-bad-hash": encode_manifest(tree(), nohash=64 << 10),
     "manifest-absolute": mf(ROOT, entry("/tmp/x", content=b"x")),
     "manifest-duplicate": mf(ROOT, entry("a", content=b"x"), entry("a", content=b"x")),
     "manifest-unsorted": mf(ROOT, entry("b", content=b"x"), entry("a", content=b"x")),
