@@ -147,6 +147,11 @@ struct idx_manifest {
 	                                    1024, at most IDX_NOHASH_MAX */
 };
 #define IDX_NOHASH_MAX (65535u << 10)
+/* A file whose ctime is older than this many seconds is settled: no write
+ * in progress (one stalls for less), no dirty page of a shared mapping
+ * waiting to stamp it (the kernel writes them back within 35 s), and on a
+ * filesystem of whole-second timestamps, any write now stamps it anew. */
+#define IDX_SETTLED_S 60
 
 struct idx_stats {
 	uint64_t entries, files, dirs, symlinks, other;
@@ -188,7 +193,8 @@ struct idx_scan_opts {
 	                             whole chunks from the index unread; only the
 	                             rest is hashed (IDX_F_ASSUMED) */
 	uint64_t    lazy_below;   /* regular files of fewer bytes whose hash the
-	                             index does not have are not read: they get
+	                             index does not have, settled (ctime over
+	                             IDX_SETTLED_S ago), are not read: they get
 	                             IDX_F_NOHASH (a sync hashes them as it sends
 	                             them); 0: every file is hashed */
 };

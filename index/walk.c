@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -89,6 +90,7 @@ struct walker {
 	int one_fs, roots_optional;
 	int trust_prefix;                   /* opts->trust_prefix (--append) */
 	uint64_t lazy_below;                /* opts->lazy_below */
+	int64_t settled_ns;                 /* ... for files of older ctimes */
 	dev_t root_dev;
 	int64_t trust_before;
 	struct worker *workers;
@@ -509,7 +511,8 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 			wk->st.reused++;
 			return;
 		}
-		if (e->size < wk->w->lazy_below) {   /* not read: whoever needs it hashes it */
+		/* not read: whoever needs it hashes it (once settled: below) */
+		if (e->size < wk->w->lazy_below && e->ctime_ns < wk->w->settled_ns) {
 			e->flags |= IDX_F_NOHASH;
 			return;
 		}
@@ -937,6 +940,11 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.roots_optional = opts->roots_optional;
 	w.trust_prefix = opts->trust_prefix;
 	w.lazy_below = opts->lazy_below;
+	struct timespec now;
+	const char *settle = getenv("RDCP_TEST_SETTLED_S");   /* tests: seconds */
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	w.settled_ns = ((int64_t)now.tv_sec - (settle ? atoi(settle) : IDX_SETTLED_S)) *
+	               1000000000 + now.tv_nsec;
 	for (int t = 0; t < threads; t++) {
 		w.workers[t].w = &w;
 		w.workers[t].id = t;

@@ -713,19 +713,28 @@ void recv_clean_temps(struct rstate *s)
 
 /* The receiver's new index: what it holds now, hashes it can vouch for. */
 /* The hash of a small file written without one in the manifest, for its
- * row: as it came with its data (its hard-link group's leader's, for a
- * linked name), or of nothing when it is empty. Else no row is kept. */
+ * row: as it came with its data; for a name linked to its hard-link
+ * group's leader (-H), the leader's, when the leader landed and the name is
+ * its inode; of nothing when it is empty. Else no row is kept. */
 static void hash_as_written(const struct rstate *s, size_t i, struct idx_entry *n,
                             const struct recv_st *r)
 {
+	const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
 	size_t w = n->hlink ? n->hlink - 1 : i;
-	const struct rfile *f = w < s->sm.n && s->fetch[w] >= 0 ? &s->files[s->fetch[w]] : NULL;
-	if (f && f->hashed)
+	const struct rfile *lf = w != i && w < s->sm.n && s->fetch[w] >= 0
+	                         ? &s->files[s->fetch[w]] : NULL;
+	struct stat ls;
+	if (f && f->hashed) {
 		memcpy(n->hash, f->hash, IDX_HASH_LEN);
-	else if (n->size == 0 && S_ISREG(r->mode) && r->size == 0)
+	} else if (!f && lf && lf->hashed && lf->done &&
+	           fstatat(s->root, s->sm.e[w].path, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+	           ls.st_dev == r->dev && ls.st_ino == r->ino) {
+		memcpy(n->hash, lf->hash, IDX_HASH_LEN);
+	} else if (n->size == 0 && S_ISREG(r->mode) && r->size == 0) {
 		idx_hash_buf("", 0, n->hash);
-	else
+	} else {
 		return;
+	}
 	n->flags &= (uint8_t)~IDX_F_NOHASH;
 }
 

@@ -8,11 +8,13 @@
  * where the data goes is decided by the receiver from the manifest it has
  * already checked, so nothing in the archive can name a location (which is
  * stronger than libarchive's secure-extraction flags, and why the receiver
- * does not use archive_write_disk). Then '.' and the XXH3-128 of the data
- * as the sender read it, in 32 hex digits: a small file's hash travels with
- * it, as the manifest has none (sync_nohash_below()). Sizes are checked
+ * does not use archive_write_disk). Then '.' and, in 32 hex digits, the
+ * tag of what the sender read (sync_entry_tag(): its XXH3-128, keyed with
+ * the run's archive key): a small file's hash travels with it, as the
+ * manifest has none (sync_nohash_below()), and cannot be made for other
+ * data by anyone without the key, which went over ssh. Sizes are checked
  * against the manifest, and every file's hash is computed while it is
- * written and compared with the one it came with.
+ * written and its tag compared with the one it came with.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -26,9 +28,11 @@
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+#include <sodium.h>
 
 #include "common/iopool.h"
 #include "common/log.h"
+#include "common/wire.h"
 #include "sync/sync_int.h"
 
 #define UNPACK_WRITERS_MAX IO_POOL_AUTO_MAX   /* threads creating and writing files */
@@ -36,10 +40,21 @@
 #define UNPACK_BATCH     16         /* entries handed over under one lock */
 #define UNPACK_MAX_ENTRY SYNC_SMALL /* the archive holds only small files */
 
+void sync_entry_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t index, uint64_t size,
+                    const uint8_t hash[IDX_HASH_LEN], uint8_t tag[SYNC_TAG_LEN])
+{
+	uint8_t m[16 + IDX_HASH_LEN];
+	put_u64(m, index);
+	put_u64(m + 8, size);
+	memcpy(m + 16, hash, IDX_HASH_LEN);
+	crypto_generichash(tag, SYNC_TAG_LEN, m, sizeof m, key, SYNC_AKEY_LEN);
+}
+
 /* --- sending --- */
 
 struct packer {
 	struct archive *a;
+	uint8_t key[SYNC_AKEY_LEN];
 	struct tp_session *ts;
 	struct tp_msg *cur;
 	uint64_t off;         /* stream offset where cur starts */
@@ -87,14 +102,15 @@ static la_ssize_t pack_write(struct archive *a, void *ctx, const void *buf, size
 	return (la_ssize_t)len;
 }
 
-int packer_open(struct packer **out, struct tp_session *ts)
+int packer_open(struct packer **out, struct tp_session *ts, const uint8_t key[SYNC_AKEY_LEN])
 {
 	struct packer *p = calloc(1, sizeof *p);
-	if (!p || !(p->a = archive_write_new())) {
+	if (sodium_init() < 0 || !p || !(p->a = archive_write_new())) {
 		free(p);
 		return -ENOMEM;
 	}
 	p->ts = ts;
+	memcpy(p->key, key, SYNC_AKEY_LEN);
 	archive_write_set_format_pax_restricted(p->a);
 	archive_write_set_bytes_per_block(p->a, 0);   /* no padding: stream it */
 	if (archive_write_open2(p->a, p, NULL, pack_write, NULL, NULL) != ARCHIVE_OK) {
@@ -110,13 +126,15 @@ int packer_open(struct packer **out, struct tp_session *ts)
 int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size,
                const uint8_t hash[IDX_HASH_LEN])
 {
-	char name[16 + 2 * IDX_HASH_LEN];
+	char name[16 + 2 * SYNC_TAG_LEN];
+	uint8_t tag[SYNC_TAG_LEN];
 	struct archive_entry *e = archive_entry_new();
 	if (!e)
 		return -ENOMEM;
+	sync_entry_tag(p->key, index, size, hash, tag);
 	int at = snprintf(name, sizeof name, "%" PRIu32 ".", index);
-	for (int k = 0; k < IDX_HASH_LEN; k++, at += 2)
-		snprintf(name + at, 3, "%02x", hash[k]);
+	for (int k = 0; k < SYNC_TAG_LEN; k++, at += 2)
+		snprintf(name + at, 3, "%02x", tag[k]);
 	archive_entry_set_pathname(e, name);
 	archive_entry_set_filetype(e, AE_IFREG);
 	archive_entry_set_perm(e, 0600);
@@ -144,6 +162,7 @@ int packer_close(struct packer *p, int ok)
 	if (p->cur)
 		tp_msg_put(p->ts, p->cur);
 	archive_write_free(p->a);
+	explicit_bzero(p->key, sizeof p->key);
 	free(p);
 	return rc;
 }
@@ -158,7 +177,7 @@ struct held {
 /* One archive entry read into memory, for a writer thread. */
 struct job {
 	uint64_t idx, size;
-	uint8_t hash[IDX_HASH_LEN];   /* as its name says the sender read it */
+	uint8_t tag[SYNC_TAG_LEN];    /* of what the sender read, as its name says */
 	uint8_t *data;
 	uint64_t len;
 	int ok;                 /* read whole and in order */
@@ -199,6 +218,7 @@ struct unpacker {
 	const struct unpack_ops *ops;
 	void *ctx;
 	uint8_t *buf;
+	uint8_t key[SYNC_AKEY_LEN];   /* the run's archive key: entry tags */
 };
 
 /* Done with a message: back to the transport (tests: the caller's). */
@@ -293,9 +313,11 @@ static void write_job(struct unpacker *u, struct job *j)
 	if (fd < 0)
 		return;   /* the ops gave up on this file and said why */
 	XXH128_canonical_t c;
+	uint8_t tag[SYNC_TAG_LEN];
 	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
+	sync_entry_tag(u->key, j->idx, j->len, c.digest, tag);
 	int err = !j->ok || j->len != j->size ? EPROTO :
-	          memcmp(c.digest, j->hash, IDX_HASH_LEN) ? EBADMSG : 0;
+	          sodium_memcmp(tag, j->tag, SYNC_TAG_LEN) ? EBADMSG : 0;
 	for (uint64_t w = 0; !err && w < j->len;) {
 		ssize_t n = write(fd, j->data + w, j->len - w);
 		if (n < 0 && errno == EINTR)
@@ -421,16 +443,16 @@ static int stream_damaged(struct unpacker *u, struct archive *a)
 }
 
 /* 32 lowercase hex digits, and nothing after them, into out. 0 or -1. */
-static int hex_hash(const char *s, uint8_t out[IDX_HASH_LEN])
+static int hex_tag(const char *s, uint8_t out[SYNC_TAG_LEN])
 {
-	for (int k = 0; k < 2 * IDX_HASH_LEN; k++) {
+	for (int k = 0; k < 2 * SYNC_TAG_LEN; k++) {
 		int c = (unsigned char)s[k];
 		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 		if (v < 0)
 			return -1;
 		out[k / 2] = (uint8_t)(k % 2 ? out[k / 2] | v : v << 4);
 	}
-	return s[2 * IDX_HASH_LEN] ? -1 : 0;
+	return s[2 * SYNC_TAG_LEN] ? -1 : 0;
 }
 
 /* The reader: one entry into memory, queued for a writer. */
@@ -438,13 +460,13 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 {
 	const char *name = archive_entry_pathname(e);
 	char *end, shown[200];
-	uint8_t hash[IDX_HASH_LEN];
+	uint8_t tag[SYNC_TAG_LEN];
 	errno = 0;
 	unsigned long long idx = name ? strtoull(name, &end, 10) : 0;
 	if (!name || !*name || errno || *name < '0' || *name > '9' || *end != '.' ||
-	    hex_hash(end + 1, hash) < 0)
+	    hex_tag(end + 1, tag) < 0)
 		return damaged(u, "the sender's archive has an entry that is not named by a file "
-		               "index and hash: '%s'", log_path(shown, sizeof shown, name ? name : ""));
+		               "index and tag: '%s'", log_path(shown, sizeof shown, name ? name : ""));
 	if (archive_entry_filetype(e) != AE_IFREG)
 		return damaged(u, "the sender's archive has an entry that is not a regular file: "
 		               "'%s'", log_path(shown, sizeof shown, name));
@@ -461,7 +483,7 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 	}
 	j->idx = idx;
 	j->size = size;
-	memcpy(j->hash, hash, IDX_HASH_LEN);
+	memcpy(j->tag, tag, SYNC_TAG_LEN);
 	j->ok = 1;
 	for (;;) {
 		const void *blk;
@@ -543,11 +565,12 @@ static void *unpack_main(void *arg)
 }
 
 int unpacker_start(struct unpacker **out, struct tp_session *ts,
-                   const struct unpack_ops *ops, void *ctx)
+                   const uint8_t key[SYNC_AKEY_LEN], const struct unpack_ops *ops, void *ctx)
 {
-	struct unpacker *u = calloc(1, sizeof *u);
+	struct unpacker *u = sodium_init() < 0 ? NULL : calloc(1, sizeof *u);
 	if (!u)
 		return -ENOMEM;
+	memcpy(u->key, key, SYNC_AKEY_LEN);
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_cond_init(&u->cv, NULL);
 	pthread_cond_init(&u->jcv, NULL);
@@ -561,6 +584,7 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 			break;
 	if (!u->nw || pthread_create(&u->th, NULL, unpack_main, u)) {
 		stop_writers(u);
+		explicit_bzero(u->key, sizeof u->key);
 		free(u);
 		return -EAGAIN;
 	}
@@ -596,6 +620,7 @@ int unpacker_finish(struct unpacker *u)
 	pthread_cond_destroy(&u->jcv);
 	pthread_cond_destroy(&u->room);
 	pthread_mutex_destroy(&u->mu);
+	explicit_bzero(u->key, sizeof u->key);
 	free(u);
 	return rc;
 }

@@ -79,8 +79,10 @@ static int read_manifest(struct rstate *s)
 			s->res->code = sync_peer_error(c, n, "the sender failed: ");
 			break;
 		}
-		if (type == CTL_MANIFEST_END && n == 8) {
+		if (type == CTL_MANIFEST_END && n == 8 + SYNC_AKEY_LEN) {
 			s->sender_errors = get_u64(c->buf);
+			memcpy(s->akey, c->buf + 8, SYNC_AKEY_LEN);
+			explicit_bzero(c->buf + 8, SYNC_AKEY_LEN);
 			rc = 0;
 			break;
 		}
@@ -567,6 +569,7 @@ static int receive(struct rstate *s)
 
 static void rstate_free(struct rstate *s)
 {
+	explicit_bzero(s->akey, sizeof s->akey);
 	for (uint32_t k = 0; k < s->nfiles; k++) {
 		if (s->files[k].fd >= 0 || s->files[k].dirfd >= 0 || s->files[k].bfd >= 0)
 			recv_drop_file(&s->files[k]);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,9 +37,10 @@ static char *mirror_name(const char *src)
 }
 
 /* The manifest, with the names of its owners unless --numeric-ids (as
- * rsync), and the sender's count of unreadable entries; *bytes: its size. */
+ * rsync), then the sender's count of unreadable entries and the run's
+ * archive key (made here, into akey); *bytes: its size. */
 static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
-                         uint64_t *bytes)
+                         uint64_t *bytes, uint8_t akey[SYNC_AKEY_LEN])
 {
 	struct ctl *c = r->ctl;
 	uint8_t *buf;
@@ -55,9 +57,14 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
 	}
 	free(buf);
-	uint8_t e[8];
+	uint8_t e[8 + SYNC_AKEY_LEN];
 	put_u64(e, errors);
-	return rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
+	if (!rc && getrandom(akey, SYNC_AKEY_LEN, 0) != SYNC_AKEY_LEN)
+		rc = -errno;
+	memcpy(e + 8, akey, SYNC_AKEY_LEN);
+	rc = rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
+	explicit_bzero(e, sizeof e);
+	return rc;
 }
 
 /* The directory of the last file sent, kept open: files go directory by
@@ -193,6 +200,7 @@ struct sendq {
 	int sparse;              /* -S: zero blocks as a mask, holes not read */
 	int files;               /* the transport sends file ranges (plain TCP) */
 	const char *root_path;   /* SRC (one SRC): its index, to forget a row */
+	const uint8_t *akey;     /* the archive key: entry tags */
 	struct idx_scan_opts iso;
 };
 
@@ -435,7 +443,8 @@ struct small_rd {
 	int st[SMALL_BATCH_FILES];        /* 0: read whole; -1: vanished or changed
 	                                     (said); -2: unreadable (said);
 	                                     -3: shrank while read; -4: not read
-	                                     (the run had failed) */
+	                                     (the run had failed); -5: not the
+	                                     hash the index gave (said) */
 	uint8_t hash[SMALL_BATCH_FILES][IDX_HASH_LEN];   /* of what was read */
 	uint8_t *buf;
 	const int *stop;                  /* set: the run failed, read no more */
@@ -449,32 +458,18 @@ struct smallq {
 	uint32_t ns, si;                  /* how many; the next one to batch */
 };
 
-/* A write into a file while we read it stamps the file's ctime with the
- * coarse clock's tick. Once that clock is past the ctime the scan saw, such
- * a write shows as a new ctime after the read; so a file changed in the
- * current tick (just now) is read only after the next (a few ms). A clock
- * set back far leaves it at 50 ms. */
-static void wait_past(int64_t ctime_ns)
-{
-	for (int k = 0; k < 50; k++) {
-		struct timespec t;
-		clock_gettime(CLOCK_REALTIME_COARSE, &t);
-		if ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec > ctime_ns)
-			return;
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-	}
-}
-
 /* Is what was read from fd the file the scan saw (e), which is what the
  * manifest told the receiver? Its hash, if the scan had it; else (it was
- * not read: IDX_F_NOHASH) its stat as the read ends, which wait_past()
- * made show any write since the scan. */
+ * not read: IDX_F_NOHASH) its stat as the read ends. Such a file was
+ * settled when scanned (ctime a minute old, IDX_SETTLED_S): any write
+ * since, one during the read included, stamps it with a later ctime. */
 static int held_still(int fd, const struct idx_entry *e, const uint8_t *hash)
 {
 	if (!(e->flags & IDX_F_NOHASH))
 		return !memcmp(hash, e->hash, IDX_HASH_LEN);
 	struct stat st;
-	return fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size && st.st_ino == e->ino &&
+	return fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size &&
+	       st.st_dev == e->dev && st.st_ino == e->ino &&
 	       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == e->mtime_ns &&
 	       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == e->ctime_ns;
 }
@@ -496,8 +491,6 @@ static void read_small(struct io_job *j)
 			b->st[k] = fd;
 			continue;
 		}
-		if (e->flags & IDX_F_NOHASH)
-			wait_past(e->ctime_ns);
 		errno = 0;
 		b->st[k] = read_full(fd, b->buf + b->at[k], (uint32_t)e->size, 0) == e->size ? 0 :
 		           errno ? -2 : -3;
@@ -512,7 +505,7 @@ static void read_small(struct io_job *j)
 			if (!held_still(fd, e, b->hash[k])) {
 				log_warn("%s: changed while being sent; not sent",
 				         log_path(shown, sizeof shown, e->path));
-				b->st[k] = -1;
+				b->st[k] = (e->flags & IDX_F_NOHASH) ? -1 : -5;
 			}
 		}
 		close(fd);
@@ -568,6 +561,15 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 		q->res->bytes += e->size;
 		if (q->sent)
 			q->sent[i] = 1;
+	} else if (b->st[k] == -5) {
+		q->changed++;
+		/* its stat is the row's, its content not (a write that stamped
+		 * nothing): the next scan reads it (several SRCs: not done) */
+		if (!q->ss->n && idx_forget(q->root_path, &q->iso, e->path) < 0) {
+			char shown[4096];
+			log_warn("%s: SRC's index could not forget it; the next run may say so "
+			         "again", log_path(shown, sizeof shown, e->path));
+		}
 	} else if (b->st[k] == -3) {
 		char shown[4096];
 		log_warn("%s: shrank while being sent; not sent",
@@ -646,7 +648,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	if (rc == 0 && (q->nb || ns))
 		rc = io_pool_start(&q->io, threads);
 	if (rc == 0 && ns)
-		rc = packer_open(&pk, q->ts);
+		rc = packer_open(&pk, q->ts, q->akey);
 	progress_start(&q->w->pg, r, total, nplan);
 	if (rc == 0)
 		rc = send_mixed(q, pk, &sq);
@@ -818,6 +820,7 @@ struct sstate {
 	struct filter *filter;   /* the filter rules, on our side */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
+	uint8_t akey[SYNC_AKEY_LEN];   /* the run's archive key (MANIFEST_END) */
 };
 
 /* The scan's options: filter rules, --files-from, -x. 0 or -ENOMEM. */
@@ -867,7 +870,7 @@ static int scan_many(struct sstate *s)
 	}
 	if (rc == 0)
 		sync_count_entries(s->res, &s->m, 0);   /* --stats, --json */
-	return rc ? rc : send_manifest(s->r, &s->m, errors, &s->res->flist_bytes);
+	return rc ? rc : send_manifest(s->r, &s->m, errors, &s->res->flist_bytes, s->akey);
 }
 
 /* READY, the scan of SRC and the manifest. */
@@ -928,7 +931,7 @@ static int scan_and_send(struct sstate *s)
 		return -ECANCELED;
 	}
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
-	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes);
+	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes, s->akey);
 }
 
 /* After the plan: which chunks of the files DST has an old version of
@@ -1095,7 +1098,7 @@ static int send_data(struct sstate *s)
 	struct sendq q = { .ts = s->ts, .dc = { NULL, -1, -1 }, .root = rootfd, .ss = &s->ss,
 	                   .m = &s->m, .res = s->res, .w = &s->w,
 	                   .sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
-	                   .files = tp_sends_files(s->ts), .root_path = s->root,
+	                   .files = tp_sends_files(s->ts), .root_path = s->root, .akey = s->akey,
 	                   .iso = { .only = s->only, .no_index = s->r->o->no_index } };
 	int rc = send_all(&q, s->plan, s->maps, s->nplan, s->r);
 	free(q.dc.dir);
@@ -1176,6 +1179,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 	sync_filter_free(s.filter);
 	sync_files_roots_free(s.roots, s.nroots);
 	srcs_free(&s.ss);
+	explicit_bzero(s.akey, sizeof s.akey);
 	idx_manifest_free(&s.m);
 	return res->code;
 }

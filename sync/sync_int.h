@@ -167,7 +167,16 @@ int  copy_range(int in, int out, uint64_t off, uint64_t len);
 
 /* sync/pack.c: small files as one tar stream over the transport */
 struct packer;
-int  packer_open(struct packer **p, struct tp_session *ts);
+/* The run's archive key: random, made by the sender, sent to the receiver
+ * in MANIFEST_END over the control channel (ssh). An archive entry's name
+ * carries the tag of what the sender read, keyed with it: nothing on the
+ * data path can make one for other data. */
+#define SYNC_AKEY_LEN 32
+#define SYNC_TAG_LEN  16
+/* keyed BLAKE2b-128 of the entry's manifest index, size and XXH3-128 */
+void sync_entry_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t index, uint64_t size,
+                    const uint8_t hash[IDX_HASH_LEN], uint8_t tag[SYNC_TAG_LEN]);
+int  packer_open(struct packer **p, struct tp_session *ts, const uint8_t key[SYNC_AKEY_LEN]);
 int  packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size,
                 const uint8_t hash[IDX_HASH_LEN]);
 uint64_t packer_bytes(const struct packer *p);
@@ -179,7 +188,7 @@ struct unpack_ops {
 	 * -EPROTO if the entry cannot be one the sender should send */
 	int  (*open)(void *ctx, uint64_t index, uint64_t size);
 	/* written: err 0 when all of it was, EPROTO for a malformed entry,
-	 * EBADMSG when what came does not match the hash it came with, else
+	 * EBADMSG when what came does not match the tag it came with, else
 	 * the write's errno; hash of what came; got bytes. A negative return
 	 * (e.g. -ENOSPC) stops the unpacker: the rest is dropped. */
 	int  (*close)(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got);
@@ -191,7 +200,8 @@ struct unpack_ops {
 struct unpacker;
 /* ts NULL (tests): messages are not released, they stay the caller's. */
 int  unpacker_start(struct unpacker **u, struct tp_session *ts,
-                    const struct unpack_ops *ops, void *ctx);
+                    const uint8_t key[SYNC_AKEY_LEN], const struct unpack_ops *ops,
+                    void *ctx);
 /* Main thread: a message of the archive stream (the unpacker releases it). */
 void unpacker_push(struct unpacker *u, struct tp_msg *m);
 /* Main thread: the unpacker's error so far (0 while all is well). */

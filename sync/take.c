@@ -350,7 +350,7 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	}
 	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
 	        err == EPROTO ? "came malformed in the stream of small files"
-	        : err ? "does not match the hash it came with (damaged in transit)"
+	        : err ? "does not match the tag it came with (damaged or altered in transit)"
 	              : "does not match the sender's hash (changed while sent, or "
 	                "damaged in transit)");
 	STAT_ADD(s->res->errors, 1);
@@ -529,7 +529,7 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 			continue;
 		}
 		if (m->id == SYNC_ARCHIVE_ID) {
-			if (!up && (rc = unpacker_start(&up, ts, &unpack_ops, s)) < 0) {
+			if (!up && (rc = unpacker_start(&up, ts, s->akey, &unpack_ops, s)) < 0) {
 				tp_msg_release(ts, m);
 				break;
 			}
@@ -660,7 +660,7 @@ int recv_fuzz_archive(struct rstate *s, const uint8_t *stream, size_t len)
 	size_t nm = len / PIECE + 1;
 	struct tp_msg *m = calloc(nm, sizeof *m);
 	struct unpacker *up;
-	int rc = m ? unpacker_start(&up, NULL, &unpack_ops, s) : -ENOMEM;
+	int rc = m ? unpacker_start(&up, NULL, s->akey, &unpack_ops, s) : -ENOMEM;
 	if (rc < 0) {
 		free(m);
 		return rc;

@@ -197,16 +197,21 @@ attack() {
 	attack pull archive-not-requested 12 "the sender's archive has an entry for 'b', which was not asked for"
 }
 @test "attack: an archive entry named by a path, not an index" {
-	attack pull archive-bad-name 12 "the sender's archive has an entry that is not named by a file index and hash: '../../x'"
+	attack pull archive-bad-name 12 "the sender's archive has an entry that is not named by a file index and tag: '../../x'"
 }
-@test "attack: an archive entry named by its index without the hash of its data" {
-	attack pull archive-no-hash 12 "the sender's archive has an entry that is not named by a file index and hash: '4'"
+@test "attack: an archive entry named by its index without the tag of its data" {
+	attack pull archive-no-hash 12 "the sender's archive has an entry that is not named by a file index and tag: '4'"
 }
-@test "attack: a small file whose data does not match the hash it came with: left as it was, exit 23" {
-	attack pull archive-bad-hash 23 "rdcp: t: does not match the hash it came with (damaged in transit)"
+@test "attack: a small file whose data does not match the tag it came with: left as it was, exit 23" {
+	attack pull archive-bad-hash 23 "rdcp: t: does not match the tag it came with (damaged or altered in transit)"
 	[ ! -e "$W/dst/t" ]
 	[ "$(cat "$W/dst/s")" = "$(printf 's%.0s' $(seq 100))" ]   # the rest came
 	[ -f "$W/dst/a" ] && [ -f "$W/dst/c" ]
+}
+@test "attack: on the data path, a small file rewritten with a tag made without the run's key: left as it was, exit 23" {
+	attack pull archive-forged-tag 23 "rdcp: t: does not match the tag it came with (damaged or altered in transit)"
+	[ ! -e "$W/dst/t" ]
+	[ -f "$W/dst/s" ]
 }
 @test "attack: a small file whose data and name agree but not the manifest's hash: exit 23" {
 	attack pull archive-lied-hash 23 "rdcp: t: does not match the sender's hash"

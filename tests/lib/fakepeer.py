@@ -261,11 +261,23 @@ class DataConn:
             self.s.close()
 
 
-def tar_entry(name, data, size=None, hash_of=None):
-    """An archive entry: a manifest index is named with the hash of data
+# The run's archive key, as this fake sends it in MANIFEST_END.
+AKEY = bytes(range(32))
+
+
+def entry_tag(index, size, data, key=AKEY):
+    """An archive entry's tag (docs/protocol.md): keyed BLAKE2b-128 of the
+    file's index, size and XXH3-128."""
+    return hashlib.blake2b(struct.pack(">QQ", index, size) + xxh3_128(data),
+                           digest_size=16, key=key).digest()
+
+
+def tar_entry(name, data, size=None, hash_of=None, key=AKEY):
+    """An archive entry: a manifest index is named with the tag of data
     (or of hash_of), as the sender names it."""
     if isinstance(name, int):
-        name = "%d.%s" % (name, xxh3_128(data if hash_of is None else hash_of).hex())
+        d = data if hash_of is None else hash_of
+        name = "%d.%s" % (name, entry_tag(name, len(d), d, key).hex())
     ti = tarfile.TarInfo(str(name))
     ti.size = len(data) if size is None else size
     ti.mode = 0o600
@@ -337,6 +349,11 @@ DATA = {
                          ("archive", archive(tar_entry(4, S),
                                              tar_entry(5, content(b"evil", 100), hash_of=T_),
                                              TAR_END))],
+    # what one on the data path could do: a tag for its data, without the key
+    "archive-forged-tag": [("chunk", 2, 0, A), ("chunk", 4, 0, C),
+                           ("archive", archive(tar_entry(4, S),
+                                               tar_entry(5, content(b"evil", 100),
+                                                         key=bytes(32)), TAR_END))],
     "archive-lied-hash": [("chunk", 2, 0, A), ("chunk", 4, 0, C),
                           ("archive", archive(tar_entry(4, S),
                                               tar_entry(5, content(b"evil", 100)), TAR_END))],
@@ -361,6 +378,7 @@ MANIFEST = {
     # small files without their hash, as a sender sends them, but the data
     # of t differs from what the manifest says; and from its entry's hash
     "archive-bad-hash": encode_manifest(tree(), nohash=64 << 10),
+    "archive-forged-tag": encode_manifest(tree(), nohash=64 << 10),
     "manifest-absolute": mf(ROOT, entry("/tmp/x", content=b"x")),
     "manifest-duplicate": mf(ROOT, entry("a", content=b"x"), entry("a", content=b"x")),
     "manifest-unsorted": mf(ROOT, entry("b", content=b"x"), entry("a", content=b"x")),
@@ -413,7 +431,7 @@ def play_sender(scenario):
     send_frame(CTL_READY, r)
     m = MANIFEST.get(scenario, encode_manifest(tree()))
     send_frame(CTL_MANIFEST, m)
-    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0))
+    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0) + AKEY)
     t, p = recv_frame()
     if t != CTL_PLAN:
         return drain()

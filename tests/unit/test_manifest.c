@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "index/index.h"
@@ -107,7 +108,16 @@ static void test_nohash(void **state)
 	struct idx_manifest m = { 0 }, back = { 0 }, full = { 0 };
 	struct idx_stats st;
 	struct idx_scan_opts o = { .no_index = 1, .lazy_below = 65536 };
+	/* changed in the last IDX_SETTLED_S seconds: read, as every file */
+	unsetenv("RDCP_TEST_SETTLED_S");
 	assert_int_equal(idx_scan(dir, &o, &m, &st), 0);
+	assert_int_equal(st.hashed, 3);
+	idx_manifest_free(&m);
+	/* settled (as if older: the clock's tick passed): small ones unread */
+	setenv("RDCP_TEST_SETTLED_S", "0", 1);
+	usleep(20000);
+	assert_int_equal(idx_scan(dir, &o, &m, &st), 0);
+	unsetenv("RDCP_TEST_SETTLED_S");
 	assert_int_equal(st.hashed, 1);   /* big only */
 	const struct idx_entry *sm = idx_manifest_find(&m, "small");
 	assert_true(sm->flags & IDX_F_NOHASH);
