@@ -24,7 +24,7 @@ enum ctl_type {
 	CTL_READY,          /* server -> client: scanned, ready */
 	CTL_ERROR,          /* either way: u32 exit code, message; then close */
 	CTL_MANIFEST,       /* sender -> receiver: a part of the encoded manifest */
-	CTL_MANIFEST_END,   /* sender -> receiver: u64 scan errors */
+	CTL_MANIFEST_END,   /* sender -> receiver: u64 scan errors, archive key (32) */
 	CTL_PLAN,           /* receiver -> sender: u32 count, u32 indices */
 	CTL_DATA,           /* receiver -> sender: u16 port, 32-byte key, address */
 	CTL_DONE,           /* receiver -> sender: results (see sync_result) */

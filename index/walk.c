@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,6 +242,32 @@ static int reuse_extra(const struct walker *w, struct idx_entry *e, const struct
 		return 0;
 	e->got = o->got;
 	return 1;
+}
+
+/* Does the filesystem at fd stamp ctimes with this machine's clock, and
+ * does fstat see every write at once? Local ones do. A network filesystem
+ * stamps with the server's clock and may answer fstat from a cache, and a
+ * FUSE one does what its daemon does: their files are always read by the
+ * scan (idx_scan_opts.lazy_below does not apply). */
+static int stamps_locally(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0)
+		return 0;
+	switch ((unsigned long)sf.f_type) {
+	case 0xEF53:       /* ext2, ext3, ext4 */
+	case 0x58465342:   /* XFS */
+	case 0x9123683E:   /* btrfs */
+	case 0x01021994:   /* tmpfs */
+	case 0x858458F6:   /* ramfs */
+	case 0xF2F52010:   /* f2fs */
+	case 0x2FC12FC1:   /* ZFS */
+	case 0x794C7630:   /* overlayfs */
+	case 0xCA451A4E:   /* bcachefs */
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* Take the hash from the previous index if the file provably did not
@@ -512,7 +539,8 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 			return;
 		}
 		/* not read: whoever needs it hashes it (once settled: below) */
-		if (e->size < wk->w->lazy_below && e->ctime_ns < wk->w->settled_ns) {
+		if (e->size < wk->w->lazy_below && e->ctime_ns < wk->w->settled_ns &&
+		    e->dev == wk->w->root_dev) {
 			e->flags |= IDX_F_NOHASH;
 			return;
 		}
@@ -939,12 +967,13 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.one_fs = opts->one_fs;
 	w.roots_optional = opts->roots_optional;
 	w.trust_prefix = opts->trust_prefix;
-	w.lazy_below = opts->lazy_below;
+	w.lazy_below = stamps_locally(root_fd) ? opts->lazy_below : 0;
 	struct timespec now;
 	const char *settle = getenv("RDCP_TEST_SETTLED_S");   /* tests: seconds */
+	int settle_s = settle ? atoi(settle) : IDX_SETTLED_S;
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	w.settled_ns = ((int64_t)now.tv_sec - (settle ? atoi(settle) : IDX_SETTLED_S)) *
-	               1000000000 + now.tv_nsec;
+	w.settled_ns = ((int64_t)now.tv_sec - (settle_s < 0 ? 0 : settle_s)) * 1000000000 +
+	               now.tv_nsec;
 	for (int t = 0; t < threads; t++) {
 		w.workers[t].w = &w;
 		w.workers[t].id = t;

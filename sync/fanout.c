@@ -173,6 +173,7 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 		/* connect_addr: the first host's address when the hub cannot give
 		 * it in DATA (a name, not an IP literal); set before DATA is sent */
 		struct role r = { .ctl = &sc, .flags = o->flags, .tp = o->tp, .is_client = 1,
+		                  .all_hashes = 1,
 		                  .o = o, .srcs = paths, .nsrc = nsrc, .path = paths[0],
 		                  .verbose = o->verbose, .progress = o->progress,
 		                  .timeout = o->timeout, .connect_addr = f->first_addr };
@@ -228,8 +229,11 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	pthread_mutex_lock(&intr.mu);
 	intr.f = NULL;
 	pthread_mutex_unlock(&intr.mu);
-	for (int k = 0; k < f->nfr; k++)
+	for (int k = 0; k < f->nfr; k++) {
+		if (f->fr[k].type == CTL_MANIFEST_END)   /* the archive key */
+			explicit_bzero(f->fr[k].p, f->fr[k].n);
 		free(f->fr[k].p);
+	}
 	free(f->fr);
 	idx_manifest_free(&f->m);
 	free(f->chain);

@@ -339,8 +339,11 @@ static int take_manifest(struct fan *f)
 		f->fr[f->nfr++] = (struct frame){ type, n, copy };
 		if (type == CTL_MANIFEST)
 			total += n;
-		if (type == CTL_MANIFEST_END)
+		if (type == CTL_MANIFEST_END) {
+			if (rc >= 0)   /* the archive key: in the copy only */
+				explicit_bzero(f->sc.buf, n);
 			break;
+		}
 		if (type == CTL_ERROR)
 			return -1;
 	}

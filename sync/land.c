@@ -304,9 +304,15 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE,
 	              !f->tmp[0] && fstat(f->fd, &st) == 0 ? &st : NULL);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
-	if (linked == 1 && !e->hlink && fstat(f->fd, &st) == 0) {   /* as it stays: the index's */
-		recv_st_of(&f->st, &st);
-		f->st_ok = 1;
+	int keep = linked == 1 && !e->hlink;   /* as it stays: the index's */
+	int lead = f->hashed && e->hlink == i + 1;   /* its group's rows: its inode */
+	if ((keep || lead) && fstat(f->fd, &st) == 0) {
+		if (keep) {
+			recv_st_of(&f->st, &st);
+			f->st_ok = 1;
+		}
+		f->ldev = st.st_dev;
+		f->lino = st.st_ino;
 	}
 	int cerr = close(f->fd) < 0 ? errno : 0;
 	f->fd = -1;
@@ -715,7 +721,7 @@ void recv_clean_temps(struct rstate *s)
 /* The hash of a small file written without one in the manifest, for its
  * row: as it came with its data; for a name linked to its hard-link
  * group's leader (-H), the leader's, when the leader landed and the name is
- * its inode; of nothing when it is empty. Else no row is kept. */
+ * the inode it landed as; of nothing when it is empty. Else no row. */
 static void hash_as_written(const struct rstate *s, size_t i, struct idx_entry *n,
                             const struct recv_st *r)
 {
@@ -723,12 +729,10 @@ static void hash_as_written(const struct rstate *s, size_t i, struct idx_entry *
 	size_t w = n->hlink ? n->hlink - 1 : i;
 	const struct rfile *lf = w != i && w < s->sm.n && s->fetch[w] >= 0
 	                         ? &s->files[s->fetch[w]] : NULL;
-	struct stat ls;
 	if (f && f->hashed) {
 		memcpy(n->hash, f->hash, IDX_HASH_LEN);
-	} else if (!f && lf && lf->hashed && lf->done &&
-	           fstatat(s->root, s->sm.e[w].path, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
-	           ls.st_dev == r->dev && ls.st_ino == r->ino) {
+	} else if (!f && lf && lf->hashed && lf->done && lf->lino &&
+	           lf->ldev == r->dev && lf->lino == r->ino) {
 		memcpy(n->hash, lf->hash, IDX_HASH_LEN);
 	} else if (n->size == 0 && S_ISREG(r->mode) && r->size == 0) {
 		idx_hash_buf("", 0, n->hash);

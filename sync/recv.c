@@ -121,7 +121,7 @@ static int read_manifest(struct rstate *s)
 			rc = recv_reject(s, "the sender's file list %s", why.text);
 		else if (rc < 0)
 			log_err("the sender's file list %s", why.text);
-		else if (s->sm.nohash_below > sync_nohash_below(s->r->flags))
+		else if (s->sm.nohash_below > sync_nohash_below(s->r))
 			rc = recv_reject(s, "the sender's file list has no hashes of files under "
 			                 "%u KiB (%s)", s->sm.nohash_below >> 10,
 			                 (s->r->flags & SYNC_F_CHECKSUM)
@@ -308,7 +308,7 @@ static int scan_opts(struct rstate *s)
 	s->so.one_fs = o->one_fs;
 	s->so.meta = sync_scan_meta(s->r->flags);
 	s->so.no_index = o->no_index;   /* --no-index: both sides */
-	s->so.lazy_below = sync_nohash_below(s->r->flags);
+	s->so.lazy_below = sync_nohash_below(s->r);
 	if (o->nrules) {
 		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
 		                           s->only ? "" : NULL)) < 0)

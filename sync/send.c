@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
+#include <sodium.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
@@ -48,7 +48,7 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	int rc = 0;
 	if (!(r->flags & SYNC_F_NUMERIC_IDS) && (r->flags & (SYNC_F_OWNER | SYNC_F_ACLS)))
 		rc = sync_names_collect(m);
-	m->nohash_below = sync_nohash_below(r->flags);
+	m->nohash_below = sync_nohash_below(r);
 	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
 	*bytes = len;
@@ -59,8 +59,10 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	free(buf);
 	uint8_t e[8 + SYNC_AKEY_LEN];
 	put_u64(e, errors);
-	if (!rc && getrandom(akey, SYNC_AKEY_LEN, 0) != SYNC_AKEY_LEN)
-		rc = -errno;
+	if (!rc && sodium_init() < 0)
+		rc = -ENOMEM;
+	if (!rc)
+		randombytes_buf(akey, SYNC_AKEY_LEN);
 	memcpy(e + 8, akey, SYNC_AKEY_LEN);
 	rc = rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
 	explicit_bzero(e, sizeof e);
@@ -564,8 +566,9 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 	} else if (b->st[k] == -5) {
 		q->changed++;
 		/* its stat is the row's, its content not (a write that stamped
-		 * nothing): the next scan reads it (several SRCs: not done) */
-		if (!q->ss->n && idx_forget(q->root_path, &q->iso, e->path) < 0) {
+		 * nothing): the next scan reads it */
+		if ((q->ss->n ? srcs_forget(q->ss, i, e->path)
+		              : idx_forget(q->root_path, &q->iso, e->path)) < 0) {
 			char shown[4096];
 			log_warn("%s: SRC's index could not forget it; the next run may say so "
 			         "again", log_path(shown, sizeof shown, e->path));
@@ -832,7 +835,7 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 	so->one_fs = o->one_fs;
 	so->meta = sync_scan_meta(s->r->flags);
 	so->trust_prefix = sync_trust_prefix(s->r->flags);
-	so->lazy_below = sync_nohash_below(s->r->flags);
+	so->lazy_below = sync_nohash_below(s->r);
 	so->no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
 		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -88,7 +88,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	so.one_fs = r->o->one_fs;
 	so.meta = sync_scan_meta(r->flags);
 	so.trust_prefix = sync_trust_prefix(r->flags);
-	so.lazy_below = sync_nohash_below(r->flags);
+	so.lazy_below = sync_nohash_below(r);
 	so.no_index = r->o->no_index;   /* --no-index: both sides */
 	int fd = open(ss->root[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct filter *flt = NULL;   /* the rules, with this SRC's dir-merge files */
@@ -110,7 +110,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	if (rc == 0 && sync_filter_error(flt))
 		rc = -EINVAL;   /* a dir-merge file it cannot use (said) */
 	sync_filter_free(flt);
-	free(only);
+	ss->only[k] = only;
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -182,10 +182,12 @@ int srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_
 	size_t n = 0, cap = 0;
 	unsigned mflags = 0;
 	ss->n = r->nsrc;
+	ss->no_index = r->o->no_index;
 	ss->root = calloc((size_t)ss->n, sizeof *ss->root);
+	ss->only = calloc((size_t)ss->n, sizeof *ss->only);
 	ss->fd = malloc((size_t)ss->n * sizeof *ss->fd);
 	ss->lock = malloc((size_t)ss->n * sizeof *ss->lock);
-	if (!ss->root || !ss->fd || !ss->lock)
+	if (!ss->root || !ss->only || !ss->fd || !ss->lock)
 		return -ENOMEM;
 	for (int k = 0; k < ss->n; k++)
 		ss->fd[k] = ss->lock[k] = -1;
@@ -211,17 +213,27 @@ int srcs_root(const struct srcset *ss, size_t i)
 	return ss->fd[ss->of[i]];
 }
 
+int srcs_forget(const struct srcset *ss, size_t i, const char *path)
+{
+	uint32_t k = ss->of[i];
+	struct idx_scan_opts o = { .only = ss->only[k], .no_index = ss->no_index };
+	return idx_forget(ss->root[k], &o, path);
+}
+
 void srcs_free(struct srcset *ss)
 {
 	for (int k = 0; k < ss->n; k++) {
 		if (ss->root)
 			free(ss->root[k]);
+		if (ss->only)
+			free(ss->only[k]);
 		if (ss->fd && ss->fd[k] >= 0)
 			close(ss->fd[k]);
 		if (ss->lock && ss->lock[k] >= 0)
 			close(ss->lock[k]);
 	}
 	free(ss->root);
+	free(ss->only);
 	free(ss->fd);
 	free(ss->lock);
 	free(ss->of);

@@ -41,6 +41,9 @@ struct role {
 	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
 	uint64_t frames;           /* control frames received (sync_recv) */
 	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
+	int all_hashes;            /* sender: every hash in the manifest (the
+	                              fan-out's: a host must not be able to make
+	                              small files for the hosts after it) */
 };
 
 /* What a scan reads besides (idx_scan_opts.meta) for the run's flags. */
@@ -62,11 +65,13 @@ static inline int sync_trust_prefix(unsigned flags)
 /* Small files are not read by a scan (idx_scan_opts.lazy_below) and go
  * without their hash in the manifest (idx_manifest.nohash_below): the
  * sender hashes each as it reads it to send, and its hash travels with its
- * data (sync/pack.c). Not with -c, which compares the hashes. */
-static inline uint32_t sync_nohash_below(unsigned flags)
+ * data (sync/pack.c). Not with -c, which compares the hashes, nor from a
+ * fan-out's sender (role.all_hashes). */
+static inline uint32_t sync_nohash_below(const struct role *r)
 {
 	uint64_t n = SYNC_SMALL & ~(uint64_t)1023;
-	return (flags & SYNC_F_CHECKSUM) ? 0 : n > IDX_NOHASH_MAX ? IDX_NOHASH_MAX : (uint32_t)n;
+	return (r->flags & SYNC_F_CHECKSUM) || r->all_hashes ? 0
+	       : n > IDX_NOHASH_MAX ? IDX_NOHASH_MAX : (uint32_t)n;
 }
 
 /* sync/ids.c: the sender's names for the uids and gids of m (owners and
@@ -333,6 +338,8 @@ int src_split(const char *src, unsigned flags, char **root, char **only, int *is
 struct srcset {
 	int n;
 	char **root;       /* per SRC: the directory its entries' paths are under */
+	char **only;       /* per SRC: the one name it sends (NULL: its contents) */
+	int no_index;      /* --no-index */
 	int *fd, *lock;    /* per SRC: root open for reading; its lock (-1: none) */
 	uint32_t *of;      /* manifest index -> SRC */
 };
@@ -341,6 +348,9 @@ int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64
  * its SRC could not be opened: it has no entries then). */
 int  srcs_root(const struct srcset *ss, size_t i);
 void srcs_free(struct srcset *ss);
+/* Drop the index row of manifest entry i (at path) from its SRC's index.
+ * 0 or a negative errno. */
+int  srcs_forget(const struct srcset *ss, size_t i, const char *path);
 
 /* sync/remove.c: --remove-source-files on the sender. landed_take: one
  * CTL_LANDED frame (peer input, checked as docs/protocol.md says) and the

@@ -117,6 +117,10 @@ changed_small_files() {
 @test "small files that vanish, change or become directories after the scan, across batches (push)" {
 	changed_small_files push
 }
+@test "small files that vanish or change after the scan, all changed within the last minute: hashed by the scan (local)" {
+	unset RDCP_TEST_SETTLED_S   # the real rule: a fresh file is read by the scan
+	changed_small_files local
+}
 
 # The sender's index knows small files' hashes after a -c run: a file
 # rewritten after the scan at the same size and mtime is caught by its hash.
