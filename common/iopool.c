@@ -120,6 +120,14 @@ void io_pool_wait(struct io_pool *p, struct io_job *j)
 	pthread_mutex_unlock(&p->mu);
 }
 
+int io_pool_done(struct io_pool *p, struct io_job *j)
+{
+	pthread_mutex_lock(&p->mu);
+	int done = j->done;
+	pthread_mutex_unlock(&p->mu);
+	return done;
+}
+
 void io_pool_stop(struct io_pool *p)
 {
 	if (!p)

@@ -50,6 +50,8 @@ int  io_pool_start(struct io_pool **p, int threads);
 void io_pool_submit(struct io_pool *p, struct io_job *j);
 /* Wait until j (one without a callback) has ended. */
 void io_pool_wait(struct io_pool *p, struct io_job *j);
+/* Whether j (one without a callback) has ended: io_pool_wait() would not wait. */
+int  io_pool_done(struct io_pool *p, struct io_job *j);
 /* The positioned read or write of j, as the pool runs it: sets got, err. */
 void io_job_run(struct io_job *j);
 /* Finish every queued job, stop the threads, free the pool. NULL is a no-op. */

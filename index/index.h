@@ -197,6 +197,10 @@ struct idx_scan_opts {
 	                             IDX_SETTLED_S ago), are not read: they get
 	                             IDX_F_NOHASH (a sync hashes them as it sends
 	                             them); 0: every file is hashed */
+	int         lazy_any;     /* 1: lazy_below applies to every such file,
+	                             settled or not, on any filesystem (a sync's
+	                             receiver without -c, which compares small
+	                             files by size and mtime alone) */
 };
 
 /* An entry to scan (idx_scan_opts.roots): path relative to the root, ""

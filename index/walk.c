@@ -91,6 +91,7 @@ struct walker {
 	int one_fs, roots_optional;
 	int trust_prefix;                   /* opts->trust_prefix (--append) */
 	uint64_t lazy_below;                /* opts->lazy_below */
+	int lazy_any;                       /* opts->lazy_any */
 	int64_t settled_ns;                 /* ... for files of older ctimes */
 	dev_t root_dev;
 	int64_t trust_before;
@@ -539,8 +540,9 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 			return;
 		}
 		/* not read: whoever needs it hashes it (once settled: below) */
-		if (e->size < wk->w->lazy_below && e->ctime_ns < wk->w->settled_ns &&
-		    e->dev == wk->w->root_dev) {
+		if (e->size < wk->w->lazy_below &&
+		    (wk->w->lazy_any ||
+		     (e->ctime_ns < wk->w->settled_ns && e->dev == wk->w->root_dev))) {
 			e->flags |= IDX_F_NOHASH;
 			return;
 		}
@@ -967,7 +969,8 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.one_fs = opts->one_fs;
 	w.roots_optional = opts->roots_optional;
 	w.trust_prefix = opts->trust_prefix;
-	w.lazy_below = stamps_locally(root_fd) ? opts->lazy_below : 0;
+	w.lazy_any = opts->lazy_any;
+	w.lazy_below = w.lazy_any || stamps_locally(root_fd) ? opts->lazy_below : 0;
 	struct timespec now;
 	const char *settle = getenv("RDCP_TEST_SETTLED_S");   /* tests: seconds */
 	int settle_s = settle ? atoi(settle) : IDX_SETTLED_S;

@@ -305,14 +305,9 @@ void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 	              !f->tmp[0] && fstat(f->fd, &st) == 0 ? &st : NULL);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
 	int keep = linked == 1 && !e->hlink;   /* as it stays: the index's */
-	int lead = f->hashed && e->hlink == i + 1;   /* its group's rows: its inode */
-	if ((keep || lead) && fstat(f->fd, &st) == 0) {
-		if (keep) {
-			recv_st_of(&f->st, &st);
-			f->st_ok = 1;
-		}
-		f->ldev = st.st_dev;
-		f->lino = st.st_ino;
+	if (keep && fstat(f->fd, &st) == 0) {
+		recv_st_of(&f->st, &st);
+		f->st_ok = 1;
 	}
 	int cerr = close(f->fd) < 0 ? errno : 0;
 	f->fd = -1;
@@ -518,10 +513,12 @@ static void fix_one(struct rstate *s, const struct idx_entry *e, unsigned what)
 		recv_fail(s, shown, "cannot open to set metadata", errno);
 		return;
 	}
+	struct stat st;   /* owner and mode set only where they differ (a
+	                     directory that had a file written: only its mtime) */
 	if (special)
 		recv_apply_special(s, fd, e, what);
 	else
-		recv_apply_fd(s, fd, e, what, NULL);
+		recv_apply_fd(s, fd, e, what, fstat(fd, &st) == 0 ? &st : NULL);
 	close(fd);
 }
 
@@ -717,31 +714,10 @@ void recv_clean_temps(struct rstate *s)
 	}
 }
 
-/* The receiver's new index: what it holds now, hashes it can vouch for. */
-/* The hash of a small file written without one in the manifest, for its
- * row: as it came with its data; for a name linked to its hard-link
- * group's leader (-H), the leader's, when the leader landed and the name is
- * the inode it landed as; of nothing when it is empty. Else no row. */
-static void hash_as_written(const struct rstate *s, size_t i, struct idx_entry *n,
-                            const struct recv_st *r)
-{
-	const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
-	size_t w = n->hlink ? n->hlink - 1 : i;
-	const struct rfile *lf = w != i && w < s->sm.n && s->fetch[w] >= 0
-	                         ? &s->files[s->fetch[w]] : NULL;
-	if (f && f->hashed) {
-		memcpy(n->hash, f->hash, IDX_HASH_LEN);
-	} else if (!f && lf && lf->hashed && lf->done && lf->lino &&
-	           lf->ldev == r->dev && lf->lino == r->ino) {
-		memcpy(n->hash, lf->hash, IDX_HASH_LEN);
-	} else if (n->size == 0 && S_ISREG(r->mode) && r->size == 0) {
-		idx_hash_buf("", 0, n->hash);
-	} else {
-		return;
-	}
-	n->flags &= (uint8_t)~IDX_F_NOHASH;
-}
-
+/* The receiver's new index: what it holds now, hashes it can vouch for.
+ * A small file the manifest has no hash of (IDX_F_NOHASH: without -c) gets
+ * no row, as its scan left it unread: nothing needs its hash until a -c
+ * run, whose scan reads it (docs/index.md, "Files not read"). */
 void recv_save_index(struct rstate *s)
 {
 	/* now's entries are copies of sm's and dm's, their strings still
@@ -776,8 +752,6 @@ void recv_save_index(struct rstate *s)
 		if ((e->type == IDX_REG) != S_ISREG(r.mode))
 			continue;
 		struct idx_entry n = *e;
-		if (n.flags & IDX_F_NOHASH)
-			hash_as_written(s, i, &n, &r);
 		n.x = NULL;   /* xattrs and ACLs as set are not vouched for: read next time */
 		n.got = 0;
 		n.dev = r.dev;

@@ -147,6 +147,13 @@ int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size
 	return p->err ? p->err : rc;
 }
 
+int packer_flush(struct packer *p)
+{
+	if (!p->err)
+		p->err = flush_cur(p);
+	return p->err;
+}
+
 uint64_t packer_bytes(const struct packer *p)
 {
 	return p->off + (p->cur ? p->cur->len : 0);
@@ -192,8 +199,8 @@ static void job_free(struct job *j)
 
 struct unpacker {
 	pthread_t th;
-	/* writers: files are created and written by one thread per core (2 to
-	 * 8), so the filesystem's per-file work (inode allocation, metadata,
+	/* writers: files are created and written by two threads per core (4
+	 * to 8), so the filesystem's per-file work (inode allocation, metadata,
 	 * linking into the directory) of one file overlaps another's */
 	pthread_t wth[UNPACK_WRITERS_MAX];
 	int nw;                 /* started */
@@ -578,7 +585,14 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 	u->ts = ts;
 	u->ops = ops;
 	u->ctx = ctx;
-	u->share = io_pool_threads(1);
+	/* two per core: a writer waiting for the disk (the metadata of a cold
+	 * tree, the block bitmaps a replaced file's blocks go back to) leaves
+	 * its core to another (500 files replaced in a cold 50,000-file tree:
+	 * 0.16-0.17 s with two writers, 0.09-0.12 s with four; a full copy of
+	 * it the same, 2.70-2.82 s against 2.73-3.31 s) */
+	u->share = 2 * io_pool_threads(1);
+	if (u->share > UNPACK_WRITERS_MAX)
+		u->share = UNPACK_WRITERS_MAX;
 	for (; u->nw < u->share; u->nw++)
 		if (pthread_create(&u->wth[u->nw], NULL, writer_main, u))
 			break;

@@ -308,7 +308,11 @@ static int scan_opts(struct rstate *s)
 	s->so.one_fs = o->one_fs;
 	s->so.meta = sync_scan_meta(s->r->flags);
 	s->so.no_index = o->no_index;   /* --no-index: both sides */
+	/* DST's small files are compared by size and mtime, never read (with
+	 * -c, lazy_below is 0): their rows would only cost a load at every scan
+	 * and a write at every save (docs/index.md) */
 	s->so.lazy_below = sync_nohash_below(s->r);
+	s->so.lazy_any = 1;
 	if (o->nrules) {
 		if ((rc = sync_filter_open(&s->filter, o, SYNC_RM_RECEIVER, s->root,
 		                           s->only ? "" : NULL)) < 0)

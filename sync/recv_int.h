@@ -51,10 +51,6 @@ struct rfile {
 	int existed;         /* DST had a file by that name (for -v's line) */
 	int st_ok;           /* st: the file as landed, for the index */
 	struct recv_st st;
-	int hashed;          /* hash: of a small file the manifest had no hash
-	                        of (IDX_F_NOHASH), as written, for the index */
-	uint8_t hash[IDX_HASH_LEN];
-	uint64_t ldev, lino; /* a hashed hard-link leader: the inode it landed as */
 	/* chunk-level transfer (delta.c): what is asked for, and the old file
 	 * the rest comes from */
 	struct chunk_map map;            /* map.how NULL: every chunk is sent */

@@ -552,8 +552,15 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 {
 	small_fill(q, sq);
 	struct small_rd *b = &sq->b[sq->head];
-	if (b->next == 0)
+	/* about to wait for the disk: what is packed goes now, so the receiver
+	 * writes while this side reads (a run of a few hundred changed files
+	 * fits in one message, which would otherwise wait for the last one) */
+	if (b->next == 0 && !io_pool_done(q->io, &b->j)) {
+		int rc = packer_flush(pk);
+		if (rc < 0)
+			return rc;
 		io_pool_wait(q->io, &b->j);
+	}
 	uint32_t k = b->next++, i = b->idx[k];
 	const struct idx_entry *e = &q->m->e[i];
 	int rc = 0;

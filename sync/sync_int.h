@@ -185,6 +185,8 @@ int  packer_open(struct packer **p, struct tp_session *ts, const uint8_t key[SYN
 int  packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size,
                 const uint8_t hash[IDX_HASH_LEN]);
 uint64_t packer_bytes(const struct packer *p);
+/* Send what the current message holds now, full or not. 0 or -errno. */
+int  packer_flush(struct packer *p);
 /* ok: finish the archive and send the rest; else just drop it */
 int  packer_close(struct packer *p, int ok);
 

@@ -333,10 +333,6 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	/* the file is this writer's alone since unpack_open() claimed it */
 	int nohash = (e->flags & IDX_F_NOHASH) != 0;
 	if (!err && (nohash || !memcmp(hash, e->hash, IDX_HASH_LEN))) {
-		if (nohash) {
-			memcpy(f->hash, hash, IDX_HASH_LEN);
-			f->hashed = 1;
-		}
 		STAT_ADD(s->res->bytes, got);
 		f->got = f->need;
 		recv_finish_file(s, i, f);

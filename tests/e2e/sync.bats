@@ -191,13 +191,32 @@ PY
 	same "$T/src" "$T/dst"
 }
 
-@test "the receiver's index is warm after a sync: its next scan hashes nothing" {
+@test "the receiver's index after a sync: large files' hashes, no rows of small ones" {
 	mk_tree "$T/src"
 	"$RDCP" --sync "$T/src" "$T/dst"
+	# DST's rows, by the index's root (one index per tree in the cache)
+	python3 - "$XDG_CACHE_HOME/rdcp" "$(realpath "$T/dst")" <<-'EOF'
+		import glob, sqlite3, sys
+		rows = None
+		for db in glob.glob(sys.argv[1] + "/*.db"):
+		    c = sqlite3.connect(db)
+		    if c.execute("SELECT value FROM meta WHERE key='root'").fetchone()[0] == sys.argv[2]:
+		        rows = {bytes(p).decode("utf-8", "replace"): t for p, t in
+		                c.execute("SELECT path, type FROM entries")}
+		if rows is None:
+		    sys.exit("no index of DST")
+		print(sorted(rows))
+		# the 9 MiB file's hash is kept; a (6 bytes) and the empty file have none:
+		# the receiver compares small files by size and mtime alone
+		if "sub/deeper/big" not in rows or "a" in rows or "zero" in rows:
+		    sys.exit("wrong rows")
+	EOF
+	# so a scan of DST takes the large file's hash from the index
 	sleep 0.05
 	run "$RDCP" --scan "$T/dst"
 	echo "$output"
-	[[ "$output" == *"hashed 0 files"* ]]
+	[[ "$output" == *"reused 1 from the index"* ]]
+	[[ "$output" != *"hashed "*" MiB"* ]]
 }
 
 @test "usage: both remote, nothing given, bad option" {

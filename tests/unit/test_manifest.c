@@ -91,7 +91,8 @@ static void test_roundtrip_real_tree(void **state)
 	rm_rf(dir);
 }
 
-/* A lazy scan reads no small file without an index row (IDX_F_NOHASH); a
+/* A lazy scan reads no settled small file without an index row
+ * (IDX_F_NOHASH), a receiver's (lazy_any) no small file at all; a
  * manifest with nohash_below carries no hash of the files under it, and
  * refuses to drop one it has not got above it. */
 static void test_nohash(void **state)
@@ -113,6 +114,15 @@ static void test_nohash(void **state)
 	assert_int_equal(idx_scan(dir, &o, &m, &st), 0);
 	assert_int_equal(st.hashed, 3);
 	idx_manifest_free(&m);
+	/* a receiver's (lazy_any): fresh ones unread too, the big one read */
+	o.lazy_any = 1;
+	assert_int_equal(idx_scan(dir, &o, &m, &st), 0);
+	assert_int_equal(st.hashed, 1);
+	assert_true(idx_manifest_find(&m, "small")->flags & IDX_F_NOHASH);
+	assert_true(idx_manifest_find(&m, "empty")->flags & IDX_F_NOHASH);
+	assert_false(idx_manifest_find(&m, "big")->flags & IDX_F_NOHASH);
+	idx_manifest_free(&m);
+	o.lazy_any = 0;
 	/* settled (as if older: the clock's tick passed): small ones unread */
 	setenv("RDCP_TEST_SETTLED_S", "0", 1);
 	usleep(20000);
