@@ -588,8 +588,8 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 	/* two per core: a writer waiting for the disk (the metadata of a cold
 	 * tree, the block bitmaps a replaced file's blocks go back to) leaves
 	 * its core to another (500 files replaced in a cold 50,000-file tree:
-	 * 0.16-0.17 s with two writers, 0.09-0.12 s with four; a full copy of
-	 * it the same, 2.70-2.82 s against 2.73-3.31 s) */
+	 * 0.18-0.21 s with two writers, 0.12-0.13 s with four; a full copy of
+	 * it no slower, 2.70-2.82 s against 2.73-3.31 s; eight made it slower) */
 	u->share = 2 * io_pool_threads(1);
 	if (u->share > UNPACK_WRITERS_MAX)
 		u->share = UNPACK_WRITERS_MAX;
