@@ -550,7 +550,7 @@ static int del_row(sqlite3_stmt *s, const char *path)
 #define NOROW IDX_F_NOHASH
 
 int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
-                 const struct idx_manifest *now, int64_t scan_ns)
+                 const struct idx_manifest *now, uint64_t kept, int64_t scan_ns)
 {
 	sqlite3_stmt *ins = NULL, *del = NULL, *meta = NULL;
 	int rc = -EIO;
@@ -566,7 +566,8 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	        "('count', ?2)", -1, &meta, NULL) != SQLITE_OK)
 		goto fail;
 	/* Merge the two sorted lists: write only what changed. */
-	size_t i = 0, j = 0, rows = 0;
+	size_t i = 0, j = 0;
+	uint64_t rows = kept;
 	while (i < old->n || j < now->n) {
 		int c = i == old->n ? 1 : j == now->n ? -1
 		        : strcmp(old->e[i].path, now->e[j].path);

@@ -79,9 +79,10 @@ struct idx_db;
 int  idx_db_open(const char *path, const char *root, struct idx_db **out);
 /* Load every trustworthy row, sorted by path; *scan_ns: when it was taken. */
 int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns);
-/* Bring the stored rows from old to now, in one transaction. */
+/* Bring the stored rows from old to now, in one transaction; kept: the
+ * rows in neither that stay (a scan of some roots), for the count. */
 int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
-                  const struct idx_manifest *now, int64_t scan_ns);
+                  const struct idx_manifest *now, uint64_t kept, int64_t scan_ns);
 /* Remove path's row (none: 0). 0 or -EIO. */
 int  idx_db_forget(struct idx_db *db, const char *path);
 /* Throw the stored index away (with a warning) and start an empty one. */

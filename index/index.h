@@ -179,7 +179,9 @@ struct idx_scan_opts {
 	void       *skip_ctx;
 	/* Optional: scan only these entries (and the directories above them,
 	 * which are recorded but not descended into nor given to skip). The
-	 * index is then read but not written: it keeps the whole tree's rows. */
+	 * index keeps the whole tree's rows: only those of what was scanned
+	 * are brought up to date (and any the last scan could not vouch for
+	 * are dropped, see docs/index.md). */
 	const struct idx_root *roots;
 	size_t      nroots;
 	int         roots_optional;   /* a root (or a directory above one) that

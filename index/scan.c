@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -98,9 +99,82 @@ int idx_save(const char *root, const struct idx_scan_opts *opts,
 	struct idx_db *db = NULL;
 	int rc = idx_db_open_tree(root, opts, &db);
 	if (rc == 0 && db)
-		rc = idx_db_store(db, prev, now, now_ns(CLOCK_REALTIME_COARSE));
+		rc = idx_db_store(db, prev, now, 0, now_ns(CLOCK_REALTIME_COARSE));
 	idx_db_close(db);
 	return rc;
+}
+
+static int root_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct idx_root *)a)->path, ((const struct idx_root *)b)->path);
+}
+
+/* The depth of root `path` in the sorted roots (r, n), or -2 when it is
+ * not one of them. */
+static int root_depth(const struct idx_root *r, size_t n, const char *path)
+{
+	const struct idx_root *f = bsearch(&(struct idx_root){ .path = path }, r, n, sizeof *r,
+	                                   root_cmp);
+	return f ? f->depth : -2;
+}
+
+/* Whether a scan of the sorted roots (r, n) saw path, or would have: a
+ * root, an entry of a root of depth 1, anything below one of depth -1. */
+static int covered(const struct idx_root *r, size_t n, const char *path)
+{
+	if (root_depth(r, n, path) != -2)
+		return 1;
+	char up[IDX_PATH_MAX + 1];
+	size_t len = strlen(path);
+	if (len > IDX_PATH_MAX)
+		return 0;
+	memcpy(up, path, len + 1);
+	for (int parent = 1;; parent = 0) {
+		char *slash = strrchr(up, '/');
+		if (slash)
+			*slash = 0;
+		else
+			up[0] = 0;   /* the root: "" */
+		int d = root_depth(r, n, up);
+		if (d == -1 || (d == 1 && parent))
+			return 1;
+		if (!slash)
+			return 0;
+	}
+}
+
+/*
+ * A scan of some roots brings up to date the rows of what it saw, and
+ * only those: the previous rows it is compared with (into *view, entries
+ * shared with old) are those of paths under a root, or that it recorded
+ * (the directories above a root). The rest stay, except a row the last
+ * scan could not vouch for (changed in or after its clock tick, which only
+ * a later scan's check of it makes trustworthy): the new scan_ns would
+ * vouch for it unchecked, so it goes too, and its file is hashed the next
+ * time it is scanned, as it would have been. *kept: the rows that stay.
+ */
+static int partial_view(const struct idx_scan_opts *opts, const struct idx_prev *p,
+                        const struct idx_manifest *out, struct idx_manifest *view,
+                        uint64_t *kept)
+{
+	struct idx_root *r = malloc((opts->nroots ? opts->nroots : 1) * sizeof *r);
+	if (!r || idx_manifest_reserve(view, p->old.n) < 0) {
+		free(r);
+		return -ENOMEM;
+	}
+	memcpy(r, opts->roots, opts->nroots * sizeof *r);
+	qsort(r, opts->nroots, sizeof *r, root_cmp);
+	*kept = 0;
+	for (size_t i = 0; i < p->old.n; i++) {
+		const struct idx_entry *o = &p->old.e[i];
+		if (covered(r, opts->nroots, o->path) || idx_manifest_find(out, o->path) ||
+		    o->mtime_ns >= p->trust_before_ns || o->ctime_ns >= p->trust_before_ns)
+			view->e[view->n++] = *o;
+		else
+			(*kept)++;
+	}
+	free(r);
+	return 0;
 }
 
 /* Many directories may be open at once while walking: use the hard limit. */
@@ -284,10 +358,20 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	out->flags = idx_got_for(opts->meta);   /* IDX_MF_* are IDX_GOT_* */
 	count(st, out);
 	/* the index is written only after a complete walk: a failed scan leaves
-	 * the previous index as it was; a scan of some roots writes nothing,
-	 * as it has not seen the rest */
-	if (pv.db && !opts->roots && idx_db_store(pv.db, &pv.p.old, out, scan_start) < 0)
-		log_warn("index %s was not updated; the next scan will hash more", pv.dbpath);
+	 * the previous index as it was; a scan of some roots writes only what
+	 * it saw (partial_view()) */
+	if (pv.db) {
+		struct idx_manifest view = { 0 };
+		uint64_t kept = 0;
+		int src = opts->roots ? partial_view(opts, &pv.p, out, &view, &kept) : 0;
+		if (src == 0)
+			src = idx_db_store(pv.db, opts->roots ? &view : &pv.p.old, out, kept,
+			                   scan_start);
+		free(view.e);   /* the entries are old's */
+		if (src < 0)
+			log_warn("index %s was not updated; the next scan will hash more",
+			         pv.dbpath);
+	}
 out:
 	st->seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
 	idx_db_close(pv.db);

@@ -139,8 +139,13 @@ int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size
 	archive_entry_set_filetype(e, AE_IFREG);
 	archive_entry_set_perm(e, 0600);
 	archive_entry_set_size(e, (la_int64_t)size);
+	/* the entry is finished (its padding written) now, not at the next
+	 * header: a message sent early (packer_flush()) then ends with whole
+	 * entries, and the receiver writes its last file without waiting for
+	 * the next message */
 	int rc = archive_write_header(p->a, e) == ARCHIVE_OK &&
-	         archive_write_data(p->a, data, size) == (la_ssize_t)size ? 0 : -EIO;
+	         archive_write_data(p->a, data, size) == (la_ssize_t)size &&
+	         archive_write_finish_entry(p->a) == ARCHIVE_OK ? 0 : -EIO;
 	archive_entry_free(e);
 	if (rc < 0 && !p->err)
 		log_err("archive: %s", archive_error_string(p->a));

@@ -404,6 +404,59 @@ static void test_corrupt_index_rebuilt(void **state)
 	idx_manifest_free(&good);
 }
 
+/* A scan of some roots (idx_scan_opts.roots) brings their rows up to date
+ * and drops the rows elsewhere that the last scan could not vouch for, so
+ * that a save after it (a receiver's, which stamps a new scan_ns) cannot
+ * make a racy row's stale hash trusted. */
+static void test_roots_scan_racy_rows(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(mkdirat(root, "a", 0755), 0);
+	assert_int_equal(mkdirat(root, "b", 0755), 0);
+	put_file(root, "a/f", "content of a/f");
+	put_file(root, "b/g", "content of b/g");
+	put_file(root, "b/h", "content of b/h");
+	close(root);
+	settle();
+	struct idx_manifest good = { 0 }, bad = { 0 }, m = { 0 };
+	scan(f, &good);
+	scan(f, &bad);
+	/* rows with the files' stat and stale hashes, from a scan that could
+	 * not vouch for them (as when a file changed again in the clock tick
+	 * its scan read it in) */
+	memset(((struct idx_entry *)must_find(&bad, "a/f"))->hash, 0xee, IDX_HASH_LEN);
+	memset(((struct idx_entry *)must_find(&bad, "b/g"))->hash, 0xee, IDX_HASH_LEN);
+	struct idx_scan_opts o = { .index_path = f->db };
+	assert_int_equal(idx_save(f->tree, &o, &good, &bad), 0);
+	db_exec(f->db, "UPDATE meta SET value = 1 WHERE key = 'scan_ns'");
+
+	struct idx_root r = { .path = "a", .depth = -1 };
+	struct idx_stats st = scan_with(f, &m, (struct idx_scan_opts){ .roots = &r, .nroots = 1 });
+	assert_int_equal(st.hashed, 1);   /* a/f: its row is not trusted */
+	assert_memory_equal(must_find(&m, "a/f")->hash, must_find(&good, "a/f")->hash,
+	                    IDX_HASH_LEN);
+	assert_null(idx_manifest_find(&m, "b/g"));
+	/* a receiver's save after it, having written nothing */
+	assert_int_equal(idx_save(f->tree, &o, &m, &m), 0);
+
+	/* a/f's row was brought up to date; b's, racy, are gone: hashed */
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 2);
+	assert_int_equal(st.reused, 1);
+	for (size_t i = 0; i < good.n; i++)
+		assert_memory_equal(must_find(&m, good.e[i].path)->hash, good.e[i].hash,
+		                    IDX_HASH_LEN);
+	/* and a scan of some roots keeps the trusted rows of the others */
+	st = scan_with(f, &m, (struct idx_scan_opts){ .roots = &r, .nroots = 1 });
+	assert_int_equal(st.hashed, 0);
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	idx_manifest_free(&m);
+	idx_manifest_free(&good);
+	idx_manifest_free(&bad);
+}
+
 static void test_failed_scan_keeps_index(void **state)
 {
 	struct fx *f = *state;
@@ -764,6 +817,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chunk_hash_definition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_index_rebuilt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_scan_keeps_index, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_roots_scan_racy_rows, setup, teardown),
 		cmocka_unit_test(test_diff_classification),
 		cmocka_unit_test_setup_teardown(test_scan_xattrs_acls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_v1_migrated, setup, teardown),

@@ -18,6 +18,7 @@
 
 #include "common/exitcode.h"
 #include "transport/tp_int.h"
+#include "tests/unit/tp_pair.h"
 
 static void test_header_roundtrip(void **state)
 {
@@ -293,28 +294,6 @@ static void test_exit_code_of_timeout(void **state)
 
 /* --- sessions over loopback TCP --- */
 
-struct conn_arg {
-	uint16_t port;
-	struct tp_opts o;
-	struct tp_session *s;
-	int rc;
-};
-
-static void *connect_main(void *arg)
-{
-	struct conn_arg *c = arg;
-	c->rc = tp_connect("127.0.0.1", c->port, &c->o, &c->s);
-	return NULL;
-}
-
-static struct tp_opts tcp_opts(const char *secret, int streams)
-{
-	struct tp_opts o = { .kind = TP_TCP, .streams = streams, .msg_size = 64 << 10,
-	                     .pool_size = 1 << 20, .connect_timeout_ms = 3000, .verbose = -1 };
-	tp_key_derive(secret, strlen(secret), o.key);
-	return o;
-}
-
 static int raw_connect(uint16_t port)
 {
 	struct sockaddr_in sa = v4("127.0.0.1");
@@ -457,29 +436,6 @@ static void test_accept_only_the_allowed_peer(void **state)
 	struct tp_opts bad = tcp_opts("k", 1);
 	bad.peer_addr = "not-an-address";
 	assert_int_equal(tp_listen("127.0.0.1", 0, &bad, &l), -EINVAL);
-}
-
-/* A connected pair with this I/O timeout on both ends, sealed or not. */
-static void pair_enc(int io_ms, int encrypt, struct tp_session **snd, struct tp_session **rcv)
-{
-	struct tp_opts o = tcp_opts("k", 2);
-	o.io_timeout_ms = io_ms;
-	o.encrypt = encrypt;
-	struct tp_listener *l;
-	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
-	struct conn_arg c = { .port = tp_listener_port(l), .o = o };
-	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
-	assert_int_equal(tp_accept(l, 5000, rcv), 0);
-	pthread_join(th, NULL);
-	assert_int_equal(c.rc, 0);
-	*snd = c.s;
-	tp_listener_free(l);
-}
-
-static void pair(int io_ms, struct tp_session **snd, struct tp_session **rcv)
-{
-	pair_enc(io_ms, 0, snd, rcv);
 }
 
 static void test_io_timeout(void **state)

@@ -1,0 +1,136 @@
+/* The archive of small files (sync/pack.c) over a real TCP session: a
+ * message the packer flushes early holds whole entries, so the receiver
+ * writes every file in it without waiting for the next message. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "sync/sync_int.h"
+#include "transport/transport.h"
+#include "tests/unit/tp_pair.h"
+
+struct seen {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int closed, bad;
+	uint64_t got[4];
+};
+
+static int op_open(void *ctx, uint64_t index, uint64_t size)
+{
+	(void)ctx, (void)index, (void)size;
+	return open("/dev/null", O_WRONLY | O_CLOEXEC);
+}
+
+static int op_close(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got)
+{
+	struct seen *s = ctx;
+	(void)hash;
+	pthread_mutex_lock(&s->mu);
+	if (err || index >= 4)
+		s->bad++;
+	else
+		s->got[index] = got;
+	s->closed++;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+static void op_damaged(void *ctx, const char *msg)
+{
+	struct seen *s = ctx;
+	print_error("damaged: %s\n", msg);
+	pthread_mutex_lock(&s->mu);
+	s->bad++;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits up to 5 s for n files written; how many were. */
+static int wait_closed(struct seen *s, int n)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&s->mu);
+	while (s->closed < n && pthread_cond_timedwait(&s->cv, &s->mu, &until) != ETIMEDOUT)
+		;
+	int got = s->closed;
+	pthread_mutex_unlock(&s->mu);
+	return got;
+}
+
+static void add(struct packer *p, uint32_t index, const uint8_t *data, uint64_t size)
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(data, size));
+	assert_int_equal(packer_add(p, index, data, size, c.digest), 0);
+}
+
+static void test_flushed_message_holds_whole_entries(void **state)
+{
+	(void)state;
+	static const struct unpack_ops ops = { .open = op_open, .close = op_close,
+	                                       .damaged = op_damaged };
+	struct seen s = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	pthread_cond_init(&s.cv, NULL);
+	uint8_t key[SYNC_AKEY_LEN], data[3000];
+	for (size_t i = 0; i < sizeof key; i++)
+		key[i] = (uint8_t)(i * 7);
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (uint8_t)(i * 31 + 5);
+	struct tp_session *snd, *rcv;
+	pair(5000, &snd, &rcv);
+	struct packer *p;
+	struct unpacker *u;
+	struct tp_msg *m1, *m2;
+	assert_int_equal(packer_open(&p, snd, key), 0);
+	assert_int_equal(unpacker_start(&u, NULL, key, &ops, &s), 0);
+
+	/* two files whose sizes are not a multiple of tar's 512-byte block */
+	add(p, 0, data, 100);
+	add(p, 1, data + 100, 1000);
+	assert_int_equal(packer_flush(p), 0);
+	assert_int_equal(tp_msg_recv(rcv, &m1), 0);
+	assert_true(m1->id == SYNC_ARCHIVE_ID);
+	assert_int_equal(m1->off, 0);
+	assert_int_equal(m1->len % 512, 0);   /* the last entry's padding is in it */
+	unpacker_push(u, m1);
+	/* both are written before anything more is sent */
+	assert_int_equal(wait_closed(&s, 2), 2);
+
+	add(p, 2, data, 3000);
+	assert_int_equal(packer_close(p, 1), 0);
+	assert_int_equal(tp_msg_recv(rcv, &m2), 0);
+	assert_int_equal(m2->off, m1->len);
+	unpacker_push(u, m2);
+	assert_int_equal(unpacker_finish(u), 0);
+	assert_int_equal(s.closed, 3);
+	assert_int_equal(s.bad, 0);
+	assert_int_equal(s.got[0], 100);
+	assert_int_equal(s.got[1], 1000);
+	assert_int_equal(s.got[2], 3000);
+	tp_msg_release(rcv, m1);
+	tp_msg_release(rcv, m2);
+	tp_close(snd);
+	tp_close(rcv);
+	pthread_cond_destroy(&s.cv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_flushed_message_holds_whole_entries),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
