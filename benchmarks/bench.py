@@ -50,6 +50,7 @@ targets), bench.md (the tables), where RESULTS is --results or
 $RDCP_BENCH_RESULTS or benchmarks/results.
 """
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -648,6 +649,27 @@ def hold_memory():
     return {k: (old[k], want[k]) for k in old}, undo
 
 
+def one_at_a_time():
+    """Wait until no other bench runs on this machine. Two at once measure
+    each other, and the second would save the first one's held page
+    reporting (hold_memory()) as the values to put back at its end, leaving
+    memory held after both. The lock goes with the process."""
+    d = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+    f = open(os.path.join(d, "rdcp-bench.lock"), "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        other = f.read().strip() or "?"
+        log(f"bench: another bench run (pid {other}) is in progress; waiting for it to end ...")
+        fcntl.flock(f, fcntl.LOCK_EX)
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
 def main():
     sys.dont_write_bytecode = True      # no __pycache__ in the source tree
     import delta            # here: delta.py imports this file's helpers
@@ -685,6 +707,7 @@ def main():
     for c in contenders:
         if c not in CONTENDERS:
             sys.exit(f"bench: unknown contender '{c}' ({', '.join(CONTENDERS)})")
+    lock = one_at_a_time()   # noqa: F841 (held until the process ends)
     made = False
     if not a.work:
         a.work = subprocess.run(["mktemp", "-d", os.path.join(os.environ.get("TMPDIR", "/tmp"),
