@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   6           /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   7           /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -24,7 +24,8 @@ enum ctl_type {
 	CTL_READY,          /* server -> client: scanned, ready */
 	CTL_ERROR,          /* either way: u32 exit code, message; then close */
 	CTL_MANIFEST,       /* sender -> receiver: a part of the encoded manifest */
-	CTL_MANIFEST_END,   /* sender -> receiver: u64 scan errors, archive key (32) */
+	CTL_MANIFEST_END,   /* sender -> receiver: u64 scan errors, archive key (32),
+	                       u64 list generation and transfer times (us) */
 	CTL_PLAN,           /* receiver -> sender: u32 count, u32 indices */
 	CTL_DATA,           /* receiver -> sender: u16 port, 32-byte key, address */
 	CTL_DONE,           /* receiver -> sender: results (see sync_result) */

@@ -544,9 +544,8 @@ static int del_row(sqlite3_stmt *s, const char *path)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-/* An entry of old that was never read has no row to delete or keep (when
- * old is a scan's result: a stale row of a scan that does not store, one of
- * some roots, only fails the next scan's check of the file's stat). */
+/* An entry of old that was never read has no row to delete or keep (old
+ * is then a scan's result, which the scan stored: idx_stats.stored). */
 #define NOROW IDX_F_NOHASH
 
 int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
@@ -579,8 +578,14 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 		}
 		const struct idx_entry *e = &now->e[j++];
 		const struct idx_entry *o = c == 0 ? &old->e[i++] : NULL;
-		if (e->flags & (IDX_F_UNSTABLE | IDX_F_NOHASH)) {
-			/* changed while we read it, or not read: no hash to keep */
+		if ((e->flags & (IDX_F_UNSTABLE | IDX_F_NOHASH)) || e->mtime_ns >= scan_ns ||
+		    e->ctime_ns >= scan_ns) {
+			/* changed while we read it, or not read: no hash to keep;
+			 * or changed in or after the clock tick of this stamp: a
+			 * later write in that tick would not show in its stat, so
+			 * no scan would trust the row, and no later store (another
+			 * process's, of some roots only, stamping a later time) may
+			 * find it stored and vouch for it */
 			if (o && !(o->flags & NOROW) && del_row(del, e->path) < 0)
 				goto fail;
 			continue;

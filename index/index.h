@@ -162,6 +162,8 @@ struct idx_stats {
 	                             the others' came from the index */
 	uint64_t errors;          /* entries that could not be read */
 	uint64_t temps;           /* rdcp temp files seen (left by a crash) */
+	int      stored;          /* 1: the index now holds what the scan saw (a
+	                             later idx_save() may start from its result) */
 	double   seconds;
 };
 

@@ -1,5 +1,6 @@
 /* idx_scan(): open the index, walk the tree, bring the index up to date. */
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,24 +158,41 @@ static int partial_view(const struct idx_scan_opts *opts, const struct idx_prev 
                         const struct idx_manifest *out, struct idx_manifest *view,
                         uint64_t *kept)
 {
+	size_t n = 0;
 	struct idx_root *r = malloc((opts->nroots ? opts->nroots : 1) * sizeof *r);
-	if (!r || idx_manifest_reserve(view, p->old.n) < 0) {
+	uint8_t *in = malloc(p->old.n ? p->old.n : 1);
+	if (!r || !in) {
 		free(r);
+		free(in);
 		return -ENOMEM;
 	}
+	/* sorted, each path once with the widest of its depths */
 	memcpy(r, opts->roots, opts->nroots * sizeof *r);
 	qsort(r, opts->nroots, sizeof *r, root_cmp);
-	*kept = 0;
+	for (size_t i = 0; i < opts->nroots; i++) {
+		if (n && !strcmp(r[n - 1].path, r[i].path)) {
+			int d = r[i].depth, w = r[n - 1].depth;
+			r[n - 1].depth = d == -1 || w == -1 ? -1 : d > w ? d : w;
+		} else {
+			r[n++] = r[i];
+		}
+	}
+	/* the racy test first: it is the cheap one */
+	size_t nin = 0;
 	for (size_t i = 0; i < p->old.n; i++) {
 		const struct idx_entry *o = &p->old.e[i];
-		if (covered(r, opts->nroots, o->path) || idx_manifest_find(out, o->path) ||
-		    o->mtime_ns >= p->trust_before_ns || o->ctime_ns >= p->trust_before_ns)
-			view->e[view->n++] = *o;
-		else
-			(*kept)++;
+		in[i] = o->mtime_ns >= p->trust_before_ns || o->ctime_ns >= p->trust_before_ns ||
+		        covered(r, n, o->path) || idx_manifest_find(out, o->path);
+		nin += in[i];
 	}
 	free(r);
-	return 0;
+	int rc = idx_manifest_reserve(view, nin);
+	for (size_t i = 0; rc == 0 && i < p->old.n; i++)
+		if (in[i])
+			view->e[view->n++] = p->old.e[i];
+	free(in);
+	*kept = p->old.n - nin;
+	return rc;
 }
 
 /* Many directories may be open at once while walking: use the hard limit. */
@@ -371,6 +389,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 		if (src < 0)
 			log_warn("index %s was not updated; the next scan will hash more",
 			         pv.dbpath);
+		st->stored = src == 0;
 	}
 out:
 	st->seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;

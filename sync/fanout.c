@@ -583,6 +583,8 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	/* the summary: our file list, every host's counts summed */
 	struct sync_result all = { .transport = res.transport, .total_size = res.total_size,
 	                           .flist_bytes = res.flist_bytes, .ctl_tx = res.ctl_tx,
+	                           .flist_gen_us = res.flist_gen_us,
+	                           .flist_xfer_us = res.flist_xfer_us,
 	                           .ctl_rx = res.ctl_rx, .we_sent = 1, .wire = wire,
 	                           .hosts = nt };
 	memcpy(all.entries, res.entries, sizeof all.entries);

@@ -79,10 +79,13 @@ static int read_manifest(struct rstate *s)
 			s->res->code = sync_peer_error(c, n, "the sender failed: ");
 			break;
 		}
-		if (type == CTL_MANIFEST_END && n == 8 + SYNC_AKEY_LEN) {
+		if (type == CTL_MANIFEST_END && n == 8 + SYNC_AKEY_LEN + 16) {
 			s->sender_errors = get_u64(c->buf);
 			memcpy(s->akey, c->buf + 8, SYNC_AKEY_LEN);
 			explicit_bzero(c->buf + 8, SYNC_AKEY_LEN);
+			/* the sender's figures, for --stats (shown, never acted on) */
+			s->res->flist_gen_us = get_u64(c->buf + 8 + SYNC_AKEY_LEN);
+			s->res->flist_xfer_us = get_u64(c->buf + 16 + SYNC_AKEY_LEN);
 			rc = 0;
 			break;
 		}
@@ -365,6 +368,7 @@ static int scan_dst(struct rstate *s)
 		s->res->code = RD_EXIT_SELECT;
 		return rc;
 	}
+	s->scan_stored = st.stored;
 	recv_partial_load(s);   /* before the temps go: --partial may reuse some */
 	if (st.temps && !(r->flags & SYNC_F_DRYRUN))
 		recv_clean_temps(s);
@@ -565,9 +569,15 @@ static int receive(struct rstate *s)
 	recv_fix_meta(s);
 	if ((s->r->flags & SYNC_F_REMOVE_SOURCE) && !(s->r->flags & SYNC_F_DRYRUN))
 		recv_send_landed(s);
-	/* the scan stored what DST held; only a changed DST needs it again */
-	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && !s->roots)
-		recv_save_index(s);   /* (a scan of some paths keeps the index whole) */
+	/* the scan stored what DST held; only a changed DST needs it again.
+	 * Not when that store failed: the save compares with the scan's
+	 * entries, which the index would then not hold (its older rows, some
+	 * the scan would not trust, would stay under a new stamp). Not after
+	 * a scan of some paths (--files-from): that scan stored their rows as
+	 * it found them, and what this run wrote there is hashed again by the
+	 * next scan that covers it */
+	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && !s->roots && s->scan_stored)
+		recv_save_index(s);
 	return 0;
 }
 

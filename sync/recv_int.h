@@ -131,6 +131,8 @@ struct rstate {
 	                            not in dm); 0: --delete asks it per path */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
+	int scan_stored;         /* DST's index holds what its scan saw (dm): the
+	                            save after the data starts from it */
 	int keep_root_meta;      /* DST's own metadata is left as it is */
 	int bfd;                 /* --backup-dir, open (-1: none) */
 	char *bprotect;          /* --backup-dir as a path of DST, if it is one */

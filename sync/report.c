@@ -201,6 +201,10 @@ static void stats(const struct sync_opts *o, const struct sync_result *res)
 	printf("Literal data: %s bytes\n", sync_num(b, res->bytes, h));
 	printf("Matched data: %s bytes\n", sync_num(b, res->matched, h));
 	printf("File list size: %s\n", sync_num(b, res->flist_bytes, h));
+	/* the sender's, measured where it ran (MANIFEST_END brings them to a
+	 * client that pulls), as rsync's */
+	printf("File list generation time: %.3f seconds\n", (double)res->flist_gen_us / 1e6);
+	printf("File list transfer time: %.3f seconds\n", (double)res->flist_xfer_us / 1e6);
 	printf("Total bytes sent: %s\n", sync_num(b, tx, h));
 	printf("Total bytes received: %s\n", sync_num(b, rx, h));
 }
@@ -269,12 +273,14 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	       "\"files_created\":%llu,"
 	       "\"meta_updated\":%llu,\"deleted\":%llu,\"errors\":%llu,"
 	       "\"bytes_total_sent\":%llu,\"bytes_total_received\":%llu,\"seconds\":%.3f,"
+	       "\"flist_generation_seconds\":%.3f,\"flist_transfer_seconds\":%.3f,"
 	       "\"transport\":", (o->flags & SYNC_F_DRYRUN) ? "true" : "false",
 	       (unsigned long long)sum(res->entries), (unsigned long long)res->total_size,
 	       (unsigned long long)res->files, (unsigned long long)res->bytes,
 	       (unsigned long long)res->matched, (unsigned long long)sum(res->created), (unsigned long long)res->meta,
 	       (unsigned long long)res->deleted, (unsigned long long)res->errors,
-	       (unsigned long long)tx, (unsigned long long)rx, secs);
+	       (unsigned long long)tx, (unsigned long long)rx, secs,
+	       (double)res->flist_gen_us / 1e6, (double)res->flist_xfer_us / 1e6);
 	if (res->transport)
 		sync_json_str(stdout, res->transport);
 	else

@@ -36,11 +36,18 @@ static char *mirror_name(const char *src)
 	return strdup(base);
 }
 
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* The manifest, with the names of its owners unless --numeric-ids (as
  * rsync), then the sender's count of unreadable entries and the run's
  * archive key (made here, into akey); *bytes: its size. */
 static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
-                         uint64_t *bytes, uint8_t akey[SYNC_AKEY_LEN])
+                         struct sync_result *res, uint8_t akey[SYNC_AKEY_LEN], int64_t t0)
 {
 	struct ctl *c = r->ctl;
 	uint8_t *buf;
@@ -51,19 +58,24 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	m->nohash_below = sync_nohash_below(r);
 	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
-	*bytes = len;
+	int64_t t1 = mono_us();
+	res->flist_bytes = len;
+	res->flist_gen_us = (uint64_t)(t1 - t0);
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
 	}
 	free(buf);
-	uint8_t e[8 + SYNC_AKEY_LEN];
+	res->flist_xfer_us = (uint64_t)(mono_us() - t1);
+	uint8_t e[8 + SYNC_AKEY_LEN + 16];
 	put_u64(e, errors);
 	if (!rc && sodium_init() < 0)
 		rc = -ENOMEM;
 	if (!rc)
 		randombytes_buf(akey, SYNC_AKEY_LEN);
 	memcpy(e + 8, akey, SYNC_AKEY_LEN);
+	put_u64(e + 8 + SYNC_AKEY_LEN, res->flist_gen_us);
+	put_u64(e + 16 + SYNC_AKEY_LEN, res->flist_xfer_us);
 	rc = rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
 	explicit_bzero(e, sizeof e);
 	return rc;
@@ -870,6 +882,7 @@ static int scan_many(struct sstate *s)
 {
 	uint64_t errors = 0;
 	uint8_t ready[4] = { 0, 1, 0, 0 };
+	int64_t t0 = mono_us();
 	int rc = ctl_send(s->r->ctl, CTL_READY, ready, sizeof ready);
 	if (rc == 0 && (rc = srcs_scan(s->r, &s->ss, &s->m, &errors)) < 0) {
 		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
@@ -880,7 +893,7 @@ static int scan_many(struct sstate *s)
 	}
 	if (rc == 0)
 		sync_count_entries(s->res, &s->m, 0);   /* --stats, --json */
-	return rc ? rc : send_manifest(s->r, &s->m, errors, &s->res->flist_bytes, s->akey);
+	return rc ? rc : send_manifest(s->r, &s->m, errors, s->res, s->akey, t0);
 }
 
 /* READY, the scan of SRC and the manifest. */
@@ -929,6 +942,7 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
+	int64_t t0 = mono_us();
 	if ((rc = scan_opts(s, &so)) < 0 || (rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		s->res->code = RD_EXIT_SELECT;
@@ -941,7 +955,7 @@ static int scan_and_send(struct sstate *s)
 		return -ECANCELED;
 	}
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
-	return send_manifest(r, &s->m, st.errors, &s->res->flist_bytes, s->akey);
+	return send_manifest(r, &s->m, st.errors, s->res, s->akey, t0);
 }
 
 /* After the plan: which chunks of the files DST has an old version of

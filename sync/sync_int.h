@@ -383,6 +383,8 @@ struct sync_result {
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
 	uint64_t flist_bytes;      /* the file list's encoded size */
+	uint64_t flist_gen_us;     /* the sender's: its scan and encoding (rsync's */
+	uint64_t flist_xfer_us;    /* "File list generation/transfer time") */
 	uint64_t ctl_tx, ctl_rx;   /* control channel bytes */
 	int we_sent;               /* this side was the sender */
 	uint64_t wire;             /* the sender: data bytes it sent */

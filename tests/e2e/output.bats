@@ -240,6 +240,11 @@ print(json.dumps(d[sys.argv[2]]))' "$@"
 	local re='^(Number of|Total file size|Total transferred file size|Literal data|Matched data)'
 	diff <(grep -E "$re" "$T/rsync.out") <(grep -E "$re" "$T/rdcp.out")
 	grep -q '^File list size: [0-9,]*$' "$T/rdcp.out"
+	grep -q '^File list generation time: [0-9]*\.[0-9][0-9][0-9] seconds$' "$T/rdcp.out"
+	grep -q '^File list transfer time: [0-9]*\.[0-9][0-9][0-9] seconds$' "$T/rdcp.out"
+	# every one of rsync's lines, in rsync's order (a script that reads them)
+	local labels='s/^\([A-Z][A-Za-z ]*\): .*/\1/p'
+	diff <(sed -n "$labels" "$T/rsync.out") <(sed -n "$labels" "$T/rdcp.out")
 	grep -q '^Total bytes sent: [0-9,]*$' "$T/rdcp.out"
 	grep -q '^Total bytes received: [0-9,]*$' "$T/rdcp.out"
 	grep -q '^total size is ' "$T/rdcp.out"
@@ -247,6 +252,27 @@ print(json.dumps(d[sys.argv[2]]))' "$@"
 	head -c 3000000 /dev/zero >"$T/s/big"
 	run "$RDCP" -a --stats -h "$T/s/" "$T/a/h"
 	[[ "$output" == *"Total file size: 3.00M bytes"* ]]
+}
+
+# at_least FILE-OR-STRING MIN: the number is MIN or more
+at_least() {
+	python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$@"
+}
+
+@test "--stats and --json: the sender's file list times, also when the client pulls" {
+	mk_src
+	# the index loads 400 ms late on both ends: each scan takes that long
+	RDCP_TEST_INDEX_LATE=400 sync_in pull -a --stats "$T/s/" "$T/a/p" >"$T/out"
+	cat "$T/out"
+	local gen
+	gen=$(sed -n 's/^File list generation time: \([0-9.]*\) seconds$/\1/p' "$T/out")
+	at_least "$gen" 0.35
+	RDCP_TEST_INDEX_LATE=400 sync_in push -a --json "$T/s/" "$T/a/q" >"$T/j"
+	at_least "$(json_field "$T/j" flist_generation_seconds)" 0.35
+	at_least "$(json_field "$T/j" flist_transfer_seconds)" 0
+	# without the delay, a tree this small is listed in well under that
+	sync_in pull -a --json "$T/s/" "$T/a/r" >"$T/j"
+	! at_least "$(json_field "$T/j" flist_generation_seconds)" 0.35
 }
 
 @test "a file that vanishes mid-run gets no itemized line; the others do" {

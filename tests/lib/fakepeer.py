@@ -431,7 +431,8 @@ def play_sender(scenario):
     send_frame(CTL_READY, r)
     m = MANIFEST.get(scenario, encode_manifest(tree()))
     send_frame(CTL_MANIFEST, m)
-    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0) + AKEY)
+    # unreadable entries, the archive key, list generation and transfer times (us)
+    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0) + AKEY + struct.pack(">QQ", 1500, 20))
     t, p = recv_frame()
     if t != CTL_PLAN:
         return drain()
