@@ -16,8 +16,6 @@
  * against the manifest, and every file's hash is computed while it is
  * written and its tag compared with the one it came with.
  */
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -33,6 +31,7 @@
 #include "common/iopool.h"
 #include "common/log.h"
 #include "common/wire.h"
+#include "sync/larchive.h"
 #include "sync/sync_int.h"
 
 #define UNPACK_WRITERS_MAX IO_POOL_AUTO_MAX   /* threads creating and writing files */
@@ -84,7 +83,7 @@ static la_ssize_t pack_write(struct archive *a, void *ctx, const void *buf, size
 			if (rc < 0) {
 				p->err = rc;
 				p->cur = NULL;
-				archive_set_error(a, -rc, "transport: %s", strerror(-rc));
+				sym_archive_set_error(a, -rc, "transport: %s", strerror(-rc));
 				return -1;
 			}
 			p->cur->len = 0;
@@ -95,7 +94,7 @@ static la_ssize_t pack_write(struct archive *a, void *ctx, const void *buf, size
 		b += n;
 		left -= n;
 		if (p->cur->len == p->cur->cap && (p->err = flush_cur(p)) < 0) {
-			archive_set_error(a, -p->err, "transport: %s", strerror(-p->err));
+			sym_archive_set_error(a, -p->err, "transport: %s", strerror(-p->err));
 			return -1;
 		}
 	}
@@ -104,18 +103,20 @@ static la_ssize_t pack_write(struct archive *a, void *ctx, const void *buf, size
 
 int packer_open(struct packer **out, struct tp_session *ts, const uint8_t key[SYNC_AKEY_LEN])
 {
+	if (larchive_load() < 0)
+		return -ENOSYS;   /* said */
 	struct packer *p = calloc(1, sizeof *p);
-	if (sodium_init() < 0 || !p || !(p->a = archive_write_new())) {
+	if (sodium_init() < 0 || !p || !(p->a = sym_archive_write_new())) {
 		free(p);
 		return -ENOMEM;
 	}
 	p->ts = ts;
 	memcpy(p->key, key, SYNC_AKEY_LEN);
-	archive_write_set_format_pax_restricted(p->a);
-	archive_write_set_bytes_per_block(p->a, 0);   /* no padding: stream it */
-	if (archive_write_open2(p->a, p, NULL, pack_write, NULL, NULL) != ARCHIVE_OK) {
-		log_err("archive: %s", archive_error_string(p->a));
-		archive_write_free(p->a);
+	sym_archive_write_set_format_pax_restricted(p->a);
+	sym_archive_write_set_bytes_per_block(p->a, 0);   /* no padding: stream it */
+	if (sym_archive_write_open2(p->a, p, NULL, pack_write, NULL, NULL) != ARCHIVE_OK) {
+		log_err("archive: %s", sym_archive_error_string(p->a));
+		sym_archive_write_free(p->a);
 		free(p);
 		return -EIO;
 	}
@@ -128,27 +129,27 @@ int packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size
 {
 	char name[16 + 2 * SYNC_TAG_LEN];
 	uint8_t tag[SYNC_TAG_LEN];
-	struct archive_entry *e = archive_entry_new();
+	struct archive_entry *e = sym_archive_entry_new();
 	if (!e)
 		return -ENOMEM;
 	sync_entry_tag(p->key, index, size, hash, tag);
 	int at = snprintf(name, sizeof name, "%" PRIu32 ".", index);
 	for (int k = 0; k < SYNC_TAG_LEN; k++, at += 2)
 		snprintf(name + at, 3, "%02x", tag[k]);
-	archive_entry_set_pathname(e, name);
-	archive_entry_set_filetype(e, AE_IFREG);
-	archive_entry_set_perm(e, 0600);
-	archive_entry_set_size(e, (la_int64_t)size);
+	sym_archive_entry_set_pathname(e, name);
+	sym_archive_entry_set_filetype(e, AE_IFREG);
+	sym_archive_entry_set_perm(e, 0600);
+	sym_archive_entry_set_size(e, (la_int64_t)size);
 	/* the entry is finished (its padding written) now, not at the next
 	 * header: a message sent early (packer_flush()) then ends with whole
 	 * entries, and the receiver writes its last file without waiting for
 	 * the next message */
-	int rc = archive_write_header(p->a, e) == ARCHIVE_OK &&
-	         archive_write_data(p->a, data, size) == (la_ssize_t)size &&
-	         archive_write_finish_entry(p->a) == ARCHIVE_OK ? 0 : -EIO;
-	archive_entry_free(e);
+	int rc = sym_archive_write_header(p->a, e) == ARCHIVE_OK &&
+	         sym_archive_write_data(p->a, data, size) == (la_ssize_t)size &&
+	         sym_archive_write_finish_entry(p->a) == ARCHIVE_OK ? 0 : -EIO;
+	sym_archive_entry_free(e);
 	if (rc < 0 && !p->err)
-		log_err("archive: %s", archive_error_string(p->a));
+		log_err("archive: %s", sym_archive_error_string(p->a));
 	return p->err ? p->err : rc;
 }
 
@@ -167,19 +168,19 @@ uint64_t packer_bytes(const struct packer *p)
 int packer_close(struct packer *p, int ok)
 {
 	int rc = p->err;
-	if (ok && !rc && archive_write_close(p->a) != ARCHIVE_OK)
+	if (ok && !rc && sym_archive_write_close(p->a) != ARCHIVE_OK)
 		rc = p->err ? p->err : -EIO;
 	if (ok && !rc)
 		rc = flush_cur(p);
-	/* a stream given up is not finished: archive_write_free() would close
+	/* a stream given up is not finished: sym_archive_write_free() would close
 	 * it, writing its end blocks through pack_write() into a buffer that
 	 * is back in the pool, or into a new one never sent nor put back */
 	if (!ok || rc)
-		archive_write_fail(p->a);
+		sym_archive_write_fail(p->a);
 	if (p->cur)
 		tp_msg_put(p->ts, p->cur);
 	p->cur = NULL;
-	archive_write_free(p->a);
+	sym_archive_write_free(p->a);
 	explicit_bzero(p->key, sizeof p->key);
 	free(p);
 	return rc;
@@ -455,7 +456,7 @@ static int stream_damaged(struct unpacker *u, struct archive *a)
 	if (err < 0)
 		return err;
 	char shown[200];
-	const char *why = archive_error_string(a);
+	const char *why = sym_archive_error_string(a);
 	return damaged(u, "the sender's archive of small files is damaged: %s",
 	               log_path(shown, sizeof shown, why ? why : "unreadable"));
 }
@@ -476,7 +477,7 @@ static int hex_tag(const char *s, uint8_t out[SYNC_TAG_LEN])
 /* The reader: one entry into memory, queued for a writer. */
 static int extract_entry(struct unpacker *u, struct archive *a, struct archive_entry *e)
 {
-	const char *name = archive_entry_pathname(e);
+	const char *name = sym_archive_entry_pathname(e);
 	char *end, shown[200];
 	uint8_t tag[SYNC_TAG_LEN];
 	errno = 0;
@@ -485,16 +486,16 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 	    hex_tag(end + 1, tag) < 0)
 		return damaged(u, "the sender's archive has an entry that is not named by a file "
 		               "index and tag: '%s'", log_path(shown, sizeof shown, name ? name : ""));
-	if (archive_entry_filetype(e) != AE_IFREG)
+	if (sym_archive_entry_filetype(e) != AE_IFREG)
 		return damaged(u, "the sender's archive has an entry that is not a regular file: "
 		               "'%s'", log_path(shown, sizeof shown, name));
-	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
-	    (uint64_t)archive_entry_size(e) > UNPACK_MAX_ENTRY)
+	if (!sym_archive_entry_size_is_set(e) || sym_archive_entry_size(e) < 0 ||
+	    (uint64_t)sym_archive_entry_size(e) > UNPACK_MAX_ENTRY)
 		return damaged(u, "the sender's archive has an entry of %lld bytes for file %llu "
-		               "(small files are under %llu bytes)", (long long)archive_entry_size(e), idx,
+		               "(small files are under %llu bytes)", (long long)sym_archive_entry_size(e), idx,
 		               (unsigned long long)UNPACK_MAX_ENTRY);
 	struct job *j = calloc(1, sizeof *j);
-	uint64_t size = (uint64_t)archive_entry_size(e);
+	uint64_t size = (uint64_t)sym_archive_entry_size(e);
 	if (!j || !(j->data = malloc(size ? size : 1))) {
 		free(j);
 		return -ENOMEM;
@@ -507,7 +508,7 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		const void *blk;
 		size_t len;
 		la_int64_t off;
-		int r = archive_read_data_block(a, &blk, &len, &off);
+		int r = sym_archive_read_data_block(a, &blk, &len, &off);
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK) {
@@ -540,20 +541,20 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 static void *unpack_main(void *arg)
 {
 	struct unpacker *u = arg;
-	struct archive *a = archive_read_new();
+	struct archive *a = sym_archive_read_new();
 	int rc = -ENOMEM;
 	if (a) {
-		archive_read_support_format_tar(a);
-		rc = archive_read_open2(a, u, NULL, unpack_read, NULL, NULL) == ARCHIVE_OK
+		sym_archive_read_support_format_tar(a);
+		rc = sym_archive_read_open2(a, u, NULL, unpack_read, NULL, NULL) == ARCHIVE_OK
 		     ? 0 : -EPROTO;
 		struct archive_entry *e;
 		int r;
 		if (rc < 0)
 			rc = stream_damaged(u, a);
-		while (rc == 0 && (r = archive_read_next_header(a, &e)) != ARCHIVE_EOF)
+		while (rc == 0 && (r = sym_archive_read_next_header(a, &e)) != ARCHIVE_EOF)
 			rc = r == ARCHIVE_OK || r == ARCHIVE_WARN ? extract_entry(u, a, e)
 			     : stream_damaged(u, a);
-		archive_read_free(a);
+		sym_archive_read_free(a);
 	}
 	/* the entries read whole are written, also when the stream was cut */
 	if (rc == 0 || rc == -ECONNRESET) {
@@ -585,6 +586,8 @@ static void *unpack_main(void *arg)
 int unpacker_start(struct unpacker **out, struct tp_session *ts,
                    const uint8_t key[SYNC_AKEY_LEN], const struct unpack_ops *ops, void *ctx)
 {
+	if (larchive_load() < 0)
+		return -ENOSYS;   /* said */
 	struct unpacker *u = sodium_init() < 0 ? NULL : calloc(1, sizeof *u);
 	if (!u)
 		return -ENOMEM;

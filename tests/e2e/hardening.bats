@@ -372,3 +372,26 @@ marker_on_wire() {
 	[ $((end - start)) -le 90 ]
 	[ ! -e "$T/dst/big" ]
 }
+
+# libarchive is loaded when small files move (sync/larchive.c): a broken
+# one stops such a run with its name and the loader's reason, changes
+# nothing in DST, and is never touched by a run that moves none.
+@test "accident: a broken libarchive: the run says so and changes nothing; large files alone never load it" {
+	mkdir -p "$T/src" "$T/dst" "$T/lib"
+	echo "not a library" >"$T/lib/libarchive.so.13"
+	for i in 1 2 3; do echo "small $i" >"$T/src/s$i"; done
+	head -c 300000 /dev/urandom >"$T/src/big"
+	echo keep >"$T/dst/old"
+	local rc=0
+	LD_LIBRARY_PATH=$T/lib sync_in push -a "$T/src/" "$T/dst/" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 11 ]   # as any failed transfer
+	grep -q "cannot load libarchive.so.13, which small files travel with: .*libarchive.so.13" "$T/err"
+	[ "$(ls "$T/dst")" = old ]
+	# the same run, small files gone: done, as if it were not there
+	rm "$T/src"/s*
+	LD_LIBRARY_PATH=$T/lib sync_in push -a "$T/src/" "$T/dst/"
+	cmp "$T/src/big" "$T/dst/big"
+	# and the programs do not even link it
+	! ldd "$RDCP" | grep -q libarchive
+}
