@@ -26,7 +26,7 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE -DRDCP_VERSION=\"$(VERSION)\" $(OPT) $(WARN) -
 LDPKGS  := $(filter-out libarchive,$(PKGS))
 LARCHIVE_SONAME := $(shell objdump -p "$$(pkg-config --variable=libdir libarchive 2>/dev/null)/libarchive.so" 2>/dev/null | sed -n 's/^ *SONAME *//p')
 CFLAGS  += $(if $(LARCHIVE_SONAME),-DRDCP_LIBARCHIVE=\"$(LARCHIVE_SONAME)\")
-LDLIBS  := $(shell pkg-config --libs $(LDPKGS) 2>/dev/null) -lpthread
+LDLIBS  := $(shell pkg-config --libs $(LDPKGS) 2>/dev/null) -ldl -lpthread
 LDFLAGS += -Wl,--as-needed $(MOREFLAGS)
 
 COMMON_SRC := $(wildcard common/*.c)

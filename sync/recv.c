@@ -20,6 +20,7 @@
 #include "common/rsh.h"
 #include "common/mem.h"
 #include "common/wire.h"
+#include "sync/larchive.h"
 #include "sync/recv_int.h"
 
 int recv_reject(struct rstate *s, const char *fmt, ...)
@@ -404,6 +405,18 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	recv_link_dest_start(s);
 	if ((rc = recv_plan(s, &s->want, &s->nwant)) < 0)
 		return rc;
+	/* small files come in the archive: without libarchive (said), stop
+	 * before any data lands, not at the first archive message (a fan-out
+	 * host forwards what it cannot unpack) */
+	for (uint32_t k = 0; k < s->nwant && !(s->r->flags & SYNC_F_DRYRUN) && !s->r->o->relay;
+	     k++)
+		if (s->sm.e[s->want[k]].size < SYNC_SMALL) {
+			if (larchive_load() < 0) {
+				s->res->code = RD_EXIT_FILEIO;
+				return -ENOSYS;
+			}
+			break;
+		}
 	recv_partial_sweep(s);   /* earlier runs' temps nothing reuses */
 	/* --delete-before: room made before any data comes (the sender waits
 	 * for the plan); what the sender could not read is known, what will

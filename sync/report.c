@@ -62,6 +62,16 @@ static char *dnum(char buf[SYNC_NUM_LEN], double d, int human)
 	return buf;
 }
 
+/* Microseconds as rsync prints seconds in --stats: "1,234.567". */
+static char *secs(char buf[SYNC_NUM_LEN], uint64_t us)
+{
+	char whole[SYNC_NUM_LEN];
+	uint64_t ms = us / 1000 + (us % 1000 >= 500);
+	snprintf(buf, SYNC_NUM_LEN, "%s.%03u", sync_num(whole, ms / 1000, 0),
+	         (unsigned)(ms % 1000));
+	return buf;
+}
+
 char *sync_item_code(char out[SYNC_ITEM_LEN], char how, char type, unsigned bits)
 {
 	if (bits & SYNC_ITEM_NEW) {
@@ -202,9 +212,11 @@ static void stats(const struct sync_opts *o, const struct sync_result *res)
 	printf("Matched data: %s bytes\n", sync_num(b, res->matched, h));
 	printf("File list size: %s\n", sync_num(b, res->flist_bytes, h));
 	/* the sender's, measured where it ran (MANIFEST_END brings them to a
-	 * client that pulls), as rsync's */
-	printf("File list generation time: %.3f seconds\n", (double)res->flist_gen_us / 1e6);
-	printf("File list transfer time: %.3f seconds\n", (double)res->flist_xfer_us / 1e6);
+	 * client that pulls); as rsync, only when there was a file list */
+	if (res->flist_gen_us) {
+		printf("File list generation time: %s seconds\n", secs(b, res->flist_gen_us));
+		printf("File list transfer time: %s seconds\n", secs(b, res->flist_xfer_us));
+	}
 	printf("Total bytes sent: %s\n", sync_num(b, tx, h));
 	printf("Total bytes received: %s\n", sync_num(b, rx, h));
 }

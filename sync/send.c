@@ -60,7 +60,8 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 		return rc;
 	int64_t t1 = mono_us();
 	res->flist_bytes = len;
-	res->flist_gen_us = (uint64_t)(t1 - t0);
+	/* as rsync: at least 1 ms, so that 0 means "no file list" */
+	res->flist_gen_us = t1 - t0 > 1000 ? (uint64_t)(t1 - t0) : 1000;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);

@@ -527,6 +527,8 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 		if (m->id == SYNC_ARCHIVE_ID) {
 			if (!up && (rc = unpacker_start(&up, ts, s->akey, &unpack_ops, s)) < 0) {
 				tp_msg_release(ts, m);
+				if (relay_on(s, rc))
+					continue;   /* no libarchive here: the next hosts get it */
 				break;
 			}
 			unpacker_push(up, m);   /* it releases m */

@@ -388,6 +388,17 @@ marker_on_wire() {
 	[ "$rc" -eq 11 ]   # as any failed transfer
 	grep -q "cannot load libarchive.so.13, which small files travel with: .*libarchive.so.13" "$T/err"
 	[ "$(ls "$T/dst")" = old ]
+	# only the receiving side lacks it (a pull; the far sender has its
+	# own): it stops before any data, the large file included
+	printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH "%s" "$@"\n' "$RDCP" >"$T/far"
+	chmod +x "$T/far"
+	rc=0
+	LD_LIBRARY_PATH=$T/lib "$RDCP" -a -e "$LRSH" --rdcp-path "$T/far" "localhost:$T/src/" \
+		"$T/dst/" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 11 ]
+	grep -q "cannot load libarchive.so.13" "$T/err"
+	[ "$(ls "$T/dst")" = old ]
 	# the same run, small files gone: done, as if it were not there
 	rm "$T/src"/s*
 	LD_LIBRARY_PATH=$T/lib sync_in push -a "$T/src/" "$T/dst/"
