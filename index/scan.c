@@ -1,7 +1,7 @@
 /* idx_scan(): open the index, walk the tree, bring the index up to date. */
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -172,7 +172,7 @@ int packer_close(struct packer *p, int ok)
 		rc = p->err ? p->err : -EIO;
 	if (ok && !rc)
 		rc = flush_cur(p);
-	/* a stream given up is not finished: sym_archive_write_free() would close
+	/* a stream given up is not finished: archive_write_free() would close
 	 * it, writing its end blocks through pack_write() into a buffer that
 	 * is back in the pool, or into a new one never sent nor put back */
 	if (!ok || rc)

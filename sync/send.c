@@ -36,18 +36,18 @@ static char *mirror_name(const char *src)
 	return strdup(base);
 }
 
-static int64_t mono_us(void)
+static double mono_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The manifest, with the names of its owners unless --numeric-ids (as
  * rsync), then the sender's count of unreadable entries and the run's
  * archive key (made here, into akey); *bytes: its size. */
 static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
-                         struct sync_result *res, uint8_t akey[SYNC_AKEY_LEN], int64_t t0)
+                         struct sync_result *res, uint8_t akey[SYNC_AKEY_LEN], double t0)
 {
 	struct ctl *c = r->ctl;
 	uint8_t *buf;
@@ -58,16 +58,16 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	m->nohash_below = sync_nohash_below(r);
 	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
-	int64_t t1 = mono_us();
+	double t1 = mono_s();
 	res->flist_bytes = len;
 	/* as rsync: at least 1 ms, so that 0 means "no file list" */
-	res->flist_gen_us = t1 - t0 > 1000 ? (uint64_t)(t1 - t0) : 1000;
+	res->flist_gen_us = t1 - t0 > 1e-3 ? (uint64_t)((t1 - t0) * 1e6) : 1000;
 	for (size_t off = 0; off < len && rc == 0; off += CTL_FRAME_MAX) {
 		size_t n = len - off < CTL_FRAME_MAX ? len - off : CTL_FRAME_MAX;
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
 	}
 	free(buf);
-	res->flist_xfer_us = (uint64_t)(mono_us() - t1);
+	res->flist_xfer_us = (uint64_t)((mono_s() - t1) * 1e6);
 	uint8_t e[8 + SYNC_AKEY_LEN + 16];
 	put_u64(e, errors);
 	if (!rc && sodium_init() < 0)
@@ -710,13 +710,6 @@ static void print_log(const uint8_t *p, size_t n)
 	}
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A frame of the receiver's that needs no answer: its lines, its landed
  * count. 1 if it was one (taken), else 0. */
 static int take_news(struct watch *w, uint8_t type, size_t n)
@@ -883,7 +876,7 @@ static int scan_many(struct sstate *s)
 {
 	uint64_t errors = 0;
 	uint8_t ready[4] = { 0, 1, 0, 0 };
-	int64_t t0 = mono_us();
+	double t0 = mono_s();
 	int rc = ctl_send(s->r->ctl, CTL_READY, ready, sizeof ready);
 	if (rc == 0 && (rc = srcs_scan(s->r, &s->ss, &s->m, &errors)) < 0) {
 		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
@@ -943,7 +936,7 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
-	int64_t t0 = mono_us();
+	double t0 = mono_s();
 	if ((rc = scan_opts(s, &so)) < 0 || (rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		s->res->code = RD_EXIT_SELECT;
