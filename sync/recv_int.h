@@ -131,6 +131,7 @@ struct rstate {
 	                            not in dm); 0: --delete asks it per path */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
+	int full_said;           /* the small files' writers: a full disk said */
 	int scan_stored;         /* DST's index holds what its scan saw (dm): the
 	                            save after the data starts from it */
 	int keep_root_meta;      /* DST's own metadata is left as it is */

@@ -341,8 +341,14 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	f->failed = 1;
 	recv_drop_file(f);
 	if (err && err != EPROTO && err != EBADMSG) {
-		recv_fail(s, e->path, "cannot write", err);
-		return err == ENOSPC || err == EDQUOT ? -err : 0;
+		int full = err == ENOSPC || err == EDQUOT;
+		/* a full disk is said once, by the first writer to meet it: the
+		 * others (up to 8) may be in a write of their own at that moment */
+		if (full && __atomic_exchange_n(&s->full_said, 1, __ATOMIC_RELAXED))
+			STAT_ADD(s->res->errors, 1);
+		else
+			recv_fail(s, e->path, "cannot write", err);
+		return full ? -err : 0;
 	}
 	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
 	        err == EPROTO ? "came malformed in the stream of small files"
