@@ -402,6 +402,8 @@ static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link
 	if (sqlite3_column_bytes(s, 13) != IDX_HASH_LEN)
 		return -EBADMSG;
 	memcpy(e->hash, sqlite3_column_blob(s, 13), IDX_HASH_LEN);
+	if (e->type == IDX_REG && e->size > IDX_SIZE_MAX)
+		return -EBADMSG;
 	e->nchunks = e->type == IDX_REG ? idx_nchunks(e->size) : 0;
 	if ((size_t)sqlite3_column_bytes(s, 14) != (size_t)e->nchunks * IDX_HASH_LEN)
 		return -EBADMSG;

@@ -17,6 +17,11 @@
 /* Files are hashed in fixed chunks of this size; see docs/index.md. */
 #define IDX_CHUNK_SIZE  ((uint64_t)4 << 20)
 #define IDX_HASH_LEN    16
+/* The largest file rdcp moves: one whose chunk count fits the 32-bit counts
+ * of the manifest, the index and the chunk messages (4 MiB short of 16 PiB).
+ * A larger size from a peer is refused where its manifest is decoded, and a
+ * larger file on disk is an error of the scan. */
+#define IDX_SIZE_MAX    ((uint64_t)UINT32_MAX * IDX_CHUNK_SIZE)
 /* Longest relative path we accept, from disk or from a peer. */
 #define IDX_PATH_MAX    32768
 /* Longest symlink target we accept. */
@@ -405,7 +410,8 @@ int idx_path_check(const char *path, size_t len);
  */
 void idx_hash_buf(const void *buf, size_t len, uint8_t out[IDX_HASH_LEN]);
 void idx_hash_combine(const uint8_t *chunks, uint32_t n, uint8_t out[IDX_HASH_LEN]);
-/* Number of chunk digests a file of this size carries (0 for one chunk). */
+/* Number of chunk digests a file of this size carries (0 for one chunk).
+ * size must be at most IDX_SIZE_MAX (the count would not fit). */
 uint32_t idx_nchunks(uint64_t size);
 
 enum idx_change_kind {

@@ -350,7 +350,8 @@ int idx_manifest_encode(const struct idx_manifest *m, uint8_t **buf, size_t *len
 			if (e->size >= m->nohash_below)
 				wr_bytes(&w, e->hash, IDX_HASH_LEN);
 			wr_u32(&w, e->hlink);
-			if (e->nchunks != idx_nchunks(e->size) || (e->nchunks && !e->chunks)) {
+			if (e->size > IDX_SIZE_MAX || e->nchunks != idx_nchunks(e->size) ||
+			    (e->nchunks && !e->chunks)) {
 				free(w.buf);
 				return -EINVAL;
 			}
@@ -490,9 +491,9 @@ static int decode_type_fields(struct wire_rd *r, const struct idx_manifest *out,
 		e->hlink = rd_u32(r);
 		if (r->bad)
 			return 0;
-		if (e->size > ((uint64_t)1 << 60))
-			return why_bad(why, path, "has a file of an absurd size (%llu bytes)",
-			               (unsigned long long)e->size);
+		if (e->size > IDX_SIZE_MAX)   /* its chunk count would not fit */
+			return why_bad(why, path, "has a file over rdcp's limit of 16 PiB "
+			               "(%llu bytes)", (unsigned long long)e->size);
 		if (nohash)
 			e->flags |= IDX_F_NOHASH;   /* (its hash comes with its data) */
 		else

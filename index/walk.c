@@ -535,6 +535,10 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 		return;
 	}
 	case IDX_REG:
+		if (e->size > IDX_SIZE_MAX) {   /* (a sparse file can claim that much) */
+			rc = -EFBIG;
+			break;
+		}
 		if (reuse_hash(wk->w, e, old)) {
 			wk->st.reused++;
 			return;
@@ -553,7 +557,11 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 	}
 	if (rc == 0)
 		return;
-	log_err("%s: %s", log_path(shown, sizeof shown, e->path), strerror(-rc));
+	if (rc == -EFBIG)
+		log_err("%s: %llu bytes, over rdcp's limit of 16 PiB a file",
+		        log_path(shown, sizeof shown, e->path), (unsigned long long)e->size);
+	else
+		log_err("%s: %s", log_path(shown, sizeof shown, e->path), strerror(-rc));
 	wk->st.errors++;
 	if (e->type != IDX_DIR)
 		drop_entry(wk, ei);   /* an unreadable file is not in the manifest */

@@ -228,6 +228,7 @@ void recv_drop_file(struct rfile *f)
 	f->bfd = f->bfd == RECV_BASIS_BAD ? RECV_BASIS_BAD : -1;
 	free(f->seen);
 	f->seen = NULL;
+	f->nseen = 0;
 	free(f->bhave);
 	f->bhave = NULL;
 	chunk_map_free(&f->map);

@@ -73,6 +73,7 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	rf->need = e->nchunks ? e->nchunks : 1;
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
+	rf->nseen = rf->seen ? e->nchunks : 0;
 	if (recv_chunk_plan(s, i, d, rf) < 0)   /* DST's old version: only what changed */
 		return -ENOMEM;
 	int rc = recv_inplace_plan(s, i, d, rf);   /* --inplace, --append */

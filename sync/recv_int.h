@@ -45,7 +45,8 @@ struct rfile {
 	uint32_t need, got;  /* messages (chunks): to come, verified and written */
 	uint32_t taken;      /* accepted (some may be on their way to the disk) */
 	uint32_t inflight;   /* on the I/O threads: its fd and temp stay */
-	uint8_t *seen;       /* one byte per chunk */
+	uint8_t *seen;       /* one byte per chunk, nseen of them */
+	uint32_t nseen;
 	int failed, done;
 	int claimed;         /* small files: a writer thread has it */
 	int existed;         /* DST had a file by that name (for -v's line) */

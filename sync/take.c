@@ -93,12 +93,18 @@ static int find_chunk(struct rstate *s, const struct tp_msg *m, size_t *i, uint6
 		return recv_reject(s, "the sender sent a chunk of '%s' at offset %llu, %s", shown,
 		                   (unsigned long long)*off, *off >= e->size ? "past its end"
 		                   : "not on a chunk boundary");
+	/* The chunk's number indexes this file's maps: checked against each
+	 * map's own length, not only against the size they were made for. */
+	uint64_t k = *off / IDX_CHUNK_SIZE;
+	if ((f->seen && k >= f->nseen) || (f->map.how && k >= f->map.n))
+		return recv_reject(s, "the sender sent chunk %llu of '%s', past its %u chunks",
+		                   (unsigned long long)k, shown, chunk_count(e->size));
 	/* a fan-out's chunk this host has, or of a file it has all of (its map
 	 * is gone): another host's */
-	if (s->r->o->relay && ((f->map.how && f->map.how[*off / IDX_CHUNK_SIZE] == CH_HAVE) ||
+	if (s->r->o->relay && ((f->map.how && f->map.how[k] == CH_HAVE) ||
 	                       f->done || f->failed))
 		return 1;
-	if (f->map.how && f->map.how[*off / IDX_CHUNK_SIZE] == CH_HAVE)
+	if (f->map.how && f->map.how[k] == CH_HAVE)
 		return recv_reject(s, "the sender sent chunk %llu of '%s', which was not asked "
 		                   "for (DST has it)", (unsigned long long)(*off / IDX_CHUNK_SIZE),
 		                   shown);

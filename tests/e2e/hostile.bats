@@ -84,6 +84,19 @@ attack() {
 @test "attack: a file list claiming an absurd number of entries" {
 	attack pull manifest-absurd-count 12 "the sender's file list claims 4611686018427387904 entries in 101 bytes"
 }
+# Issue 36, item 1: a size whose chunk count wrapped in 32 bits made the
+# receiver allocate 2 chunks' worth and then write at chunk 100000 (SIGSEGV,
+# or silent heap corruption); 2^60 bytes counted as one chunk and landed a
+# 4 MiB file with exit 0.
+@test "attack: a file of 2^54 + 8 MiB whose chunk count wraps, then chunk 100000" {
+	attack pull manifest-size-wraps 12 "the sender's file list has a file over rdcp's limit of 16 PiB (18014398517870592 bytes): 'a'"
+	[ ! -e "$W/dst/a" ]
+}
+@test "attack: a file of exactly 2^60 bytes, sent as one 4 MiB chunk" {
+	attack pull manifest-size-2p60 12 "the sender's file list has a file over rdcp's limit of 16 PiB (1152921504606846976 bytes): 'a'"
+	[ ! -e "$W/dst/a" ]
+}
+
 @test "attack: a file list with junk after its last entry" {
 	attack pull manifest-trailing-junk 12 "the sender's file list has 4 bytes after its last entry"
 }

@@ -236,6 +236,24 @@ PY
 	[[ "$output" == *"$T/nope"* ]]
 }
 
+# Issue 36, item 1, the sending side: a sparse file larger than any size
+# the formats allow (its chunk count would not fit 32 bits) is an error of
+# the scan that names it, never a wrapped count on the wire.
+@test "a sparse file of 32 PiB: named as over the limit, the rest sent, exit 23" {
+	mkdir -p "$T/src" "$T/big"
+	mount -t tmpfs -o size=1m tmpfs "$T/big" ||
+		skip "SKIPPED LOUDLY: cannot mount a tmpfs (needs root) for a 32 PiB sparse file"
+	echo small >"$T/big/ok"
+	truncate -s 32P "$T/big/huge"
+	run "$RDCP" --sync "$T/big/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 23 ]
+	[[ "$output" == *"huge: 36028797018963968 bytes, over rdcp's limit of 16 PiB a file"* ]]
+	[ "$(cat "$T/dst/ok")" = small ]
+	[ ! -e "$T/dst/huge" ]
+	umount "$T/big"
+}
+
 @test "remote shell that fails: exit 5, says what to check" {
 	run "$RDCP" -e /bin/false -r "$T" host:dst
 	echo "$output"

@@ -91,14 +91,15 @@ def xxh3_128(data):
 
 
 def entry(path, type=IDX_REG, content=None, size=None, mode=0o644, mtime_ns=None,
-          hlink=0, link=b"", rdev=0, hash=None, xattrs=()):
+          hlink=0, link=b"", rdev=0, hash=None, xattrs=(), chunks=None):
     if isinstance(path, str):
         path = path.encode()
     if content is not None and size is None:
         size = len(content)
     return {"path": path, "type": type, "content": content, "size": size or 0,
             "mode": mode, "mtime_ns": mtime_ns if mtime_ns is not None else 1500000000 * 10**9,
-            "hlink": hlink, "link": link, "rdev": rdev, "hash": hash, "xattrs": xattrs}
+            "hlink": hlink, "link": link, "rdev": rdev, "hash": hash, "xattrs": xattrs,
+            "chunks": chunks}
 
 
 def encode_manifest(entries, count=None, flags=0, nohash=0):
@@ -118,7 +119,10 @@ def encode_manifest(entries, count=None, flags=0, nohash=0):
         if e["type"] == IDX_REG:
             size = e["size"]
             content = e["content"] or b""
-            if size > CHUNK:
+            if e["chunks"] is not None:   # digests as a liar counts them
+                chunks = e["chunks"]
+                digest = xxh3_128(b"".join(chunks))
+            elif size > CHUNK:
                 n = (size + CHUNK - 1) // CHUNK
                 chunks = [xxh3_128(content[i * CHUNK:(i + 1) * CHUNK]) for i in range(n)]
                 digest = xxh3_128(b"".join(chunks))
@@ -307,6 +311,9 @@ S = content(b"s", 100)
 T_ = content(b"t", 100)
 
 
+BIG4 = content(b"big.", CHUNK)   # one whole chunk
+
+
 def tree():
     return [entry("", IDX_DIR, mode=0o755), entry("a", content=A),
             entry("b", content=content(b"b", 100000), mtime_ns=B_MTIME),
@@ -337,6 +344,11 @@ DATA = {
     "sparse-bad-hash": [("chunk", 2, SPARSE, struct.pack(">Q", 0)),
                         ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
                                                                 tar_entry(5, T_), TAR_END))],
+    # a file whose size's chunk count does not fit 32 bits: chunk 100000,
+    # past what a 32-bit count of 2 would have allocated
+    "manifest-size-wraps": [("chunk", 2, 100000 * CHUNK, BIG4)],
+    # 2^60 bytes, whose 32-bit chunk count is 0: "one chunk", 4 MiB of it
+    "manifest-size-2p60": [("chunk", 2, 0, BIG4)],
     "archive-absurd-size": [("archive", archive(tar_entry(4, b"", size=1 << 40)))],
     "archive-large-file": [("archive", archive(tar_entry(3, C), TAR_END))],
     "archive-twice": [("archive", archive(tar_entry(4, S), tar_entry(4, S), TAR_END))],
@@ -383,6 +395,10 @@ MANIFEST = {
     "manifest-duplicate": mf(ROOT, entry("a", content=b"x"), entry("a", content=b"x")),
     "manifest-unsorted": mf(ROOT, entry("b", content=b"x"), entry("a", content=b"x")),
     "manifest-absurd-count": mf(ROOT, entry("a", content=b"x"), count=1 << 62),
+    "manifest-size-wraps": mf(ROOT, entry("a", size=(1 << 54) + (8 << 20),
+                                          chunks=[xxh3_128(BIG4)] * 2)),
+    "manifest-size-2p60": mf(ROOT, entry("a", size=1 << 60, chunks=[],
+                                         hash=xxh3_128(BIG4))),
     "manifest-trailing-junk": mf(ROOT, entry("a", content=b"x")) + b"JUNK",
     # xattrs (-X): a value over Linux's largest, to make the receiver
     # allocate; a namespace the sender says it did not read (trusted.* from

@@ -770,6 +770,46 @@ static void test_scan_xattrs_acls(void **state)
 	idx_manifest_free(&m);
 }
 
+/* Issue 36, item 1: a size whose chunk count does not fit 32 bits is refused
+ * by the decoder (it wrapped: 2^54 + 8 MiB counted 2 chunks; 2^60 counted 0)
+ * and by the encoder; IDX_SIZE_MAX itself counts UINT32_MAX chunks. */
+static void test_manifest_size_bound(void **state)
+{
+	(void)state;
+	assert_int_equal(idx_nchunks(IDX_SIZE_MAX), UINT32_MAX);
+	struct idx_manifest m = { 0 };
+	uint8_t digests[2 * IDX_HASH_LEN] = { 0 };
+	struct idx_entry root = { .path = "", .type = IDX_DIR, .mode = 0755 };
+	struct idx_entry f = { .path = "f", .type = IDX_REG, .mode = 0644,
+	                       .size = IDX_CHUNK_SIZE + 1, .nchunks = 2, .chunks = digests };
+	assert_int_equal(idx_manifest_add(&m, &root), 0);
+	assert_int_equal(idx_manifest_add(&m, &f), 0);
+	uint8_t *buf;
+	size_t len;
+	assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
+	/* the size field: the only big-endian IDX_CHUNK_SIZE + 1 in the buffer */
+	uint8_t want[8];
+	for (int i = 0; i < 8; i++)
+		want[i] = (uint8_t)((IDX_CHUNK_SIZE + 1) >> (56 - 8 * i));
+	uint8_t *at = memmem(buf, len, want, 8);
+	assert_non_null(at);
+	const uint64_t bad[] = { IDX_SIZE_MAX + 1, ((uint64_t)1 << 54) + (8 << 20),
+	                         (uint64_t)1 << 60, UINT64_MAX };
+	for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+		for (int i = 0; i < 8; i++)
+			at[i] = (uint8_t)(bad[k] >> (56 - 8 * i));
+		struct idx_manifest back = { 0 };
+		struct idx_why why = { { 0 } };
+		assert_int_equal(idx_manifest_decode(buf, len, &back, &why), -EBADMSG);
+		assert_non_null(strstr(why.text, "over rdcp's limit of 16 PiB"));
+		idx_manifest_free(&back);
+	}
+	free(buf);
+	m.e[1].size = IDX_SIZE_MAX + 1;   /* and the encoder will not write one */
+	assert_int_equal(idx_manifest_encode(&m, &buf, &len), -EINVAL);
+	idx_manifest_free(&m);
+}
+
 /* An index of version 1 (before the extra column) or 2 is brought forward in
  * place: its rows stay trusted, nothing is hashed again. */
 static void test_index_v1_migrated(void **state)
@@ -873,6 +913,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_index_v1_migrated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trust_prefix, setup, teardown),
 		cmocka_unit_test(test_meta_changes),
+		cmocka_unit_test(test_manifest_size_bound),
 	};
 	return cmocka_run_group_tests_name("index", tests, NULL, NULL);
 }
