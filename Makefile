@@ -10,7 +10,7 @@ BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 BUILD   ?= build
 CC      ?= cc
-PKGS    := libxxhash sqlite3 libarchive libsodium libibverbs librdmacm libacl
+PKGS    := libxxhash sqlite3 libarchive libcrypto libibverbs librdmacm libacl
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wvla -Wpointer-arith

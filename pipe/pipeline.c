@@ -25,7 +25,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
@@ -205,14 +205,14 @@ static int catch_signals(struct run *r)
 }
 
 /* Every hop's transport options, with one fresh key for this run. */
-static void make_key(struct run *r)
+static int make_key(struct run *r)
 {
 	r->tp = r->o->tp;
 	if (!r->tp.streams)
 		r->tp.streams = 1;
 	r->tp.connect_timeout_ms = PIPE_CONNECT_MS;
 	r->tp.verbose = -1;   /* no per-hop fallback notice: -v names each hop's transport */
-	randombytes_buf(r->tp.key, TP_KEY_LEN);
+	return cr_random(r->tp.key, TP_KEY_LEN);
 }
 
 /* Close every control channel (EOF: each segment kills its command and
@@ -267,7 +267,7 @@ static int launch(struct run *r)
 		                         .cmd = g->sp.cmd, .label = g->sp.host };
 		memcpy(su.key, r->tp.key, TP_KEY_LEN);
 		pipe_setup_send(&g->c, &su);   /* a failure shows as EOF in the loop */
-		sodium_memzero(su.key, TP_KEY_LEN);
+		cr_wipe(su.key, TP_KEY_LEN);
 	}
 	return RD_EXIT_OK;
 }
@@ -595,11 +595,10 @@ int pipe_run(const struct pipe_opts *o)
 		dry_run(o, r.g, r.n);
 		return RD_EXIT_OK;
 	}
-	if (sodium_init() < 0)
-		return RD_EXIT_START;
 	if ((code = catch_signals(&r)) != RD_EXIT_OK)
 		return code;
-	make_key(&r);
+	if (make_key(&r) < 0)
+		return RD_EXIT_START;
 	if ((code = launch(&r)) != RD_EXIT_OK || (code = listen_for_output(&r)) != RD_EXIT_OK)
 		return code;
 	run_loop(&r);

@@ -19,7 +19,6 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include <unistd.h>
 #include <wordexp.h>
 
+#include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
@@ -306,7 +306,7 @@ static int agent_listen(struct agent *a)
 	a->tp = (struct tp_opts){ .kind = a->su.kind, .streams = a->su.streams,
 	                          .connect_timeout_ms = PIPE_CONNECT_MS, .verbose = -1 };
 	memcpy(a->tp.key, a->su.key, TP_KEY_LEN);
-	sodium_memzero(a->su.key, TP_KEY_LEN);
+	cr_wipe(a->su.key, TP_KEY_LEN);
 	int rc = tp_listen(NULL, 0, &a->tp, &a->lin);
 	if (rc < 0) {
 		refuse(a, rc == -ENODEV ? RD_EXIT_NORDMA : RD_EXIT_CONN,

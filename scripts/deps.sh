@@ -3,7 +3,7 @@
 # Idempotent and silent when everything is already there.
 set -eu
 PKGS="build-essential pkg-config
-libxxhash-dev libsqlite3-dev libarchive-dev libsodium-dev libacl1-dev
+libxxhash-dev libsqlite3-dev libarchive-dev libssl-dev libacl1-dev
 libibverbs-dev librdmacm-dev libcmocka-dev
 bats bc jq python3 rsync attr acl openssh-server openssh-client netcat-openbsd iperf3 xxhash
 time openssl iproute2 procps util-linux e2fsprogs xfsprogs

@@ -26,8 +26,8 @@
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
-#include <sodium.h>
 
+#include "common/crypto.h"
 #include "common/iopool.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -46,7 +46,8 @@ void sync_entry_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t index, uint64_t s
 	put_u64(m, index);
 	put_u64(m + 8, size);
 	memcpy(m + 16, hash, IDX_HASH_LEN);
-	crypto_generichash(tag, SYNC_TAG_LEN, m, sizeof m, key, SYNC_AKEY_LEN);
+	if (cr_blake2b(tag, SYNC_TAG_LEN, m, sizeof m, key, SYNC_AKEY_LEN) < 0)
+		abort();   /* (only without memory for OpenSSL's MAC state) */
 }
 
 /* --- sending --- */
@@ -106,7 +107,7 @@ int packer_open(struct packer **out, struct tp_session *ts, const uint8_t key[SY
 	if (larchive_load() < 0)
 		return -ENOSYS;   /* said */
 	struct packer *p = calloc(1, sizeof *p);
-	if (sodium_init() < 0 || !p || !(p->a = sym_archive_write_new())) {
+	if (!p || !(p->a = sym_archive_write_new())) {
 		free(p);
 		return -ENOMEM;
 	}
@@ -336,7 +337,7 @@ static void write_job(struct unpacker *u, struct job *j)
 	XXH128_canonicalFromHash(&c, XXH3_128bits(j->data, j->len));
 	sync_entry_tag(u->key, j->idx, j->len, c.digest, tag);
 	int err = !j->ok || j->len != j->size ? EPROTO :
-	          sodium_memcmp(tag, j->tag, SYNC_TAG_LEN) ? EBADMSG : 0;
+	          !cr_equal(tag, j->tag, SYNC_TAG_LEN) ? EBADMSG : 0;
 	for (uint64_t w = 0; !err && w < j->len;) {
 		ssize_t n = write(fd, j->data + w, j->len - w);
 		if (n < 0 && errno == EINTR)
@@ -588,7 +589,7 @@ int unpacker_start(struct unpacker **out, struct tp_session *ts,
 {
 	if (larchive_load() < 0)
 		return -ENOSYS;   /* said */
-	struct unpacker *u = sodium_init() < 0 ? NULL : calloc(1, sizeof *u);
+	struct unpacker *u = calloc(1, sizeof *u);
 	if (!u)
 		return -ENOMEM;
 	memcpy(u->key, key, SYNC_AKEY_LEN);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/iopool.h"
 #include "common/log.h"
@@ -18,7 +19,6 @@
 #include "common/wire.h"
 #include "sync/sync_int.h"
 
-#include <sodium.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
@@ -70,10 +70,8 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	res->flist_xfer_us = (uint64_t)((mono_s() - t1) * 1e6);
 	uint8_t e[8 + SYNC_AKEY_LEN + 16];
 	put_u64(e, errors);
-	if (!rc && sodium_init() < 0)
-		rc = -ENOMEM;
 	if (!rc)
-		randombytes_buf(akey, SYNC_AKEY_LEN);
+		rc = cr_random(akey, SYNC_AKEY_LEN);
 	memcpy(e + 8, akey, SYNC_AKEY_LEN);
 	put_u64(e + 8 + SYNC_AKEY_LEN, res->flist_gen_us);
 	put_u64(e + 16 + SYNC_AKEY_LEN, res->flist_xfer_us);

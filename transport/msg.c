@@ -1,9 +1,10 @@
 /* Wire messages of the transport and the authentication handshake (which
  * also settles whether the streams are sealed, and with what: seal.c). */
 #include <errno.h>
-#include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/crypto.h"
 #include "common/wire.h"
 #include "transport/tp_int.h"
 
@@ -110,8 +111,14 @@ static void mac_of(const uint8_t key[TP_KEY_LEN], const char *label,
                    const uint8_t *n1, const uint8_t *n2, const struct tp_auth *a,
                    uint8_t out[TP_MAC_LEN])
 {
-	crypto_auth_hmacsha256_state st;
-	uint8_t ident[16];
+	uint8_t m[32 + 2 * TP_NONCE_LEN + 16];
+	size_t l = strlen(label) + 1;   /* with its NUL */
+	if (l > 32)
+		abort();   /* (the labels are ours: "rdcp v1 sender", "... receiver") */
+	memcpy(m, label, l);
+	memcpy(m + l, n1, TP_NONCE_LEN);
+	memcpy(m + l + TP_NONCE_LEN, n2, TP_NONCE_LEN);
+	uint8_t *ident = m + l + 2 * TP_NONCE_LEN;
 	size_t n = 12;
 	put_u64(ident, a->session);
 	put_u16(ident + 8, a->streams);
@@ -121,12 +128,7 @@ static void mac_of(const uint8_t key[TP_KEY_LEN], const char *label,
 		put_u16(ident + 14, a->cipher);
 		n = 16;
 	}
-	crypto_auth_hmacsha256_init(&st, key, TP_KEY_LEN);
-	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, strlen(label) + 1);
-	crypto_auth_hmacsha256_update(&st, n1, TP_NONCE_LEN);
-	crypto_auth_hmacsha256_update(&st, n2, TP_NONCE_LEN);
-	crypto_auth_hmacsha256_update(&st, ident, n);
-	crypto_auth_hmacsha256_final(&st, out);
+	cr_hmac_sha256(key, TP_KEY_LEN, m, l + 2 * TP_NONCE_LEN + n, out);
 }
 
 void tp_auth_mac(const uint8_t key[TP_KEY_LEN], const uint8_t ns[TP_NONCE_LEN],
@@ -143,18 +145,20 @@ void tp_authok_mac(const uint8_t key[TP_KEY_LEN], const uint8_t ns[TP_NONCE_LEN]
 
 int tp_mac_verify(const uint8_t a[TP_MAC_LEN], const uint8_t b[TP_MAC_LEN])
 {
-	return crypto_verify_32(a, b) == 0 ? 0 : -EACCES;
+	return cr_equal(a, b, TP_MAC_LEN) ? 0 : -EACCES;
 }
 
 void tp_random(void *buf, size_t len)
 {
-	randombytes_buf(buf, len);
+	if (cr_random(buf, len) < 0)
+		abort();   /* no keys or nonces without randomness */
 }
 
 void tp_key_derive(const char *secret, size_t len, uint8_t key[TP_KEY_LEN])
 {
 	static const uint8_t ctx[] = "rdcp transport key v1";
-	crypto_generichash(key, TP_KEY_LEN, (const uint8_t *)secret, len, ctx, sizeof ctx - 1);
+	if (cr_blake2b(key, TP_KEY_LEN, secret, len, ctx, sizeof ctx - 1) < 0)
+		abort();   /* (only without memory for OpenSSL's MAC state) */
 }
 
 void tp_hs_hello(struct tp_hello *h, uint32_t max_msg, uint32_t credits)

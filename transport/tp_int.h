@@ -6,7 +6,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <sodium.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -122,10 +121,7 @@ enum tp_dir { TP_DIR_S2R = 1, TP_DIR_R2S = 2 };
 /* One direction of one stream: its key, the stream index in its nonces and
  * the next message's sequence number. Used by one thread at a time. */
 struct tp_seal {
-	union {
-		crypto_aead_aes256gcm_state aes;   /* expanded key (AES-256-GCM) */
-		uint8_t raw[TP_KEY_LEN];           /* ChaCha20-Poly1305 */
-	} k;
+	uint8_t key[TP_KEY_LEN];   /* this direction's (a plain value: copyable) */
 	int cipher;          /* enum tp_cipher, never TP_CIPHER_NONE */
 	uint32_t stream;
 	uint64_t seq;

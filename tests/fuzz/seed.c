@@ -2,7 +2,7 @@
  * directories given, with their xattrs and ACLs (-X, -A) and the names of
  * their owners. Usage: seed OUTDIR DIR... Build it by hand:
  *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/seed.c build/librdcp.a \
- *      $(pkg-config --libs libxxhash sqlite3 libarchive libsodium libibverbs \
+ *      $(pkg-config --libs libxxhash sqlite3 libarchive libcrypto libibverbs \
  *      librdmacm libacl) -lpthread -o build/seed */
 #include <stdio.h>
 #include <stdlib.h>

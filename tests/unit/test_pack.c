@@ -77,6 +77,24 @@ static void add(struct packer *p, uint32_t index, const uint8_t *data, uint64_t 
 	assert_int_equal(packer_add(p, index, data, size, c.digest), 0);
 }
 
+/* An archive entry's tag is keyed BLAKE2b-128 of index || size || hash,
+ * byte for byte what libsodium's crypto_generichash made before rdcp moved
+ * to OpenSSL (the known answer below is libsodium's). */
+static void test_entry_tag_known_answer(void **state)
+{
+	(void)state;
+	uint8_t key[SYNC_AKEY_LEN], hash[IDX_HASH_LEN], tag[SYNC_TAG_LEN];
+	static const uint8_t want[SYNC_TAG_LEN] = {
+		0xe3, 0xae, 0x51, 0x7d, 0x3a, 0x75, 0x8d, 0x6b,
+		0x3b, 0x07, 0x9e, 0x9b, 0x2a, 0xf8, 0x81, 0x44 };
+	for (int i = 0; i < SYNC_AKEY_LEN; i++)
+		key[i] = (uint8_t)i;
+	for (int i = 0; i < IDX_HASH_LEN; i++)
+		hash[i] = (uint8_t)(0xb0 + i);
+	sync_entry_tag(key, 0xa0a1a2a3a4a5a6a7ull, 0xa8a9aaabacadaeafull, hash, tag);
+	assert_memory_equal(tag, want, SYNC_TAG_LEN);
+}
+
 static void test_flushed_message_holds_whole_entries(void **state)
 {
 	(void)state;
@@ -130,6 +148,7 @@ static void test_flushed_message_holds_whole_entries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_entry_tag_known_answer),
 		cmocka_unit_test(test_flushed_message_holds_whole_entries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,81 @@
+/* common/crypto.h over OpenSSL 3's libcrypto. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+
+#include "common/crypto.h"
+#include "common/log.h"
+
+int cr_random(void *buf, size_t len)
+{
+	if (len > 0 && RAND_bytes(buf, (int)len) != 1) {
+		log_err("cannot read random bytes (OpenSSL's RAND_bytes failed)");
+		return -EIO;
+	}
+	return 0;
+}
+
+void cr_hmac_sha256(const uint8_t *key, size_t klen, const void *msg, size_t len,
+                    uint8_t out[32])
+{
+	unsigned olen = 32;
+	if (!HMAC(EVP_sha256(), key, (int)klen, msg, len, out, &olen))
+		abort();   /* only without memory for a digest context */
+}
+
+/* The BLAKE2b MAC, fetched once; a context per thread (freed with it). */
+static EVP_MAC *b2_mac;
+static pthread_key_t b2_key;
+static pthread_once_t b2_once = PTHREAD_ONCE_INIT;
+
+static void b2_ctx_free(void *c)
+{
+	EVP_MAC_CTX_free(c);
+}
+
+static void b2_make(void)
+{
+	b2_mac = EVP_MAC_fetch(NULL, "BLAKE2BMAC", NULL);
+	if (pthread_key_create(&b2_key, b2_ctx_free) != 0)
+		b2_mac = NULL;
+}
+
+int cr_blake2b(uint8_t *out, size_t outlen, const void *msg, size_t len,
+               const uint8_t *key, size_t klen)
+{
+	pthread_once(&b2_once, b2_make);
+	if (!b2_mac)
+		return -ENOMEM;
+	EVP_MAC_CTX *c = pthread_getspecific(b2_key);
+	if (!c) {
+		if (!(c = EVP_MAC_CTX_new(b2_mac)))
+			return -ENOMEM;
+		if (pthread_setspecific(b2_key, c) != 0) {
+			EVP_MAC_CTX_free(c);
+			return -ENOMEM;
+		}
+	}
+	OSSL_PARAM p[] = { OSSL_PARAM_construct_size_t(OSSL_MAC_PARAM_SIZE, &outlen),
+	                   OSSL_PARAM_construct_end() };
+	size_t got = 0;
+	if (EVP_MAC_init(c, key, klen, p) != 1 || EVP_MAC_update(c, msg, len) != 1 ||
+	    EVP_MAC_final(c, out, &got, outlen) != 1 || got != outlen)
+		return -ENOMEM;
+	return 0;
+}
+
+int cr_equal(const void *a, const void *b, size_t n)
+{
+	return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+void cr_wipe(void *p, size_t n)
+{
+	OPENSSL_cleanse(p, n);
+}
