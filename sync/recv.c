@@ -565,9 +565,11 @@ static int check_mirror_name(struct rstate *s)
 	uint64_t top = 0;
 	for (size_t i = 0; i < s->dm.n; i++)
 		top += *s->dm.e[i].path && !strchr(s->dm.e[i].path, '/');
-	if (!top) {   /* a new mirror: the note lets the next runs --delete */
+	if (!top) {
+		/* a new mirror: the note lets the next runs --delete (one that
+		 * cannot be stored costs them only a refusal, said then) */
 		if (!(fl & SYNC_F_DRYRUN))
-			idx_note_set(s->root_path, &s->so, MIRROR_NOTE, s->top);
+			(void)idx_note_set(s->root_path, &s->so, MIRROR_NOTE, s->top);
 		return 0;
 	}
 	if (!(fl & SYNC_F_DELETE))
