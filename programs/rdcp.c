@@ -34,7 +34,7 @@ static const char usage[] =
 "      --numeric-ids owners by number (default: by user and group name)\n"
 "      --chown U:G   make DST's entries owned by U:G (names or numbers)\n"
 "      --chmod CHMOD change DST's modes as rsync: 'D2775,F664', 'g+rX,o-w'\n"
-"      --delete      delete what SRC no longer has (refused if SRC had read errors)\n"
+"      --delete      delete what SRC no longer has (not after SRC read errors)\n"
 "                    --sync --delete A DST (A without '/'): refused when DST has\n"
 "                    entries, is not named A and is not a mirror rdcp made of A;\n"
 "                    write A/ to mirror A's contents, or DST/A\n"
