@@ -432,6 +432,45 @@ int idx_db_forget(struct idx_db *db, const char *path)
 	return rc;
 }
 
+/* The meta keys the index itself uses: a note may not take their place. */
+static int note_key_ok(const char *key)
+{
+	return strcmp(key, "root") && strcmp(key, "scan_ns") && strcmp(key, "count");
+}
+
+int idx_db_note_get(struct idx_db *db, const char *key, char **val)
+{
+	sqlite3_stmt *s;
+	*val = NULL;
+	if (!note_key_ok(key))
+		return -EINVAL;
+	if (sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key=?1", -1, &s,
+	                       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	int rc = 0;
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_TEXT &&
+	    !(*val = strdup((const char *)sqlite3_column_text(s, 0))))
+		rc = -ENOMEM;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int idx_db_note_set(struct idx_db *db, const char *key, const char *val)
+{
+	sqlite3_stmt *s;
+	if (!note_key_ok(key))
+		return -EINVAL;
+	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES(?1, ?2)", -1, &s,
+	                       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, val, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : -EIO;
+	sqlite3_finalize(s);
+	return rc;
+}
+
 int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns)
 {
 	sqlite3_stmt *s = NULL;

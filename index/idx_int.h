@@ -85,6 +85,11 @@ int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
                   const struct idx_manifest *now, uint64_t kept, int64_t scan_ns);
 /* Remove path's row (none: 0). 0 or -EIO. */
 int  idx_db_forget(struct idx_db *db, const char *path);
+/* A note of the tree kept with its index (a key of the meta table that the
+ * index does not use itself): *val malloc'd, NULL when there is none.
+ * 0, -EINVAL (a key of the index's own), -ENOMEM or -EIO. */
+int  idx_db_note_get(struct idx_db *db, const char *key, char **val);
+int  idx_db_note_set(struct idx_db *db, const char *key, const char *val);
 /* Throw the stored index away (with a warning) and start an empty one. */
 int  idx_db_reset(struct idx_db *db, const char *why);
 void idx_db_close(struct idx_db *db);

@@ -304,6 +304,17 @@ int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res);
 int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *path);
 
 /*
+ * A short note about the tree at root kept in its index (opts as for
+ * idx_scan()), e.g. what a sync made it a mirror of. get: *val malloc'd,
+ * NULL when there is none, no index, or --no-index. 0 or -errno (the
+ * index's own meta keys are -EINVAL).
+ */
+int idx_note_get(const char *root, const struct idx_scan_opts *opts, const char *key,
+                 char **val);
+int idx_note_set(const char *root, const struct idx_scan_opts *opts, const char *key,
+                 const char *val);
+
+/*
  * Store now (sorted; entries with fresh stat data) as the index of root,
  * replacing prev (what the last idx_scan() of root returned). For a receiver
  * that knows the hashes of what it just wrote: the next scan reuses them.

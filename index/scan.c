@@ -83,6 +83,29 @@ int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *p
 	return rc;
 }
 
+int idx_note_get(const char *root, const struct idx_scan_opts *opts, const char *key,
+                 char **val)
+{
+	struct idx_db *db = NULL;
+	*val = NULL;
+	int rc = idx_db_open_tree(root, opts, &db);
+	if (rc == 0 && db)
+		rc = idx_db_note_get(db, key, val);
+	idx_db_close(db);
+	return rc;
+}
+
+int idx_note_set(const char *root, const struct idx_scan_opts *opts, const char *key,
+                 const char *val)
+{
+	struct idx_db *db = NULL;
+	int rc = idx_db_open_tree(root, opts, &db);
+	if (rc == 0 && db)
+		rc = idx_db_note_set(db, key, val);
+	idx_db_close(db);
+	return rc;
+}
+
 int idx_save(const char *root, const struct idx_scan_opts *opts,
              const struct idx_manifest *prev, const struct idx_manifest *now)
 {

@@ -11,7 +11,9 @@
  * it: each chunk is verified whole), trusting the prefix as rsync does; a
  * DST file as long or longer is left alone. --append-verify first checks
  * the prefix chunks against the sender's digests (DST's come from its
- * index) and refuses the file when they differ.
+ * index) and refuses the file when they differ. DST's index then holds
+ * the digests of what is on disk: under --append, its own for the prefix
+ * (recv_append_row()), never the sender's for bytes nobody compared.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +47,7 @@ static int append_map(struct rstate *s, const struct idx_entry *e, const struct 
 	}
 	chunk_map_free(&f->map);
 	f->need = n - keep;
+	f->unchecked = verify ? 0 : keep;
 	if (!keep)
 		return 0;   /* no whole chunk to keep: all of it, in place */
 	if (!(f->map.how = malloc(n)))
@@ -116,4 +119,23 @@ void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f)
 			recv_landed(s, i, f);
 	}
 	recv_drop_file(f);
+}
+
+int recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n)
+{
+	const struct idx_entry *d = f->basis;
+	if (!f->unchecked)
+		return 0;   /* every chunk verified against the sender's digests */
+	if (!d || !e->nchunks || f->unchecked >= e->nchunks ||
+	    (d->flags & (IDX_F_UNSTABLE | IDX_F_NOHASH | IDX_F_ASSUMED)))
+		return 1;
+	uint8_t *c = malloc((size_t)e->nchunks * IDX_HASH_LEN);
+	if (!c)
+		return -ENOMEM;
+	memcpy(c, e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
+	for (uint32_t k = 0; k < f->unchecked; k++)
+		memcpy(c + (size_t)k * IDX_HASH_LEN, chunk_digest(d, k), IDX_HASH_LEN);
+	n->chunks = c;
+	idx_hash_combine(c, e->nchunks, n->hash);
+	return 0;
 }

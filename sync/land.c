@@ -724,8 +724,12 @@ void recv_save_index(struct rstate *s)
 	/* now's entries are copies of sm's and dm's, their strings still
 	 * theirs (only the array is now's: no copy of 50,000 paths) */
 	struct idx_manifest now = { 0 };
-	if (idx_manifest_reserve(&now, s->sm.n) < 0)
+	uint8_t **own = NULL;   /* digests made here (--append), now's to free */
+	size_t nown = 0;
+	if (idx_manifest_reserve(&now, s->sm.n) < 0 || !(own = calloc(s->sm.n + 1, sizeof *own))) {
+		free(now.e);
 		return;   /* the next scan hashes what this run wrote */
+	}
 	size_t j = 0;   /* dm and sm are both sorted by path: walked together */
 	for (size_t i = 0; i < s->sm.n; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
@@ -764,9 +768,21 @@ void recv_save_index(struct rstate *s)
 		n.gid = r.gid;
 		n.mtime_ns = r.mtime_ns;
 		n.ctime_ns = r.ctime_ns;
+		/* --append kept DST's own start: the row has the digests of
+		 * what is on disk, or is no row at all (its hash unknown) */
+		int rc = f ? recv_append_row(f, e, &n) : 0;
+		if (rc < 0)
+			break;   /* ENOMEM: what is stored so far is true */
+		if (rc > 0)
+			n.flags |= IDX_F_NOHASH;
+		if (n.chunks != e->chunks)
+			own[nown++] = n.chunks;
 		now.e[now.n++] = n;
 	}
 	idx_manifest_sort(&now);
 	idx_save(s->root_path, &s->so, &s->dm, &now);
+	while (nown)
+		free(own[--nown]);
+	free(own);
 	free(now.e);   /* the entries' strings are sm's and dm's */
 }

@@ -521,35 +521,80 @@ static int scan_and_read(struct rstate *s)
 	return rc;
 }
 
-/* rsync's habit, `--sync --delete A backup/` meaning backup/A, would empty
- * backup/ of everything else: when SRC was named without a trailing '/'
- * (READY_MIRROR) and DST holds entries of which not one top-level name is
- * SRC's, refuse before anything changes (exit 3). 0 or -EEXIST (said). */
-static int check_disjoint(struct rstate *s)
+/* DST's last name as written ("x/backup/" and "x/backup/." are "backup"),
+ * or the real directory's for ".", ".." and "/". malloc'd; NULL: ENOMEM. */
+static char *dst_name(const char *dst, const char *root_path)
 {
-	if (!s->mirror || !(s->r->flags & SYNC_F_DELETE) || s->root < 0)
-		return 0;
-	uint64_t top = 0;
-	for (size_t i = 0; i < s->dm.n; i++) {
-		const char *p = s->dm.e[i].path;
-		if (!*p || strchr(p, '/'))
-			continue;
-		if (idx_manifest_find(&s->sm, p))
-			return 0;   /* a name in common: a mirror being refreshed */
-		top++;
+	char *p = strdup(dst);
+	size_t len = p ? strlen(p) : 0;
+	while (len > 1 && (p[len - 1] == '/' || (p[len - 1] == '.' && p[len - 2] == '/')))
+		p[--len] = '\0';
+	const char *base = p ? strrchr(p, '/') : NULL;
+	base = base ? base + 1 : p;
+	if (base && *base && strcmp(base, ".") && strcmp(base, "..")) {
+		memmove(p, base, strlen(base) + 1);
+		return p;
 	}
-	if (!top)
+	free(p);
+	char *real = realpath(root_path, NULL);
+	if (!real)
+		return strdup(dst);   /* (shown as written; no name matches it) */
+	base = strrchr(real, '/');
+	p = strdup(base && base[1] ? base + 1 : real);
+	free(real);
+	return p;
+}
+
+/* The index note naming the SRC a DST was made a mirror of (its name). */
+#define MIRROR_NOTE "mirror_of"
+
+/*
+ * rsync's habit, `--sync --delete A backup/` meaning backup/A, would delete
+ * everything of backup/ that is not in A. A SRC named without a trailing
+ * '/' (READY_MIRROR) into a DST that has entries is a mirror refresh only
+ * when DST bears SRC's name (A into x/A) or when rdcp made DST a mirror of
+ * a SRC of that name (it was empty then: DST's index keeps the note); else
+ * refused before anything changes (exit 3), whatever names they share.
+ * 0 or -EEXIST (said).
+ */
+static int check_mirror_name(struct rstate *s)
+{
+	unsigned fl = s->r->flags;
+	if (!s->mirror || s->root < 0)
+		return 0;   /* contents asked outright, or a dry run into nothing */
+	uint64_t top = 0;
+	for (size_t i = 0; i < s->dm.n; i++)
+		top += *s->dm.e[i].path && !strchr(s->dm.e[i].path, '/');
+	if (!top) {
+		/* a new mirror: the note lets the next runs --delete (one that
+		 * cannot be stored costs them only a refusal, said then) */
+		if (!(fl & SYNC_F_DRYRUN))
+			(void)idx_note_set(s->root_path, &s->so, MIRROR_NOTE, s->top);
 		return 0;
+	}
+	if (!(fl & SYNC_F_DELETE))
+		return 0;
+	char *name = dst_name(s->r->path, s->root_path), *note = NULL;
+	int ok = name && !strcmp(name, s->top);
+	if (!ok && idx_note_get(s->root_path, &s->so, MIRROR_NOTE, &note) == 0 && note)
+		ok = !strcmp(note, s->top);
+	free(note);
+	if (ok) {
+		free(name);
+		return 0;
+	}
 	const char *dst = s->r->path;
 	size_t dl = strlen(dst);
-	char shown[300], name[300];
+	char shown[300], src[300];
 	log_path(shown, sizeof shown, dst);
-	log_path(name, sizeof name, s->top);
-	log_err("refusing --sync --delete: %s has %llu entr%s and not one of them is in "
-	        "SRC '%s', so all would be deleted. To copy %s into it, write DST as "
-	        "'%s%s%s'; to make %s a mirror of %s's contents anyway, write SRC as '%s/'",
-	        shown, (unsigned long long)top, top == 1 ? "y" : "ies", name, name, shown,
-	        dl && dst[dl - 1] == '/' ? "" : "/", name, shown, name, name);
+	log_path(src, sizeof src, s->top);
+	log_err("refusing --sync --delete: SRC '%s' has no trailing '/' and DST '%s' (%llu "
+	        "entr%s) is neither named '%s' nor a mirror rdcp made of %s, so all it holds "
+	        "that %s does not would be deleted. To copy %s into it, write DST as '%s%s%s'; "
+	        "to make '%s' a mirror of %s's contents, write SRC as '%s/'",
+	        src, shown, (unsigned long long)top, top == 1 ? "y" : "ies", src, src, src,
+	        src, shown, dl && dst[dl - 1] == '/' ? "" : "/", src, shown, src, src);
+	free(name);
 	s->res->code = RD_EXIT_SELECT;
 	return -EEXIST;
 }
@@ -559,7 +604,7 @@ static int receive(struct rstate *s)
 	uint32_t send_n;
 	int rc;
 	if ((rc = read_ready(s)) < 0 || (rc = scan_and_read(s)) < 0 ||
-	    (rc = check_disjoint(s)) < 0)
+	    (rc = check_mirror_name(s)) < 0)
 		return rc;
 	if ((rc = recv_prepare_meta(s)) < 0) {
 		s->res->code = rc == -EINVAL ? RD_EXIT_USAGE : 0;

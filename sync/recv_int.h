@@ -59,6 +59,8 @@ struct rfile {
 	int bfd;                         /* the basis, open (-1: not yet;
 	                                    RECV_BASIS_BAD: it changed, said) */
 	int inplace;         /* --inplace, --append: fd is DST's file itself */
+	uint32_t unchecked;  /* --append: DST's first chunks kept, never compared
+	                        with the sender's (inplace.c; its index row) */
 	/* --partial (partial.c): the temp is named and recorded in the index */
 	int track;           /* record its verified chunks */
 	int resume;          /* tmp names an earlier run's temp, reused */
@@ -203,6 +205,13 @@ int  recv_blocks_chunk(struct rstate *s, struct rfile *f, const struct idx_entry
 int  recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
 int  recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f);
+/* The index row of what --append left on disk for sender entry e, into n
+ * (a copy of e): the f->unchecked chunks kept unread have DST's digests as
+ * its scan read them, the rest the sender's, each verified as it came;
+ * n->chunks is then malloc'd, the caller's. 0 (n->chunks untouched when
+ * there was nothing unchecked), 1 when DST's digests are not known (no row
+ * may vouch for the file), -ENOMEM. */
+int  recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n);
 
 /* partial.c: --partial. load: the records of DST's index (before its temps
  * are cleaned); kept: 1 when the temp name in directory dir is a recorded

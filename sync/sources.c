@@ -81,7 +81,12 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	struct idx_manifest m = { 0 };
 	struct idx_stats st;
 	char *only = NULL;
-	int is_dir, rc = src_split(r->srcs[k], r->flags, &ss->root[k], &only, &is_dir);
+	/* not --sync's "a directory's contents" for each: several SRCs merged
+	 * into one DST would mirror none of them, and --delete would empty DST
+	 * of all else (rdcp --sync --delete A B backup/); as rsync, a SRC
+	 * without a trailing '/' adds its name, and --delete stays inside it */
+	int is_dir, rc = src_split(r->srcs[k], r->flags & ~(unsigned)SYNC_F_MIRROR,
+	                           &ss->root[k], &only, &is_dir);
 	if (rc < 0)
 		return rc;
 	so.only = only;

@@ -151,6 +151,63 @@ inplace_keeps_inode() {
 	[ "$(json_field bytes_sent <"$T/json")" -eq $((3 * MiB)) ]
 }
 
+# --append keeps DST's start unread, as rsync. DST's index must then hold
+# the digests of what is on disk, not the sender's: else a -c run, and
+# rdcp --scan, vouch for bytes nobody compared, run after run.
+append_poison() {
+	local mode=$1
+	mkdir "$T/src" "$T/dst"
+	head -c 20000000 /dev/urandom >"$T/src/X"
+	head -c 9000000 /dev/urandom >"$T/dst/X"
+	cp "$T/dst/X" "$T/mine"
+	sync_in "$mode" --sync --append "$T/src/" "$T/dst/"
+	cmp -n 8388608 "$T/mine" "$T/dst/X"             # DST's own start kept
+	cmp -i 9000000 "$T/src/X" "$T/dst/X"            # SRC's tail
+	local real
+	real=$("$RDCP" --scan --no-index -v "$T/dst" | awk '$NF == "X" { print $5 }')
+	[ -n "$real" ]
+	# the index vouches for what is on disk, not for SRC's hash
+	[ "$("$RDCP" --scan -v "$T/dst" | awk '$NF == "X" { print $5 }')" = "$real" ]
+	[ "$("$RDCP" --scan -v "$T/src" | awk '$NF == "X" { print $5 }')" != "$real" ]
+	# -c sees the difference and mends it; then all is well, for real
+	sync_in "$mode" --sync -c -i "$T/src/" "$T/dst/" >"$T/out"
+	cat "$T/out"
+	grep -q '^[<>]fc' "$T/out"
+	cmp "$T/src/X" "$T/dst/X"
+	sync_in "$mode" --sync -c -i "$T/src/" "$T/dst/" >"$T/out"
+	[ ! -s "$T/out" ]
+}
+
+@test "--append into a different DST prefix does not poison DST's index: -c and --scan see it (local)" {
+	append_poison local
+}
+
+@test "--append into a different DST prefix does not poison DST's index: -c and --scan see it (push)" {
+	append_poison push
+}
+
+@test "--append into a different DST prefix does not poison DST's index: -c and --scan see it (pull)" {
+	append_poison pull
+}
+
+# Where DST's start is SRC's, the row --append stores (DST's digests for
+# it) is SRC's own: the next run is a no-op that reads nothing.
+@test "--append onto SRC's own prefix: the re-run is a no-op, -c too, nothing hashed again" {
+	mkdir "$T/src" "$T/dst"
+	head -c 20000000 /dev/urandom >"$T/src/X"
+	head -c 9000000 "$T/src/X" >"$T/dst/X"
+	sync_in push --sync --append --json "$T/src/" "$T/dst/" >"$T/json"
+	[ "$(json_field bytes_sent <"$T/json")" -eq $((20000000 - 8 * MiB)) ]
+	cmp "$T/src/X" "$T/dst/X"
+	run "$RDCP" --scan "$T/dst"
+	echo "$output"
+	[[ "$output" == *"hashed 0 files"* ]]
+	for opt in --append -c; do
+		sync_in push --sync -i $opt --json "$T/src/" "$T/dst/" >"$T/json"
+		[ "$(json_field bytes_sent <"$T/json")" -eq 0 ]
+	done
+}
+
 @test "--inplace never writes through a symlink planted in DST after the scan" {
 	mkdir "$T/src"
 	head -c $((9 * MiB)) /dev/urandom >"$T/src/f"

@@ -44,60 +44,117 @@ dirty_rsh() {
 
 # --- 1. --sync --delete A backup/ (meant backup/A) --------------------------
 
-sync_delete_disjoint() {
-	local mode=$1
-	mk_src "$T/A"
-	mkdir -p "$T/backup/old"
-	echo precious >"$T/backup/old/data"
-	echo notes >"$T/backup/notes"
+# refused RUN-ARGS...: the run is refused (3) with the hint, one line
+refused() {
 	local r=0
-	sync_in "$mode" --sync --delete "$T/A" "$T/backup/" >"$T/out" 2>&1 || r=$?
+	"$@" >"$T/out" 2>&1 || r=$?
 	cat "$T/out"
 	[ "$r" -eq 3 ]
 	grep -q "refusing --sync --delete" "$T/out"
 	grep -q "backup/A'" "$T/out"                      # the DST they meant
+	grep -q "write SRC as '.*A/'" "$T/out"             # or A's contents outright
 	[ "$(grep -c refusing "$T/out")" -eq 1 ]
-	[ "$(cat "$T/backup/old/data")" = precious ]       # nothing deleted
-	[ "$(cat "$T/backup/notes")" = notes ]
-	[ ! -e "$T/backup/f" ]                             # nothing written either
-	# a dry run says the same
-	r=0
-	sync_in "$mode" --sync --delete -n "$T/A" "$T/backup/" >"$T/out" 2>&1 || r=$?
-	[ "$r" -eq 3 ]
-	grep -q "refusing" "$T/out"
-	# the way it suggests works
+}
+
+# backup/ holds its own files, one of them named as one of A's (a)
+delete_trap() {
+	local mode=$1
+	mk_src "$T/A"
+	echo mine >"$T/A/a"
+	mkdir -p "$T/backup/other"
+	echo old >"$T/backup/a"
+	echo precious >"$T/backup/important.doc"
+	echo notes >"$T/backup/other/notes"
+	for del in --delete --delete-after --delete-before; do
+		refused sync_in "$mode" --sync $del "$T/A" "$T/backup/"
+		refused sync_in "$mode" --sync $del -n "$T/A" "$T/backup"   # a dry run too
+	done
+	[ "$(cat "$T/backup/important.doc")" = precious ]  # nothing deleted
+	[ "$(cat "$T/backup/other/notes")" = notes ]
+	[ "$(cat "$T/backup/a")" = old ]                   # nothing written either
+	[ ! -e "$T/backup/b" ] && [ ! -e "$T/backup/f" ]
+	# nothing in common at all: the same
+	rm "$T/backup/a"
+	refused sync_in "$mode" --sync --delete "$T/A" "$T/backup/"
+	# the ways it suggests work
 	sync_in "$mode" --sync --delete "$T/A" "$T/backup/A"
 	same "$T/A" "$T/backup/A"
-	[ "$(cat "$T/backup/old/data")" = precious ]
-	# "A/" says "A's contents" outright: a mirror, as asked
-	sync_in "$mode" --sync --delete "$T/A/" "$T/backup/"
+	[ "$(cat "$T/backup/important.doc")" = precious ]
+	sync_in "$mode" --sync --delete "$T/A/" "$T/backup/"   # A's contents, as asked
 	same "$T/A" "$T/backup"
 }
 
-@test "trap: --sync --delete A backup/ with nothing in common is refused, nothing deleted (local)" {
-	sync_delete_disjoint local
+@test "delete trap: A into backup/ sharing one name with it is refused, nothing deleted (local)" {
+	delete_trap local
 }
 
-@test "trap: --sync --delete A backup/ with nothing in common is refused, nothing deleted (push)" {
-	sync_delete_disjoint push
+@test "delete trap: A into backup/ sharing one name with it is refused, nothing deleted (push)" {
+	delete_trap push
 }
 
-@test "trap: --sync --delete A backup/ with nothing in common is refused, nothing deleted (pull)" {
-	sync_delete_disjoint pull
+@test "delete trap: A into backup/ sharing one name with it is refused, nothing deleted (pull)" {
+	delete_trap pull
 }
 
-@test "trap: --sync --delete into a mirror that shares names still deletes what SRC lost" {
+# What the rule leaves alone: A into a new or empty DST (and its re-runs,
+# DST's index remembering the mirror), A into x/A, A/ into anything,
+# several SRCs, no --delete.
+delete_trap_allowed() {
+	local mode=$1
 	mk_src "$T/A"
 	echo gone >"$T/A/gone"
-	"$RDCP" --sync "$T/A" "$T/B"
+	sync_in "$mode" --sync "$T/A" "$T/B"                  # a new DST
 	rm "$T/A/gone"
-	"$RDCP" --sync --delete "$T/A" "$T/B"
-	[ ! -e "$T/B/gone" ]
+	echo extra >"$T/B/extra"
+	sync_in "$mode" --sync --delete "$T/A" "$T/B"         # a mirror rdcp made of A
+	[ ! -e "$T/B/gone" ] && [ ! -e "$T/B/extra" ]
 	same "$T/A" "$T/B"
-	# an empty DST is no trap either
 	mkdir "$T/C"
-	"$RDCP" --sync --delete "$T/A" "$T/C"
+	sync_in "$mode" --sync --delete "$T/A" "$T/C/"        # an empty one
+	echo extra >"$T/C/extra"
+	sync_in "$mode" --sync --delete "$T/A" "$T/C/"        # and again
 	same "$T/A" "$T/C"
+	# a mirror of another SRC's name is not one of A's
+	mkdir -p "$T/Z" && echo z >"$T/Z/a"
+	sync_in "$mode" --sync "$T/Z" "$T/D"
+	local r=0
+	sync_in "$mode" --sync --delete "$T/A" "$T/D" >"$T/out" 2>&1 || r=$?
+	[ "$r" -eq 3 ] && grep -q refusing "$T/out"
+	# A into x/A, non-empty, no index to remember anything
+	mkdir -p "$T/x/A" && echo mine >"$T/x/A/mine"
+	sync_in "$mode" --sync --delete --no-index "$T/A" "$T/x/A"
+	same "$T/A" "$T/x/A"
+	# A/ into anything
+	mkdir -p "$T/any" && echo mine >"$T/any/mine"
+	sync_in "$mode" --sync --delete "$T/A/" "$T/any"
+	same "$T/A" "$T/any"
+	# without --delete nothing can be lost: A's contents merge in
+	mkdir -p "$T/keep" && echo mine >"$T/keep/mine"
+	sync_in "$mode" --sync "$T/A" "$T/keep"
+	[ "$(cat "$T/keep/mine")" = mine ] && [ "$(cat "$T/keep/f")" = one ]
+	# several SRCs each add their name, as rsync: nothing else is deleted
+	mkdir -p "$T/multi" && echo mine >"$T/multi/mine"
+	mkdir -p "$T/E" && echo e >"$T/E/e"
+	if [ "$mode" = pull ]; then
+		"$RDCP" -e "$LRSH" --rdcp-path "$RDCP" --sync --delete "localhost:$T/A" \
+			"localhost:$T/E" "$T/multi"
+	else
+		sync_in "$mode" --sync --delete "$T/A" "$T/E" "$T/multi"
+	fi
+	same "$T/A" "$T/multi/A" && same "$T/E" "$T/multi/E"
+	[ "$(cat "$T/multi/mine")" = mine ]
+}
+
+@test "delete trap: A into a new, empty or same-named DST, A/, several SRCs still work (local)" {
+	delete_trap_allowed local
+}
+
+@test "delete trap: A into a new, empty or same-named DST, A/, several SRCs still work (push)" {
+	delete_trap_allowed push
+}
+
+@test "delete trap: A into a new, empty or same-named DST, A/, several SRCs still work (pull)" {
+	delete_trap_allowed pull
 }
 
 # --- --max-delete ------------------------------------------------------------

@@ -529,6 +529,31 @@ static void test_failed_scan_keeps_index(void **state)
 	idx_manifest_free(&m);
 }
 
+/* A tree's note (the mirror a sync made of it): kept with its index,
+ * through later scans; the index's own meta keys are not notes. */
+static void test_notes_kept(void **state)
+{
+	struct fx *f = *state;
+	struct idx_scan_opts o = { .index_path = f->db };
+	struct idx_manifest m = { 0 };
+	char *v = (char *)1;
+	scan(f, &m);
+	assert_int_equal(idx_note_get(f->tree, &o, "mirror_of", &v), 0);
+	assert_null(v);
+	assert_int_equal(idx_note_set(f->tree, &o, "mirror_of", "A"), 0);
+	scan(f, &m);   /* a scan stores its rows, not over the note */
+	assert_int_equal(idx_note_get(f->tree, &o, "mirror_of", &v), 0);
+	assert_non_null(v);
+	assert_string_equal(v, "A");
+	free(v);
+	assert_int_equal(idx_note_set(f->tree, &o, "root", "/elsewhere"), -EINVAL);
+	assert_int_equal(idx_note_get(f->tree, &o, "scan_ns", &v), -EINVAL);
+	struct idx_scan_opts none = { .no_index = 1 };
+	assert_int_equal(idx_note_get(f->tree, &none, "mirror_of", &v), 0);
+	assert_null(v);
+	idx_manifest_free(&m);
+}
+
 /* --- diff --- */
 
 static struct idx_entry E(const char *path, uint8_t type, uint64_t size, char h)
@@ -906,6 +931,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chunk_hash_definition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_index_rebuilt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_scan_keeps_index, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_notes_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roots_scan_racy_rows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_untrustable_rows_not_stored, setup, teardown),
 		cmocka_unit_test(test_diff_classification),
