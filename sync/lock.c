@@ -20,7 +20,9 @@
  * Both kinds go with the open file, so a killed run's locks go with it. The
  * marks are OFD locks on one open of the lock file per run (a local run's
  * two sides share it, sync_lock_share()), so a run does not meet itself
- * there: `rdcp --sync / /mnt/backup` reads the tree it writes inside.
+ * there: `rdcp --sync / /mnt/backup` reads the tree it writes inside. A
+ * flock in the way with no other run's "run here" mark is the run's own
+ * other side (`rdcp dir/sub/f dir/`, as rsync allows): see take_flocks().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,11 +53,17 @@ struct sync_lock {
 	struct node *n;   /* n[0]: the tree's root, then each parent up to / */
 	size_t nn;
 	int file;         /* the host's lock file (the marks), or -1 */
+	int marked_ex;    /* MARK_WRITER_HERE held for the root's exclusive flock */
 };
 
 static int shared_file = -1;   /* sync_lock_share(): this run's open */
 
-enum mark { MARK_WRITER_BELOW, MARK_READER_HERE };
+/* A run's marks: "writer below" on a writer's ancestors, "reader here" on a
+ * reader's root, "run here" on all its directories (so a directory's flock
+ * held with no one else's "run here" on it is this run's own other side),
+ * and "writer here" on a writer's root when its own other side holds that
+ * flock shared (the exclusive flock it stands for). */
+enum mark { MARK_WRITER_BELOW, MARK_READER_HERE, MARK_RUN_HERE, MARK_WRITER_HERE, MARKS };
 
 /* The byte of a directory's mark: a 64-bit mix of (device, inode) cut to 61
  * bits, so the offset and its end fit in an off_t. */
@@ -67,7 +75,7 @@ static off_t mark_at(const struct node *d, enum mark m)
 	x ^= x >> 27;
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
-	return (off_t)((x >> 3) * 2 + (uint64_t)m);
+	return (off_t)((x >> 3) * MARKS + (uint64_t)m);
 }
 
 /* F_SETLK on the mark (shared, held) or F_GETLK (is anyone else's there?).
@@ -86,7 +94,7 @@ static int mark(int file, const struct node *d, enum mark m, int look)
 static int open_lock_file(void)
 {
 	static int said;
-	char path[64] = "no /run/lock or /tmp for it";
+	char path[64] = "/run/lock, /tmp";
 	int fd = -1, err = ENOENT;
 	for (size_t i = 0; i < sizeof lock_dirs / sizeof *lock_dirs && fd < 0; i++) {
 		struct stat st;
@@ -95,14 +103,16 @@ static int open_lock_file(void)
 			continue;
 		snprintf(path, sizeof path, "%s/%s", lock_dirs[i], LOCK_FILE);
 		/* not O_CREAT first: in a sticky directory a file that another user
-		 * made cannot be opened with it (fs.protected_regular) */
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		 * made cannot be opened with it (fs.protected_regular); O_NONBLOCK:
+		 * a FIFO planted there must not hang us */
+		int fl = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+		fd = open(path, fl);
 		if (fd < 0 && errno == ENOENT) {
-			fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+			fd = open(path, fl | O_CREAT | O_EXCL, 0644);
 			if (fd >= 0)
 				fchmod(fd, 0644);   /* whatever the umask: every user reads it */
 			else if (errno == EEXIST)
-				fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+				fd = open(path, fl);
 		}
 		err = fd < 0 ? errno : 0;
 		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
@@ -113,8 +123,8 @@ static int open_lock_file(void)
 		break;   /* the first such directory is the host's, whatever happens */
 	}
 	if (fd < 0 && !said++)
-		log_warn("%s: cannot open the lock file: %s; a tree being written inside "
-		         "a source is not noticed", path, strerror(err));
+		log_warn("%s: cannot open rdcp's lock file: %s; runs in nested trees are "
+		         "kept apart only by the directories' locks", path, strerror(err));
 	return fd;
 }
 
@@ -196,6 +206,22 @@ static void say_busy(const struct sync_lock *l, size_t i, const char *path,
 	        "finished", shown, what, oshown, mode == SYNC_LOCK_WRITE ? "tree" : "source");
 }
 
+/* The marks held for the run (before the flocks: whoever holds a flock
+ * has its marks). One that cannot be kept is passed over: the flocks still
+ * hold. */
+static void take_marks(struct sync_lock *l, enum sync_lock_mode mode)
+{
+	if (l->file < 0)
+		return;
+	for (size_t i = 0; i < l->nn; i++) {
+		mark(l->file, &l->n[i], MARK_RUN_HERE, 0);
+		if (mode == SYNC_LOCK_WRITE && i > 0)
+			mark(l->file, &l->n[i], MARK_WRITER_BELOW, 0);
+		if (mode == SYNC_LOCK_READ && i == 0)
+			mark(l->file, &l->n[i], MARK_READER_HERE, 0);
+	}
+}
+
 /* The flocks: the root exclusive for a writer, all else shared. 0, or
  * -EWOULDBLOCK (said), or another error (said). */
 static int take_flocks(struct sync_lock *l, const char *path, enum sync_lock_mode mode)
@@ -207,11 +233,23 @@ static int take_flocks(struct sync_lock *l, const char *path, enum sync_lock_mod
 		int err = errno;
 		if (err != EWOULDBLOCK && i > 0)
 			continue;   /* an ancestor that cannot be locked: no one locks it */
+		char shown[4096];
 		if (err != EWOULDBLOCK) {
-			char shown[4096];
 			log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path),
 			        strerror(err));
 			return -err;
+		}
+		if (l->file >= 0 && mark(l->file, &l->n[i], MARK_RUN_HERE, 1) == 0) {
+			/* the flock is our own other side's (a local run whose SRC is
+			 * at or inside its DST, as rsync allows): a reader leaves the
+			 * directory to its writer's exclusive flock; a writer marks
+			 * it "writer here", looked for by all, and shares the flock */
+			if (!ex)
+				continue;
+			mark(l->file, &l->n[0], MARK_WRITER_HERE, 0);
+			l->marked_ex = 1;
+			if (flock(l->n[0].fd, LOCK_SH | LOCK_NB) == 0)
+				continue;
 		}
 		int below = l->file >= 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1;
 		say_busy(l, i, path, mode,
@@ -224,22 +262,29 @@ static int take_flocks(struct sync_lock *l, const char *path, enum sync_lock_mod
 	return 0;
 }
 
-/* The marks: a writer's on each ancestor, a reader's on its root; then the
- * other kind looked for. 0, or -EWOULDBLOCK (said); a mark that cannot be
- * kept is passed over (the flocks still hold). */
-static int take_marks(struct sync_lock *l, const char *path, enum sync_lock_mode mode)
+/* The other kinds of mark looked for, the run's own held: a writer looks
+ * for a reader of a tree above, a reader for a writer inside, everyone for
+ * a "writer here" at or above, and a writer that marked its root for anyone
+ * else there. 0, or -EWOULDBLOCK (said). */
+static int look_marks(struct sync_lock *l, const char *path, enum sync_lock_mode mode)
 {
-	if (l->file < 0 || mode == SYNC_LOCK_INSIDE)
+	if (l->file < 0)
 		return 0;
-	int w = mode == SYNC_LOCK_WRITE;
-	for (size_t i = w; i < (w ? l->nn : 1); i++)
-		mark(l->file, &l->n[i], w ? MARK_WRITER_BELOW : MARK_READER_HERE, 0);
-	for (size_t i = w; i < (w ? l->nn : 1); i++) {
-		if (mark(l->file, &l->n[i], w ? MARK_READER_HERE : MARK_WRITER_BELOW, 1) != 1)
-			continue;
-		say_busy(l, i, path, mode, w ? "reading" :
-		         "writing into a tree inside this one now");
-		return -EWOULDBLOCK;
+	int w = mode == SYNC_LOCK_WRITE, r = mode == SYNC_LOCK_READ;
+	for (size_t i = 0; i < l->nn; i++) {
+		const char *what =
+			mark(l->file, &l->n[i], MARK_WRITER_HERE, 1) == 1 ?
+				(i > 0 ? "writing into" : w ? "using this tree now" :
+				 "writing into this tree now") :
+			w && i > 0 && mark(l->file, &l->n[i], MARK_READER_HERE, 1) == 1 ? "reading" :
+			r && i == 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1 ?
+				"writing into a tree inside this one now" :
+			l->marked_ex && i == 0 && mark(l->file, &l->n[0], MARK_RUN_HERE, 1) == 1 ?
+				"using this tree now" : NULL;
+		if (what) {
+			say_busy(l, i, path, mode, what);
+			return -EWOULDBLOCK;
+		}
 	}
 	return 0;
 }
@@ -256,10 +301,12 @@ int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync
 		char shown[4096];
 		log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path), strerror(-rc));
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		take_marks(l, mode);
 		rc = take_flocks(l, path, mode);
+	}
 	if (rc == 0)
-		rc = take_marks(l, path, mode);
+		rc = look_marks(l, path, mode);
 	if (rc < 0) {
 		sync_unlock(l);
 		return rc;

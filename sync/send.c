@@ -936,8 +936,8 @@ static int scan_and_send(struct sstate *s)
 	}
 	if (lockfd >= 0 && rc < 0) {
 		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
-		ctl_error(r->ctl, code, rc == -EWOULDBLOCK ? "the source is being written by "
-		          "another rdcp" : "the source cannot be locked (see above)");
+		ctl_error(r->ctl, code, rc == -EWOULDBLOCK ? "the source is being written "
+		          "(see above)" : "the source cannot be locked (see above)");
 		s->res->code = code;
 		return rc;
 	}

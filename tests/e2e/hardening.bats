@@ -272,7 +272,7 @@ refused_by_holder() {
 	same "$T/tree" "$T/out"
 }
 
-@test "nested: what does not overlap still runs at once: siblings, two readers of one SRC, a SRC that holds its own DST" {
+@test "nested: what does not overlap still runs at once: siblings, two readers of one SRC, one run whose SRC holds or lies inside its DST" {
 	mkdir -p "$T/dst/a" "$T/dst/b"
 	lock_holder local "$T/dst/a"
 	sync_in local --sync "$T/src2" "$T/dst/b"     # a sibling
@@ -281,9 +281,27 @@ refused_by_holder() {
 	rm "$T/pause"
 	wait "$HOLDER"
 	same "$T/src" "$T/dst/a"
-	# one run reading a tree and writing inside it (as `rsync -ax / /mnt/backup`)
+	# one run reading a tree and writing inside it (as `rsync -ax / /mnt/backup`),
+	# or reading inside the tree it writes (as `cp dir/sub/f dir/`): its own
+	# two sides do not meet
 	"$RDCP" --sync --exclude /own "$T/src2/" "$T/src2/own"
 	[ -e "$T/src2/own/other" ]
+	"$RDCP" "$T/src2/own/other" "$T/src2/copied"
+	cmp "$T/src2/other" "$T/src2/copied"
+	"$RDCP" --sync "$T/src2/own" "$T/src2"
+	# and while one runs so, another run into its DST is still refused
+	mkdir -p "$T/t/sub"
+	head -c 300000 /dev/urandom >"$T/t/sub/big"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync "$T/t/sub/" "$T/t" 2>"$T/err1" &
+	HOLDER=$!
+	wait_for "$T/pause"
+	run "$RDCP" --sync "$T/src2" "$T/t/x"
+	echo "$output"
+	rm "$T/pause"
+	wait "$HOLDER"
+	[ "$status" -eq 7 ]
+	[[ "$output" == *"another rdcp is writing into $(realpath "$T")/t, which holds this tree"* ]]
+	cmp "$T/t/sub/big" "$T/t/big"
 }
 
 @test "a killed run's lock does not outlive it" {
