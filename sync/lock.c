@@ -175,11 +175,11 @@ static int walk_up(struct sync_lock *l, int dirfd)
 			break;
 		}
 		l->n[l->nn++] = (struct node){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
+		/* a parent we may not reach ends the walk, as an unreadable one
+		 * is passed over: no run fails for want of a lock above its tree */
 		int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		close(cur);
 		cur = up;
-		if (cur < 0)
-			rc = -errno;
 	}
 	if (cur >= 0)
 		close(cur);
