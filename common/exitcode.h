@@ -11,7 +11,7 @@ enum {
 	                           RERR_PROTOCOL) */
 	RD_EXIT_SELECT   = 3,   /* source or destination unusable */
 	RD_EXIT_START    = 5,   /* could not start the remote side */
-	RD_EXIT_LOCKED   = 7,   /* another rdcp is writing DST (or SRC): refused */
+	RD_EXIT_LOCKED   = 7,   /* another rdcp is in the way (sync/lock.c): refused */
 	RD_EXIT_CONN     = 10,  /* connection failed or lost */
 	RD_EXIT_FILEIO   = 11,  /* file I/O error */
 	RD_EXIT_PROTO    = 12,  /* protocol error: the peer sent garbage */

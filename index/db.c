@@ -34,8 +34,8 @@ struct idx_db {
 static const char schema[] =
 	"PRAGMA application_id = 1380205400;"   /* DB_APP_ID */
 	"PRAGMA user_version = 3;"
-	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-	"CREATE TABLE entries("
+	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS entries("
 	" path BLOB PRIMARY KEY, type INTEGER NOT NULL, mode INTEGER NOT NULL,"
 	" uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL,"
 	" mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
@@ -232,24 +232,53 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	return why;
 }
 
+/* Make a fresh index's schema and root row, in one transaction: runs that
+ * open the same new index at once (eight first runs from one SRC) each
+ * found it empty; the first to take the write lock makes it, the others then
+ * find it made. 0: made; 1: another process made it first (verify it
+ * again); -EIO (said). */
 static int db_create(struct idx_db *db)
 {
 	char *err = NULL;
+	int64_t tables = 0;
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK)
+		goto fail;
+	if (db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK)
+		goto fail;
+	if (tables) {   /* made while we waited for the lock */
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+		return 1;
+	}
 	if (sqlite3_exec(db->h, schema, NULL, NULL, &err) != SQLITE_OK)
 		goto fail;
-	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db->h, "INSERT INTO meta VALUES('root', ?1)", -1, &s,
 	                       NULL) != SQLITE_OK)
 		goto fail;
 	sqlite3_bind_text(s, 1, db->root, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(s);
 	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
+	if (rc != SQLITE_DONE || sqlite3_exec(db->h, "COMMIT", NULL, NULL, &err) != SQLITE_OK)
 		goto fail;
 	return 0;
 fail:
 	log_err("index %s: cannot create: %s", db->path, err ? err : sqlite3_errmsg(db->h));
 	sqlite3_free(err);
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return -EIO;
+}
+
+/* A fresh index made, by us or by a concurrent run: 0, or -EIO (said). */
+static int db_make(struct idx_db *db)
+{
+	int fresh, rc = db_create(db);
+	if (rc <= 0)
+		return rc;
+	const char *why = db_verify(db, &fresh);
+	if (!why && !fresh)
+		return 0;
+	log_err("index %s: made by another run as this one started, and %s", db->path,
+	        why ? why : "empty");
 	return -EIO;
 }
 
@@ -282,9 +311,9 @@ int idx_db_reset(struct idx_db *db, const char *why)
 		log_err("index %s: cannot open: %s", db->path, strerror(-db->hold));
 		return -EIO;
 	}
-	if (db_connect(db) < 0 || db_verify(db, &fresh) || !fresh)
+	if (db_connect(db) < 0 || db_verify(db, &fresh))
 		return -EIO;
-	return db_create(db);
+	return fresh ? db_make(db) : 0;   /* !fresh: made by a concurrent reset */
 }
 
 int idx_db_open(const char *path, const char *root, struct idx_db **out)
@@ -310,7 +339,7 @@ int idx_db_open(const char *path, const char *root, struct idx_db **out)
 	if (why) {
 		if (idx_db_reset(db, why) < 0)
 			goto fail;
-	} else if (fresh && db_create(db) < 0) {
+	} else if (fresh && db_make(db) < 0) {
 		goto fail;
 	}
 	*out = db;

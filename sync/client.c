@@ -309,6 +309,8 @@ int sync_client(struct sync_opts *o)
 		/* decided (and warned about) once, before a local run forks its other side */
 		if (!o->no_index)
 			idx_cache_dir_warn();
+		if (!remote)
+			sync_lock_share();   /* SRC may hold DST: the run must not meet itself */
 		if ((pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c)) < 0) {
 			log_err("cannot start the other side: %s", strerror(errno));
 			code = RD_EXIT_START;

@@ -1,12 +1,10 @@
-/* Opening paths beneath a tree's root, never through a symlink; the lock
- * that keeps two runs from writing one tree. */
+/* Opening paths beneath a tree's root, never through a symlink. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -69,21 +67,4 @@ int sync_mkpath(const char *path)
 	}
 	free(p);
 	return rc;
-}
-
-int sync_lock(int rootfd, const char *path, int writer)
-{
-	/* flock(2) on the root directory: it goes with the open file, so a
-	 * killed run's lock goes with it; and a non-blocking try, so a cron job
-	 * fails at once with a reason instead of piling up behind another */
-	if (flock(rootfd, (writer ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
-		return 0;
-	int err = errno;
-	char shown[4096];
-	if (err == EWOULDBLOCK)
-		log_err("%s: another rdcp is %s this tree now; try again when it has finished",
-		        log_path(shown, sizeof shown, path), writer ? "using" : "writing into");
-	else
-		log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path), strerror(err));
-	return -err;
 }

@@ -358,8 +358,10 @@ static int scan_dst(struct rstate *s)
 	}
 	if (s->root < 0)
 		return 0;   /* a dry run into nothing */
-	/* one writer per tree (a dry run writes nothing) */
-	int rc = (r->flags & SYNC_F_DRYRUN) ? 0 : sync_lock(s->root, s->root_path, 1);
+	/* one writer per tree, and none above or inside it (a dry run writes
+	 * nothing) */
+	int rc = (r->flags & SYNC_F_DRYRUN) ? 0 :
+	         sync_lock(s->root, s->root_path, SYNC_LOCK_WRITE, &s->lock);
 	if (rc < 0) {
 		s->res->code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
 		return rc;
@@ -672,6 +674,7 @@ static void rstate_free(struct rstate *s)
 		close(s->ldfd[k]);
 	if (s->root >= 0)
 		close(s->root);
+	sync_unlock(s->lock);
 	idx_manifest_free(&s->sm);
 	idx_manifest_free(&s->dm);
 }

@@ -75,6 +75,7 @@ struct rstate {
 	struct role *r;
 	int root;
 	char *root_path;
+	struct sync_lock *lock;       /* DST's, for the run */
 	struct idx_manifest sm, dm;   /* the sender's entries, ours */
 	struct idx_scan_opts so;
 	struct idx_diff diff;    /* sm against dm, by index/'s rules */

@@ -828,7 +828,7 @@ struct sstate {
 	struct chunk_map *maps;  /* per plan position: which chunks (CTL_CHUNKS) */
 	struct watch w;          /* the receiver, while we send */
 	struct tp_session *ts;
-	int lockfd;              /* SRC's root, locked shared for the run */
+	struct sync_lock *lock;  /* SRC's, for the run */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 	struct src_remover rm;
 	struct filter *filter;   /* the filter rules, on our side */
@@ -921,16 +921,21 @@ static int scan_and_send(struct sstate *s)
 	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
 		return rc;
 	/* not while another run writes into SRC: what we read would be a mix */
-	s->lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->lockfd >= 0 && s->only) {   /* one named entry: its own tree, if any */
-		int fd = is_dir ? sync_open_beneath(s->lockfd, s->only, O_RDONLY | O_DIRECTORY) : -1;
-		close(s->lockfd);
-		s->lockfd = fd;
+	int lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lockfd >= 0 && s->only && is_dir) {   /* one named entry: its own tree */
+		int fd = sync_open_beneath(lockfd, s->only, O_RDONLY | O_DIRECTORY);
+		close(lockfd);
+		lockfd = fd;
 	}
-	if (s->lockfd >= 0 && (rc = sync_lock(s->lockfd, s->root, 0)) < 0) {
+	if (lockfd >= 0) {   /* a named file: the directory it is read from */
+		rc = sync_lock(lockfd, s->root, s->only && !is_dir ? SYNC_LOCK_INSIDE :
+		               SYNC_LOCK_READ, &s->lock);
+		close(lockfd);
+	}
+	if (lockfd >= 0 && rc < 0) {
 		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
-		ctl_error(r->ctl, code, rc == -EWOULDBLOCK ? "the source is being written by "
-		          "another rdcp" : "the source cannot be locked (see above)");
+		ctl_error(r->ctl, code, rc == -EWOULDBLOCK ? "the source is being written "
+		          "(see above)" : "the source cannot be locked (see above)");
 		s->res->code = code;
 		return rc;
 	}
@@ -1169,7 +1174,7 @@ static int sender_run(struct sstate *s)
 
 int sync_sender(struct role *r, struct sync_result *res)
 {
-	struct sstate s = { .r = r, .res = res, .lockfd = -1, .rm = { .root = -1 },
+	struct sstate s = { .r = r, .res = res, .rm = { .root = -1 },
 	                    .w = { .r = r } };
 	memset(res, 0, sizeof *res);
 	int rc = sender_run(&s);
@@ -1181,8 +1186,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 	tp_close(s.ts);
 	for (int k = 0; k < s.w.nkept; k++)
 		free(s.w.kept[k].buf);
-	if (s.lockfd >= 0)
-		close(s.lockfd);
+	sync_unlock(s.lock);
 	for (uint32_t k = 0; s.maps && k < s.nplan; k++)
 		chunk_map_free(&s.maps[k]);
 	free(s.maps);

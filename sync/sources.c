@@ -102,12 +102,18 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 		so.skip = sync_filter_skip;
 		so.skip_ctx = flt;
 	}
-	int lock = fd >= 0 && only && is_dir ? sync_open_beneath(fd, only, O_RDONLY | O_DIRECTORY)
-	         : fd >= 0 && !only ? dup(fd) : -1;
+	/* a named directory: its own tree; a named file: the directory it is
+	 * read from */
+	int lockfd = fd >= 0 && only && is_dir ? sync_open_beneath(fd, only, O_RDONLY | O_DIRECTORY)
+	           : fd >= 0 ? dup(fd) : -1;
+	struct sync_lock *lock = NULL;
 	if (fd < 0)
 		rc = -errno;
-	else if (lock >= 0)
-		rc = sync_lock(lock, r->srcs[k], 0);
+	else if (lockfd >= 0)
+		rc = sync_lock(lockfd, r->srcs[k], only && !is_dir ? SYNC_LOCK_INSIDE :
+		               SYNC_LOCK_READ, &lock);
+	if (lockfd >= 0)
+		close(lockfd);
 	if (rc == 0 && r->o->nrules && !flt)
 		rc = -ENOMEM;
 	if (rc == 0)
@@ -119,8 +125,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);
-		if (lock >= 0)
-			close(lock);
+		sync_unlock(lock);
 		idx_manifest_free(&m);
 		return rc;
 	}
@@ -191,11 +196,11 @@ int srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_
 	ss->root = calloc((size_t)ss->n, sizeof *ss->root);
 	ss->only = calloc((size_t)ss->n, sizeof *ss->only);
 	ss->fd = malloc((size_t)ss->n * sizeof *ss->fd);
-	ss->lock = malloc((size_t)ss->n * sizeof *ss->lock);
+	ss->lock = calloc((size_t)ss->n, sizeof *ss->lock);
 	if (!ss->root || !ss->only || !ss->fd || !ss->lock)
 		return -ENOMEM;
 	for (int k = 0; k < ss->n; k++)
-		ss->fd[k] = ss->lock[k] = -1;
+		ss->fd[k] = -1;
 	for (int k = 0; k < ss->n; k++) {
 		int rc = scan_one(r, ss, k, &all, &n, &cap, errors, &mflags);
 		if (rc == -ENOMEM || rc == -EWOULDBLOCK) {
@@ -234,8 +239,8 @@ void srcs_free(struct srcset *ss)
 			free(ss->only[k]);
 		if (ss->fd && ss->fd[k] >= 0)
 			close(ss->fd[k]);
-		if (ss->lock && ss->lock[k] >= 0)
-			close(ss->lock[k]);
+		if (ss->lock)
+			sync_unlock(ss->lock[k]);
 	}
 	free(ss->root);
 	free(ss->only);

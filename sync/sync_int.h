@@ -246,10 +246,21 @@ int sync_mkpath(const char *path);
  * have planted one in the tree); made as needed when make is set. An fd,
  * or -errno (-ENOTDIR for a symlink on the way). */
 int sync_dir_beneath(int root, const char *rel, int make);
-/* sync/fs.c: lock the tree at rootfd for this run (writer: exclusive, the
- * receiver; else shared, the sender), never waiting. 0, or -EWOULDBLOCK when
- * another run holds it (said, naming path), or another error (said). */
-int sync_lock(int rootfd, const char *path, int writer);
+/* sync/lock.c: lock the tree at dirfd for this run, never waiting: as its
+ * writer (the receiver: no other run at it, above it or inside it), as its
+ * reader (the sender: no run writing into it, above it or inside it), or
+ * reading one file in it (no run writing into it or above it). 0 and *out
+ * (sync_unlock() it; the locks go when the process goes), or -EWOULDBLOCK
+ * when another run is in the way (said, naming path and the other tree), or
+ * another error (said). */
+enum sync_lock_mode { SYNC_LOCK_WRITE, SYNC_LOCK_READ, SYNC_LOCK_INSIDE };
+struct sync_lock;
+int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync_lock **out);
+void sync_unlock(struct sync_lock *l);   /* NULL: nothing */
+/* sync/lock.c: before a local run forks its other side: both sides' locks
+ * share one open of the host's lock file, so the run does not meet itself
+ * when its SRC holds its DST. */
+void sync_lock_share(void);
 
 /* sync/rules.c: rsync's filter rule syntax. */
 /* Parse one rule. dflt '-' or '+': text is a pattern of --exclude or
@@ -342,7 +353,8 @@ struct srcset {
 	char **root;       /* per SRC: the directory its entries' paths are under */
 	char **only;       /* per SRC: the one name it sends (NULL: its contents) */
 	int no_index;      /* --no-index */
-	int *fd, *lock;    /* per SRC: root open for reading; its lock (-1: none) */
+	int *fd;           /* per SRC: root open for reading */
+	struct sync_lock **lock;   /* per SRC: its lock (NULL: none) */
 	uint32_t *of;      /* manifest index -> SRC */
 };
 int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_t *errors);

@@ -235,3 +235,30 @@ two_trees() {
 	[[ "$output" == *"index cache $(C): writable by others; going on without an index"* ]]
 	[ -z "$(ls -A "$(C)")" ]
 }
+
+# Eight first runs from one SRC at once all open its new index: each found
+# it empty, and each but one used to fail making its tables ("table meta
+# already exists") and go on without an index. index/db.c makes it in one
+# transaction; those that waited find it made.
+@test "race: eight first runs from one SRC at once: no warning, all exit 0, one usable index" {
+	mkdir -p "$T/src"
+	local i pids=() rc=0
+	for i in 1 2 3 4; do head -c 1100000 /dev/urandom >"$T/src/f$i"; done
+	for i in $(seq 8); do
+		"$RDCP" --sync "$T/src" "$T/dst$i" 2>"$T/err$i" &
+		pids+=($!)
+	done
+	for i in $(seq 8); do
+		wait "${pids[i-1]}" || { rc=$?; echo "run $i: exit $rc"; }
+	done
+	cat "$T"/err*
+	[ "$rc" -eq 0 ]
+	[ -z "$(cat "$T"/err*)" ]   # no "going on without an index", no warning at all
+	for i in $(seq 8); do same "$T/src" "$T/dst$i"; done
+	index_of "$T/src"
+	# the index holds every file's hash: a scan reads none of them again
+	run "$RDCP" --scan "$T/src"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"hashed 0 files (0 B), reused 4 from the index"* ]]
+}

@@ -145,14 +145,34 @@ changed_small_files() {
 	cmp "$T/src/f3" "$T/dst/f3"
 }
 
-# lock_holder MODE: a first run into DST, paused before its data
+# lock_holder MODE [DST]: a first run from $T/src into DST ($T/dst), paused
+# before its data
 lock_holder() {
 	mkdir -p "$T/src" "$T/src2"
 	head -c 300000 /dev/urandom >"$T/src/big"
 	echo other >"$T/src2/other"
-	RDCP_TEST_PAUSE=$T/pause sync_in "$1" --sync "$T/src" "$T/dst" 2>"$T/err1" &
+	RDCP_TEST_PAUSE=$T/pause sync_in "$1" --sync "$T/src" "${2:-$T/dst}" 2>"$T/err1" &
 	HOLDER=$!
 	wait_for "$T/pause"
+}
+
+# refused_by_holder MODE DST WANT ARGS...: with a holder into DST, the run
+# of ARGS (sync_in MODE) exits 7 saying WANT and writes nothing; the holder
+# then completes
+refused_by_holder() {
+	local mode=$1 dst=$2 want=$3; shift 3
+	rm -rf "$T/src" "$T/src2" "$T/dst" "$T/pause" "$T/err1"
+	mkdir -p "$T/dst/sub/deep"
+	echo f >"$T/dst/sub/deep/f"
+	lock_holder "$mode" "$dst"
+	run sync_in "$mode" "$@"
+	echo "$mode: $output"
+	rm "$T/pause"
+	wait "$HOLDER"
+	[ "$status" -eq 7 ]
+	[[ "$output" == *"$want"* ]]
+	[ ! -e "$T/dst/sub/other" ] && [ ! -e "$T/dst/other" ] && [ ! -e "$T/dst/sub/deep/other" ]
+	cmp "$T/src/big" "$dst/big"
 }
 
 @test "attack: two runs into one DST at once: the second is refused (exit 7), the first completes" {
@@ -179,6 +199,109 @@ lock_holder() {
 	[ ! -e "$T/elsewhere" ] || [ -z "$(ls -A "$T/elsewhere")" ]
 	rm "$T/pause"
 	wait "$HOLDER"
+}
+
+@test "nested: a run into D/sub while a run into D is active is refused (exit 7), naming D" {
+	for mode in local push pull; do
+		refused_by_holder "$mode" "$T/dst" \
+			"another rdcp is writing into $(realpath "$T")/dst, which holds this tree" \
+			--sync "$T/src2" "$T/dst/sub"
+	done
+}
+
+@test "nested: a run into D while a run into D/sub is active is refused (exit 7)" {
+	for mode in local push pull; do
+		refused_by_holder "$mode" "$T/dst/sub" \
+			"another rdcp is writing into a tree inside this one now" \
+			--sync "$T/src2" "$T/dst"
+	done
+}
+
+@test "nested: a run into D/sub through a symlink, while a run into D is active, is refused (exit 7)" {
+	ln -s dst/sub "$T/link"
+	for mode in local push; do
+		refused_by_holder "$mode" "$T/dst" "which holds this tree" \
+			--sync "$T/src2" "$T/link"
+	done
+	# and the other way: D busy through its real name, D named through a link
+	ln -s dst "$T/dlink"
+	refused_by_holder local "$T/dst/sub" "a tree inside this one" --sync "$T/src2" "$T/dlink/"
+}
+
+@test "nested: a run into D by way of '..' while a run into D/sub is active is refused (exit 7)" {
+	refused_by_holder local "$T/dst/sub" "a tree inside this one" \
+		--sync "$T/src2" "$T/dst/sub/deep/../.."
+	refused_by_holder push "$T/dst" "which holds this tree" \
+		--sync "$T/src2" "$T/dst/sub/deep/../../sub"
+}
+
+@test "nested: a run whose SRC holds, lies inside or is a tree being written is refused (exit 7)" {
+	for mode in local push pull; do
+		# SRC holds DST
+		refused_by_holder "$mode" "$T/dst/sub" \
+			"another rdcp is writing into a tree inside this one now" \
+			--sync "$T/dst" "$T/elsewhere"
+		# SRC inside DST
+		refused_by_holder "$mode" "$T/dst" \
+			"another rdcp is writing into $(realpath "$T")/dst, which holds this source" \
+			--sync "$T/dst/sub" "$T/elsewhere"
+		# a file inside DST
+		refused_by_holder "$mode" "$T/dst" \
+			"which holds this source" --sync "$T/dst/sub/deep/f" "$T/elsewhere"
+		[ ! -e "$T/elsewhere" ] || [ -z "$(ls -A "$T/elsewhere")" ]
+	done
+}
+
+@test "nested: a run into a tree inside a SRC being read is refused (exit 7)" {
+	mkdir -p "$T/tree/sub" "$T/src2"
+	head -c 300000 /dev/urandom >"$T/tree/big"
+	echo other >"$T/src2/other"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync "$T/tree" "$T/out" 2>"$T/err1" &
+	HOLDER=$!
+	wait_for "$T/pause"
+	local mode
+	for mode in local push; do
+		run sync_in "$mode" --sync "$T/src2" "$T/tree/sub"
+		echo "$mode: $output"
+		[ "$status" -eq 7 ]
+		[[ "$output" == *"another rdcp is reading $(realpath "$T")/tree, which holds this tree"* ]]
+		[ ! -e "$T/tree/sub/other" ]
+	done
+	rm "$T/pause"
+	wait "$HOLDER"
+	same "$T/tree" "$T/out"
+}
+
+@test "nested: what does not overlap still runs at once: siblings, two readers of one SRC, one run whose SRC holds or lies inside its DST" {
+	mkdir -p "$T/dst/a" "$T/dst/b"
+	lock_holder local "$T/dst/a"
+	sync_in local --sync "$T/src2" "$T/dst/b"     # a sibling
+	sync_in push --sync "$T/src" "$T/copy"        # SRC read twice
+	[ -e "$T/dst/b/other" ] && [ -e "$T/copy/big" ]
+	rm "$T/pause"
+	wait "$HOLDER"
+	same "$T/src" "$T/dst/a"
+	# one run reading a tree and writing inside it (as `rsync -ax / /mnt/backup`),
+	# or reading inside the tree it writes (as `cp dir/sub/f dir/`): its own
+	# two sides do not meet
+	"$RDCP" --sync --exclude /own "$T/src2/" "$T/src2/own"
+	[ -e "$T/src2/own/other" ]
+	"$RDCP" "$T/src2/own/other" "$T/src2/copied"
+	cmp "$T/src2/other" "$T/src2/copied"
+	"$RDCP" --sync "$T/src2/own" "$T/src2"
+	# and while one runs so, another run into its DST is still refused
+	mkdir -p "$T/t/sub"
+	head -c 300000 /dev/urandom >"$T/t/sub/big"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync "$T/t/sub/" "$T/t" 2>"$T/err1" &
+	HOLDER=$!
+	wait_for "$T/pause"
+	run "$RDCP" --sync "$T/src2" "$T/t/x"
+	echo "$output"
+	rm "$T/pause"
+	wait "$HOLDER"
+	[ "$status" -eq 7 ]
+	[[ "$output" == *"another rdcp is writing into $(realpath "$T")/t, which holds this tree"* ]]
+	cmp "$T/t/sub/big" "$T/t/big"
 }
 
 @test "a killed run's lock does not outlive it" {

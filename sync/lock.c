@@ -1,0 +1,316 @@
+/*
+ * The lock that keeps runs apart: no two runs write one tree, or one tree
+ * inside another, and no run reads a tree that another is writing into, or
+ * that holds or lies inside one being written. Trees are known by their
+ * directories' (device, inode), never by a path, so a symlink or a ".."
+ * does not make one tree two.
+ *
+ * Multiple-granularity locking (Gray's IS/IX/S/X) on the tree's root and
+ * each of its ancestors up to /:
+ *   - flock(2) on each directory itself: a writer exclusive on its root,
+ *     everyone else shared (on a reader's root, on every ancestor). So a
+ *     writer meets anyone at its root or below it (they all hold its root
+ *     shared), and anyone meets a writer at or above them.
+ *   - "writer below" and "reader here" marks, shared byte-range locks in
+ *     the host's lock file at an offset made from (device, inode): flock has
+ *     no mode that lets two writers share an ancestor and two readers share a
+ *     root yet keeps a reader from a tree that a writer is writing inside.
+ *     Each side first holds its mark, then looks (F_OFD_GETLK) for the
+ *     other's, so of two runs starting at once at least one sees the other.
+ * Both kinds go with the open file, so a killed run's locks go with it. The
+ * marks are OFD locks on one open of the lock file per run (a local run's
+ * two sides share it, sync_lock_share()), so a run does not meet itself
+ * there: `rdcp --sync / /mnt/backup` reads the tree it writes inside. A
+ * flock in the way with no other run's "run here" mark is the run's own
+ * other side (`rdcp dir/sub/f dir/`, as rsync allows): see take_flocks().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "sync/sync_int.h"
+
+/* One lock file per host, the same path for every user: the first directory
+ * of these that anyone may create files in (sticky, world-writable). */
+static const char *const lock_dirs[] = { "/run/lock", "/tmp" };
+#define LOCK_FILE "rdcp.lock"
+
+struct node {
+	int fd;      /* the directory, open for its flock; -1: not readable */
+	dev_t dev;
+	ino_t ino;
+};
+
+struct sync_lock {
+	struct node *n;   /* n[0]: the tree's root, then each parent up to / */
+	size_t nn;
+	int file;         /* the host's lock file (the marks), or -1 */
+	int marked_ex;    /* MARK_WRITER_HERE held for the root's exclusive flock */
+};
+
+static int shared_file = -1;   /* sync_lock_share(): this run's open */
+
+/* A run's marks: "writer below" on a writer's ancestors, "reader here" on a
+ * reader's root, "run here" on all its directories (so a directory's flock
+ * held with no one else's "run here" on it is this run's own other side),
+ * and "writer here" on a writer's root when its own other side holds that
+ * flock shared (the exclusive flock it stands for). */
+enum mark { MARK_WRITER_BELOW, MARK_READER_HERE, MARK_RUN_HERE, MARK_WRITER_HERE, MARKS };
+
+/* The byte of a directory's mark: a 64-bit mix of (device, inode) cut to 61
+ * bits, so the offset and its end fit in an off_t. */
+static off_t mark_at(const struct node *d, enum mark m)
+{
+	uint64_t x = (uint64_t)d->dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)d->ino;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (off_t)((x >> 3) * MARKS + (uint64_t)m);
+}
+
+/* F_SETLK on the mark (shared, held) or F_GETLK (is anyone else's there?).
+ * 0: taken, or nobody's there; 1: someone's there; or -errno. */
+static int mark(int file, const struct node *d, enum mark m, int look)
+{
+	struct flock fl = { .l_type = look ? F_WRLCK : F_RDLCK, .l_whence = SEEK_SET,
+	                    .l_start = mark_at(d, m), .l_len = 1 };
+	if (fcntl(file, look ? F_OFD_GETLK : F_OFD_SETLK, &fl) < 0)
+		return -errno;
+	return look && fl.l_type != F_UNLCK;
+}
+
+/* The host's lock file, opened for reading (shared locks need no more); -1
+ * when there is none to be had (said once: the marks are then not kept). */
+static int open_lock_file(void)
+{
+	static int said;
+	char path[64] = "/run/lock, /tmp";
+	int fd = -1, err = ENOENT;
+	for (size_t i = 0; i < sizeof lock_dirs / sizeof *lock_dirs && fd < 0; i++) {
+		struct stat st;
+		if (stat(lock_dirs[i], &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    (st.st_mode & (S_ISVTX | S_IWOTH)) != (S_ISVTX | S_IWOTH))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", lock_dirs[i], LOCK_FILE);
+		/* not O_CREAT first: in a sticky directory a file that another user
+		 * made cannot be opened with it (fs.protected_regular); O_NONBLOCK:
+		 * a FIFO planted there must not hang us */
+		int fl = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+		fd = open(path, fl);
+		if (fd < 0 && errno == ENOENT) {
+			fd = open(path, fl | O_CREAT | O_EXCL, 0644);
+			if (fd >= 0)
+				fchmod(fd, 0644);   /* whatever the umask: every user reads it */
+			else if (errno == EEXIST)
+				fd = open(path, fl);
+		}
+		err = fd < 0 ? errno : 0;
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+			close(fd);
+			fd = -1;
+			err = EINVAL;
+		}
+		break;   /* the first such directory is the host's, whatever happens */
+	}
+	if (fd < 0 && !said++)
+		log_warn("%s: cannot open rdcp's lock file: %s; runs in nested trees are "
+		         "kept apart only by the directories' locks", path, strerror(err));
+	return fd;
+}
+
+void sync_lock_share(void)
+{
+	if (shared_file < 0)
+		shared_file = open_lock_file();
+}
+
+void sync_unlock(struct sync_lock *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->nn; i++)
+		if (l->n[i].fd >= 0)
+			close(l->n[i].fd);
+	if (l->file >= 0)
+		close(l->file);
+	free(l->n);
+	free(l);
+}
+
+/* The directory at dirfd and its ancestors up to /, each opened for its
+ * flock where it can be read (an unreadable ancestor is passed over). */
+static int walk_up(struct sync_lock *l, int dirfd)
+{
+	int cur = openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	size_t cap = 0;
+	while (cur >= 0) {
+		struct stat st;
+		if (fstat(cur, &st) < 0) {
+			rc = -errno;
+			break;
+		}
+		if (l->nn && l->n[l->nn - 1].dev == st.st_dev && l->n[l->nn - 1].ino == st.st_ino)
+			break;   /* "/": its ".." is itself */
+		if (l->nn == cap) {
+			struct node *n = realloc(l->n, (cap = cap ? 2 * cap : 16) * sizeof *n);
+			if (!n) {
+				rc = -ENOMEM;
+				break;
+			}
+			l->n = n;
+		}
+		int fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 && (l->nn == 0 || errno != EACCES)) {
+			rc = -errno;
+			break;
+		}
+		l->n[l->nn++] = (struct node){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
+		/* a parent we may not reach ends the walk, as an unreadable one
+		 * is passed over: no run fails for want of a lock above its tree */
+		int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = up;
+	}
+	if (cur >= 0)
+		close(cur);
+	return rc;
+}
+
+/* Who is in the way at node i; the message names the tree, whose path is
+ * the one the kernel knows for the directory (no symlink, no ".."). */
+static void say_busy(const struct sync_lock *l, size_t i, const char *path,
+                     enum sync_lock_mode mode, const char *what)
+{
+	char shown[4096], other[PATH_MAX], link[64];
+	log_path(shown, sizeof shown, path);
+	if (i == 0) {
+		log_err("%s: another rdcp is %s; try again when it has finished", shown, what);
+		return;
+	}
+	snprintf(link, sizeof link, "/proc/self/fd/%d", l->n[i].fd);
+	ssize_t k = l->n[i].fd >= 0 ? readlink(link, other, sizeof other - 1) : -1;
+	other[k > 0 ? k : 0] = '\0';
+	char oshown[4096];
+	log_path(oshown, sizeof oshown, k > 0 ? other : "a directory above it");
+	log_err("%s: another rdcp is %s %s, which holds this %s; try again when it has "
+	        "finished", shown, what, oshown, mode == SYNC_LOCK_WRITE ? "tree" : "source");
+}
+
+/* The marks held for the run (before the flocks: whoever holds a flock
+ * has its marks). One that cannot be kept is passed over: the flocks still
+ * hold. */
+static void take_marks(struct sync_lock *l, enum sync_lock_mode mode)
+{
+	if (l->file < 0)
+		return;
+	for (size_t i = 0; i < l->nn; i++) {
+		mark(l->file, &l->n[i], MARK_RUN_HERE, 0);
+		if (mode == SYNC_LOCK_WRITE && i > 0)
+			mark(l->file, &l->n[i], MARK_WRITER_BELOW, 0);
+		if (mode == SYNC_LOCK_READ && i == 0)
+			mark(l->file, &l->n[i], MARK_READER_HERE, 0);
+	}
+}
+
+/* The flocks: the root exclusive for a writer, all else shared. 0, or
+ * -EWOULDBLOCK (said), or another error (said). */
+static int take_flocks(struct sync_lock *l, const char *path, enum sync_lock_mode mode)
+{
+	for (size_t i = 0; i < l->nn; i++) {
+		int ex = i == 0 && mode == SYNC_LOCK_WRITE;
+		if (l->n[i].fd < 0 || flock(l->n[i].fd, (ex ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+			continue;
+		int err = errno;
+		if (err != EWOULDBLOCK && i > 0)
+			continue;   /* an ancestor that cannot be locked: no one locks it */
+		char shown[4096];
+		if (err != EWOULDBLOCK) {
+			log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path),
+			        strerror(err));
+			return -err;
+		}
+		if (l->file >= 0 && mark(l->file, &l->n[i], MARK_RUN_HERE, 1) == 0) {
+			/* the flock is our own other side's (a local run whose SRC is
+			 * at or inside its DST, as rsync allows): a reader leaves the
+			 * directory to its writer's exclusive flock; a writer marks
+			 * it "writer here", looked for by all, and shares the flock */
+			if (!ex)
+				continue;
+			mark(l->file, &l->n[0], MARK_WRITER_HERE, 0);
+			l->marked_ex = 1;
+			if (flock(l->n[0].fd, LOCK_SH | LOCK_NB) == 0)
+				continue;
+		}
+		int below = l->file >= 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1;
+		say_busy(l, i, path, mode,
+		         i > 0 ? "writing into" :
+		         mode == SYNC_LOCK_WRITE && below ? "writing into a tree inside this one now" :
+		         mode == SYNC_LOCK_WRITE ? "using this tree now" :
+		         "writing into this tree now");
+		return -EWOULDBLOCK;
+	}
+	return 0;
+}
+
+/* The other kinds of mark looked for, the run's own held: a writer looks
+ * for a reader of a tree above, a reader for a writer inside, everyone for
+ * a "writer here" at or above, and a writer that marked its root for anyone
+ * else there. 0, or -EWOULDBLOCK (said). */
+static int look_marks(struct sync_lock *l, const char *path, enum sync_lock_mode mode)
+{
+	if (l->file < 0)
+		return 0;
+	int w = mode == SYNC_LOCK_WRITE, r = mode == SYNC_LOCK_READ;
+	for (size_t i = 0; i < l->nn; i++) {
+		const char *what =
+			mark(l->file, &l->n[i], MARK_WRITER_HERE, 1) == 1 ?
+				(i > 0 ? "writing into" : w ? "using this tree now" :
+				 "writing into this tree now") :
+			w && i > 0 && mark(l->file, &l->n[i], MARK_READER_HERE, 1) == 1 ? "reading" :
+			r && i == 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1 ?
+				"writing into a tree inside this one now" :
+			l->marked_ex && i == 0 && mark(l->file, &l->n[0], MARK_RUN_HERE, 1) == 1 ?
+				"using this tree now" : NULL;
+		if (what) {
+			say_busy(l, i, path, mode, what);
+			return -EWOULDBLOCK;
+		}
+	}
+	return 0;
+}
+
+int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync_lock **out)
+{
+	struct sync_lock *l = calloc(1, sizeof *l);
+	*out = NULL;
+	if (!l)
+		return -ENOMEM;
+	l->file = shared_file >= 0 ? dup(shared_file) : open_lock_file();
+	int rc = walk_up(l, dirfd);
+	if (rc < 0) {
+		char shown[4096];
+		log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path), strerror(-rc));
+	}
+	if (rc == 0) {
+		take_marks(l, mode);
+		rc = take_flocks(l, path, mode);
+	}
+	if (rc == 0)
+		rc = look_marks(l, path, mode);
+	if (rc < 0) {
+		sync_unlock(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
