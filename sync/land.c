@@ -43,11 +43,20 @@ void recv_fail(struct rstate *s, const char *path, const char *what, int err)
 	STAT_ADD(s->res->errors, 1);
 	pthread_mutex_lock(&s->fail_mu);
 	size_t n = s->failed_dir ? strlen(s->failed_dir) : 0;
+	/* a full disk is said once, naming the first file it stopped: every
+	 * writer after it (up to 8 at once) meets the same */
+	int full = err == ENOSPC || err == EDQUOT;
+	if (full && s->full_said) {
+		pthread_mutex_unlock(&s->fail_mu);
+		return;
+	}
 	if (s->failed_dir && !strncmp(path, s->failed_dir, n) && (path[n] == '/' || !path[n])) {
 		s->failed_below++;   /* said once for the directory, counted here */
 		pthread_mutex_unlock(&s->fail_mu);
 		return;
 	}
+	if (full)
+		s->full_said = 1;
 	log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
 	        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
 	if (!strcmp(what, RECV_NO_DIR)) {
@@ -157,6 +166,31 @@ int recv_remove(struct rstate *s, const char *path)
  * road, as on a filesystem without O_TMPFILE. */
 static int no_tmpfile = -1;
 
+/* Room for all of a large file before its first byte is written: on a disk
+ * too full for it, it fails now, with its one line, and leaves the room to
+ * the files that fit (without it, every file in flight takes part of the
+ * space and none of them lands). Not with -S (its holes stay holes), nor
+ * for a small file (written whole at once). 0: reserved, and f->fd sized;
+ * 1: nothing reserved (the filesystem cannot: it goes on without); -1:
+ * failed (said). */
+static int reserve(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
+	if (e->size < SYNC_SMALL || (s->r->flags & SYNC_F_SPARSE))
+		return 1;
+	int rc;
+	do
+		rc = fallocate(f->fd, 0, 0, (off_t)e->size);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		return 0;
+	if (errno == EOPNOTSUPP || errno == ENOSYS)
+		return 1;
+	char what[64], b[16];
+	snprintf(what, sizeof what, "no room for its %s", log_bytes(b, e->size));
+	recv_fail(s, e->path, what, errno);
+	return -1;
+}
+
 /* The temp file in f->dirfd (already open). */
 int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
@@ -169,7 +203,7 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 	if (f->inplace)
 		return recv_inplace_open(s, e, f);
 	if (f->track)   /* --partial: named and recorded, or an earlier run's */
-		return recv_partial_temp(s, e, f);
+		return recv_partial_temp(s, e, f) < 0 || reserve(s, e, f) < 0 ? -1 : 0;
 	/* unnamed, it can have its mode from the start (a named temp is the
 	 * user's alone until it is complete) */
 	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC,
@@ -189,9 +223,12 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		f->dir_lent = 0;
 		return -1;
 	}
+	int reserved = reserve(s, e, f);
+	if (reserved < 0)
+		return -1;
 	/* size multi-chunk files up front (chunks land in any order); with -S
 	 * any file: its zero blocks at the end are never written */
-	if ((e->nchunks || (s->r->flags & SYNC_F_SPARSE)) &&
+	if (reserved && (e->nchunks || (s->r->flags & SYNC_F_SPARSE)) &&
 	    ftruncate(f->fd, (off_t)e->size) < 0) {
 		recv_fail(s, e->path, "cannot size the temp file", errno);
 		return -1;

@@ -131,7 +131,10 @@ struct rstate {
 	                            not in dm); 0: --delete asks it per path */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
-	int full_said;           /* the small files' writers: a full disk said */
+	int full_said;           /* a full disk was said (recv_fail): once a run */
+	/* how DST's filesystem keeps mtimes (meta.c, probed once a run) */
+	int times_atime;         /* an mtime set alone is dropped: give the atime too */
+	int64_t mtime_step;      /* kept to this many ns (1: exactly) */
 	int scan_stored;         /* DST's index holds what its scan saw (dm): the
 	                            save after the data starts from it */
 	int keep_root_meta;      /* DST's own metadata is left as it is */
@@ -232,8 +235,9 @@ int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 int  recv_map_ids(struct rstate *s);
 
 /* meta.c: the sender's entries made what DST should hold (recv_map_ids(),
- * --chmod, ACL base entries from the mode, the xattrs both sides read);
- * before the plan. 0 or an error (said). */
+ * --chmod, ACL base entries from the mode, the xattrs both sides read,
+ * mtimes as DST's filesystem keeps them); before the plan. 0 or an error
+ * (said). */
 int  recv_prepare_meta(struct rstate *s);
 /* 1 when the open file fd (st its stat) has the xattrs and ACLs e should
  * have, as far as the run keeps them (-X, -A; else 1): --link-dest. */
@@ -295,7 +299,9 @@ int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 /* land.c: put things into DST. */
 /* One line: path, what failed, why; counted in res->errors. After a
  * directory could not be made (what == RECV_NO_DIR), failures below it are
- * only counted, and recv_fail_end() says how many. Any thread. */
+ * only counted, and recv_fail_end() says how many. A full disk (ENOSPC,
+ * EDQUOT) is said once a run, by the first to meet it; the run's exit is
+ * then 11. Any thread. */
 #define RECV_NO_DIR "cannot create directory"
 void recv_fail(struct rstate *s, const char *path, const char *what, int err);
 void recv_fail_end(struct rstate *s);

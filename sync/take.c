@@ -341,14 +341,8 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	f->failed = 1;
 	recv_drop_file(f);
 	if (err && err != EPROTO && err != EBADMSG) {
-		int full = err == ENOSPC || err == EDQUOT;
-		/* a full disk is said once, by the first writer to meet it: the
-		 * others (up to 8) may be in a write of their own at that moment */
-		if (full && __atomic_exchange_n(&s->full_said, 1, __ATOMIC_RELAXED))
-			STAT_ADD(s->res->errors, 1);
-		else
-			recv_fail(s, e->path, "cannot write", err);
-		return full ? -err : 0;
+		recv_fail(s, e->path, "cannot write", err);   /* a full disk: said once */
+		return err == ENOSPC || err == EDQUOT ? -err : 0;
 	}
 	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
 	        err == EPROTO ? "came malformed in the stream of small files"
@@ -562,6 +556,11 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 		if (rc < 0 && !relay_on(s, rc))
 			break;
 	}
+	/* stopped before the stream's end (a full disk, a rejection, a lost
+	 * connection): the archive's reader stops where it is, quietly; the
+	 * rest of the archive never came, which is not the sender's damage */
+	if (rc < 0 && up)
+		unpacker_abandon(up);
 	io_pool_stop(io);   /* every chunk on its way is written and counted */
 	int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
 	if (rc >= 0 && werr && !s->relay_err && !relay_on(s, -werr))
