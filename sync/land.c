@@ -765,7 +765,10 @@ void recv_save_index(struct rstate *s)
 	size_t j = 0;   /* dm and sm are both sorted by path: walked together */
 	for (size_t i = 0; i < s->sm.n; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
+		const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
 		struct stat st;
+		if (e->type == IDX_REG && !s->written[i] && f && f->opened_inplace)
+			continue;   /* failed while written in place: the next scan reads it */
 		if (e->type == IDX_REG && !s->written[i]) {
 			/* untouched by this run: its row is what the scan saw and
 			 * stored (a change since shows at the next scan's stat) */
@@ -776,7 +779,6 @@ void recv_save_index(struct rstate *s)
 				now.e[now.n++] = s->dm.e[j];
 			continue;
 		}
-		const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
 		struct recv_st r;
 		if (f && f->st_ok) {   /* its writer's stat as it landed */
 			r = f->st;

@@ -58,6 +58,8 @@ struct rfile {
 	int bfd;                         /* the basis, open (-1: not yet;
 	                                    RECV_BASIS_BAD: it changed, said) */
 	int inplace;         /* --inplace, --append: fd is DST's file itself */
+	int opened_inplace;  /* ... opened for writing: until it lands, DST may
+	                        hold a mix of old and new (no index row) */
 	/* --partial (partial.c): the temp is named and recorded in the index */
 	int track;           /* record its verified chunks */
 	int resume;          /* tmp names an earlier run's temp, reused */
@@ -205,6 +207,10 @@ int  recv_blocks_chunk(struct rstate *s, struct rfile *f, const struct idx_entry
 int  recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
 int  recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f);
+/* The end of a line saying f failed: "it is left as it was", or, for a
+ * file written in place once anything of it was written (written), that
+ * DST's file is now damaged. */
+const char *recv_left_as(const struct rfile *f, int written);
 
 /* partial.c: --partial. load: the records of DST's index (before its temps
  * are cleaned); kept: 1 when the temp name in directory dir is a recorded

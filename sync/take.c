@@ -173,9 +173,12 @@ static void chunk_end(struct cjob *c)
 	if (f->failed) {
 		/* another chunk of it failed meanwhile: already said */
 	} else if (c->bad) {
+		/* in place, the chunks written before it (or on their way now)
+		 * are in DST's file */
 		log_err("%s: chunk %u does not match the sender's hash: the file changed while "
-		        "it was sent, or was damaged in transit; it is left as it was",
-		        log_path(shown, sizeof shown, e->path), c->k);
+		        "it was sent, or was damaged in transit; %s",
+		        log_path(shown, sizeof shown, e->path), c->k,
+		        recv_left_as(f, f->got || f->inflight));
 		STAT_ADD(s->res->errors, 1);
 		fail_file(f);
 	} else if (c->j.err) {
@@ -344,11 +347,13 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 		recv_fail(s, e->path, "cannot write", err);   /* a full disk: said once */
 		return err == ENOSPC || err == EDQUOT ? -err : 0;
 	}
-	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
+	/* (a malformed entry or a bad tag is found before it is written; a
+	 * hash that does not match, only after) */
+	log_err("%s: %s; %s", log_path(shown, sizeof shown, e->path),
 	        err == EPROTO ? "came malformed in the stream of small files"
 	        : err ? "does not match the tag it came with (damaged or altered in transit)"
 	              : "does not match the sender's hash (changed while sent, or "
-	                "damaged in transit)");
+	                "damaged in transit)", recv_left_as(f, !err));
 	STAT_ADD(s->res->errors, 1);
 	return 0;
 }
