@@ -149,15 +149,18 @@ static void probe_times(struct rstate *s)
 	struct timespec ts[2] = { { 0, UTIME_OMIT }, want };
 	if (futimens(s->root, ts) < 0 || fstat(s->root, &st) < 0)
 		return;   /* not ours to set: the run says so where it sets one */
-	if (ns_of(st.st_mtim) == ns_of(st0.st_mtim)) {
-		ts[0] = st0.st_atim;   /* dropped: with the atime, then */
+	int64_t off = ns_of(want) - ns_of(st.st_mtim);
+	if (off >= 2000000000 || off <= -2000000000) {
+		ts[0] = st0.st_atim;   /* not kept (or set to now): with the atime, then */
 		if (futimens(s->root, ts) < 0 || fstat(s->root, &st) < 0)
 			return;
-		s->times_atime = ns_of(st.st_mtim) != ns_of(st0.st_mtim);
+		int64_t off2 = ns_of(want) - ns_of(st.st_mtim);
+		s->times_atime = off2 < 2000000000 && off2 > -2000000000;
+		off = off2;
 	}
-	/* kept to a step of 10^k ns (or FAT's 2 s), rounded down (rounded up
-	 * by the few that round up: the same step) */
-	int64_t off = ns_of(want) - ns_of(st.st_mtim);
+	/* kept to a step of 10^k ns (or FAT's 2 s), rounded down; or up, by
+	 * the few that round up (or to the nearest: those are not matched) */
+	s->mtime_up = off < 0;
 	off = off < 0 ? -off : off;
 	int64_t step = 1;
 	while (step < 1000000000 && off >= step)
@@ -177,11 +180,13 @@ static void probe_times(struct rstate *s)
 	futimens(s->root, ts);   /* the root as it was */
 }
 
-/* t as DST's filesystem keeps it: down to its step (pre-1970 times too). */
+/* t as DST's filesystem keeps it: down (or up) to its step (pre-1970
+ * times too). */
 static int64_t kept_time(const struct rstate *s, int64_t t)
 {
 	int64_t r = t % s->mtime_step;
-	return t - (r < 0 ? r + s->mtime_step : r);
+	t -= r < 0 ? r + s->mtime_step : r;
+	return s->mtime_up && r ? t + s->mtime_step : t;
 }
 
 int recv_prepare_meta(struct rstate *s)

@@ -30,6 +30,15 @@ struct recv_st {
 	uint32_t nlink, mode, uid, gid;
 };
 
+/* A directory that could not be made: failures below it are counted, not
+ * said one by one. */
+struct recv_nodir {
+	uint64_t below;      /* failures below it */
+	uint8_t failed;      /* it could not be made */
+	uint8_t quiet;       /* ... for a full disk, said once for the run:
+	                        nor is what failed below it */
+};
+
 /* A one-entry cache of the last parent directory opened for data: files
  * arrive directory by directory, and no directory changes meanwhile. */
 struct recv_dircache {
@@ -124,9 +133,8 @@ struct rstate {
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
-	pthread_mutex_t fail_mu; /* failed_dir, failed_below (recv_fail) */
-	char *failed_dir;        /* the last directory that could not be made */
-	uint64_t failed_below;   /* failures below it, not said one by one */
+	pthread_mutex_t fail_mu; /* nodir, full_said (recv_fail) */
+	struct recv_nodir *nodir;   /* per sm entry, once a directory could not be made */
 	int rejected;            /* recv_reject() has said why */
 	struct filter *filter;   /* the filter rules on our side, if any */
 	int filter_scanned;      /* 1: applied by the scan (excluded paths are
@@ -137,6 +145,7 @@ struct rstate {
 	/* how DST's filesystem keeps mtimes (meta.c, probed once a run) */
 	int times_atime;         /* an mtime set alone is dropped: give the atime too */
 	int64_t mtime_step;      /* kept to this many ns (1: exactly) */
+	int mtime_up;            /* ... rounded up, not down */
 	int scan_stored;         /* DST's index holds what its scan saw (dm): the
 	                            save after the data starts from it */
 	int keep_root_meta;      /* DST's own metadata is left as it is */
@@ -304,8 +313,8 @@ int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 
 /* land.c: put things into DST. */
 /* One line: path, what failed, why; counted in res->errors. After a
- * directory could not be made (what == RECV_NO_DIR), failures below it are
- * only counted, and recv_fail_end() says how many. A full disk (ENOSPC,
+ * directory could not be made (what == RECV_NO_DIR), failures at and below
+ * it are only counted, and recv_fail_end() says how many. A full disk (ENOSPC,
  * EDQUOT) is said once a run, by the first to meet it; the run's exit is
  * then 11. Any thread. */
 #define RECV_NO_DIR "cannot create directory"

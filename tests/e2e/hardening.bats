@@ -338,6 +338,25 @@ ext4_disk() {
 	done
 }
 
+@test "full disk: directories that cannot be made are said once, not file by file" {
+	# 30 inodes: the directories run out first, then nothing fits below them
+	mkdir -p "$T/src" "$T/dst"
+	local d
+	for d in $(seq 40); do
+		mkdir "$T/src/d$d"
+		for f in 1 2 3; do echo x >"$T/src/d$d/f$f"; done
+	done
+	mount -t tmpfs -o size=4m,nr_inodes=30 tmpfs "$T/dst" ||
+		skip "SKIPPED: cannot mount a small tmpfs (needs root)"
+	run "$RDCP" -a "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 11 ]
+	[ "$(echo "$output" | grep -c 'No space left on device')" -eq 1 ]
+	[[ "$(echo "$output" | head -1)" =~ ^rdcp:\ d[0-9]+:\ cannot\ create\ directory:\ No\ space\ left\ on\ device$ ]]
+	# the first one's entries below it, counted; nothing else
+	[ "$(echo "$output" | wc -l)" -le 2 ]
+}
+
 # stall_ctl MODE: the far side stops (SIGSTOP) before the data; --timeout 2.
 # The sender holds at the test pause while the receiver waits for its data
 # connection; then the far side is stopped and the sender let go. Pull: the

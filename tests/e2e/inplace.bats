@@ -189,7 +189,9 @@ inplace_keeps_inode() {
 	poke "$T/src/f" 100                   # chunk 0: written in place
 	poke "$T/src/f" $((9 * MiB))          # chunk 2: changed again while sent
 	local rc=0
-	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -a --inplace "$T/src" "$T/dst" 2>"$T/err" &
+	# one stream: chunk 0 comes (and is written) before chunk 2
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -a --inplace --streams 1 "$T/src" "$T/dst" \
+		2>"$T/err" &
 	local pid=$! i
 	for ((i = 0; i < 200; i++)); do [ -e "$T/pause" ] && break; sleep 0.05; done
 	[ -e "$T/pause" ]
