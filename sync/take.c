@@ -599,7 +599,8 @@ static void end_feed(struct rstate *s, struct tp_session *ts, int clean)
 	relay_end(s, clean);
 }
 
-/* The stream ended cleanly: a file it did not complete is left as it was.
+/* The stream ended cleanly: a file it did not complete is left as it was
+ * (in place: with what of it was written; DST's index keeps no row of it).
  * The sender says in CTL_SENT how many it could not send (and why, on its
  * side); recv.c counts any beyond that as errors. */
 static void drop_incomplete(struct rstate *s, const uint32_t *want, uint32_t nwant)
