@@ -6,7 +6,7 @@ PKGS="build-essential pkg-config
 libxxhash-dev libsqlite3-dev libarchive-dev libssl-dev libacl1-dev
 libibverbs-dev librdmacm-dev libcmocka-dev
 bats bc jq python3 rsync attr acl openssh-server openssh-client netcat-openbsd iperf3 xxhash
-time openssl iproute2 procps util-linux e2fsprogs xfsprogs
+time openssl iproute2 procps util-linux e2fsprogs xfsprogs exfat-fuse exfatprogs
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 

@@ -99,7 +99,15 @@ int recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile 
 		STAT_ADD(s->res->errors, 1);
 		return -1;
 	}
+	f->opened_inplace = 1;
 	return 0;
+}
+
+const char *recv_left_as(const struct rfile *f, int written)
+{
+	return f->inplace && written ? "DST's file was partly rewritten in place and is now "
+	                               "damaged; re-run to repair"
+	                             : "it is left as it was";
 }
 
 void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f)

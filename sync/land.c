@@ -24,17 +24,36 @@
 #include "common/log.h"
 #include "sync/recv_int.h"
 
-/* "... and N entries below it": the tail of a failed directory. */
-static void say_below(struct rstate *s)
+/* The directory of sm that could not be made at or above path: its
+ * index, or -1. Under fail_mu. */
+static ssize_t failed_at(const struct rstate *s, const char *path)
 {
-	char shown[4096];
-	if (s->failed_below)
-		log_err("%s: %llu entries below it were not written either",
-		        log_path(shown, sizeof shown, s->failed_dir),
-		        (unsigned long long)s->failed_below);
-	free(s->failed_dir);
-	s->failed_dir = NULL;
-	s->failed_below = 0;
+	if (!s->nodir)
+		return -1;
+	char *p = strdup(path);
+	ssize_t at = -1;
+	for (char *slash = p; p && at < 0 && slash;) {
+		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
+		if (e && s->nodir[e - s->sm.e].failed)
+			at = e - s->sm.e;
+		if ((slash = strrchr(p, '/')))
+			*slash = '\0';
+	}
+	free(p);
+	return at;
+}
+
+/* Directory path could not be made (said, unless quiet): what fails below
+ * it from now on is counted, and said at the end. Under fail_mu. */
+static void mark_failed_dir(struct rstate *s, const char *path, int quiet)
+{
+	const struct idx_entry *e = idx_manifest_find(&s->sm, path);
+	if (!s->nodir && e)
+		s->nodir = calloc(s->sm.n, sizeof *s->nodir);
+	if (!s->nodir || !e)
+		return;   /* (then each failure below it is said) */
+	s->nodir[e - s->sm.e].failed = 1;
+	s->nodir[e - s->sm.e].quiet = (uint8_t)quiet;
 }
 
 void recv_fail(struct rstate *s, const char *path, const char *what, int err)
@@ -42,25 +61,36 @@ void recv_fail(struct rstate *s, const char *path, const char *what, int err)
 	char shown[4096];
 	STAT_ADD(s->res->errors, 1);
 	pthread_mutex_lock(&s->fail_mu);
-	size_t n = s->failed_dir ? strlen(s->failed_dir) : 0;
-	if (s->failed_dir && !strncmp(path, s->failed_dir, n) && (path[n] == '/' || !path[n])) {
-		s->failed_below++;   /* said once for the directory, counted here */
+	ssize_t below = failed_at(s, path);
+	if (below >= 0) {
+		s->nodir[below].below++;   /* said once for the directory, counted here */
 		pthread_mutex_unlock(&s->fail_mu);
 		return;
 	}
-	log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
-	        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
-	if (!strcmp(what, RECV_NO_DIR)) {
-		say_below(s);
-		s->failed_dir = strdup(path);
-	}
+	/* a full disk is said once, naming the first file it stopped: every
+	 * writer after it (up to 8 at once) meets the same */
+	int full = err == ENOSPC || err == EDQUOT;
+	int quiet = full && s->full_said;
+	if (!quiet)
+		log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
+		        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
+	s->full_said |= full;
+	if (!strcmp(what, RECV_NO_DIR))
+		mark_failed_dir(s, path, quiet);
 	pthread_mutex_unlock(&s->fail_mu);
 }
 
 void recv_fail_end(struct rstate *s)
 {
+	char shown[4096];
 	pthread_mutex_lock(&s->fail_mu);
-	say_below(s);
+	for (size_t k = 0; s->nodir && k < s->sm.n; k++)
+		if (s->nodir[k].below && !s->nodir[k].quiet)   /* (a full disk: said once) */
+			log_err("%s: %llu entries below it were not written either",
+			        log_path(shown, sizeof shown, s->sm.e[k].path),
+			        (unsigned long long)s->nodir[k].below);
+	free(s->nodir);
+	s->nodir = NULL;
 	pthread_mutex_unlock(&s->fail_mu);
 }
 
@@ -157,6 +187,55 @@ int recv_remove(struct rstate *s, const char *path)
  * road, as on a filesystem without O_TMPFILE. */
 static int no_tmpfile = -1;
 
+/* fallocate() of len bytes at off, again when a signal cut it short. */
+static int falloc(int fd, uint64_t off, uint64_t len)
+{
+	int rc;
+	do
+		rc = fallocate(fd, 0, (off_t)off, (off_t)len);
+	while (rc < 0 && errno == EINTR);
+	return rc;
+}
+
+/* Room for a large file before its first byte is written: on a disk too
+ * full for it, it fails now, with its one line, and leaves the room to the
+ * files that fit (without it, every file in flight takes part of the space
+ * and none of them lands). Only what will be written into the temp: not
+ * the chunks that come from DST's old file (a reflink costs no room). Not
+ * with -S (its holes stay holes), nor for a small file (written whole at
+ * once). A filesystem that cannot reserve goes on without. 0, or -1
+ * (said). */
+static int reserve(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
+	if (e->size < SYNC_SMALL || (s->r->flags & SYNC_F_SPARSE))
+		return 0;
+	int rc = 0;
+	uint64_t want = 0;
+	if (!f->map.how) {
+		want = e->size;
+		rc = falloc(f->fd, 0, e->size);
+	}
+	for (uint32_t k = 0; f->map.how && k < f->map.n && rc == 0;) {
+		uint32_t end = k;   /* a run of chunks to be written, at once */
+		while (end < f->map.n && f->map.how[end] != CH_HAVE)
+			end++;
+		uint64_t off = (uint64_t)k * IDX_CHUNK_SIZE;
+		uint64_t to = (uint64_t)end * IDX_CHUNK_SIZE < e->size
+		              ? (uint64_t)end * IDX_CHUNK_SIZE : e->size;
+		if (to > off) {
+			want += to - off;
+			rc = falloc(f->fd, off, to - off);
+		}
+		k = end + 1;
+	}
+	if (rc == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
+		return 0;
+	char what[64], b[16];
+	snprintf(what, sizeof what, "no room for its %s", log_bytes(b, want));
+	recv_fail(s, e->path, what, errno);
+	return -1;
+}
+
 /* The temp file in f->dirfd (already open). */
 int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
@@ -169,7 +248,8 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 	if (f->inplace)
 		return recv_inplace_open(s, e, f);
 	if (f->track)   /* --partial: named and recorded, or an earlier run's */
-		return recv_partial_temp(s, e, f);
+		return recv_partial_temp(s, e, f);   /* not reserved: what stays of a cut-off
+		                                        run holds only what came */
 	/* unnamed, it can have its mode from the start (a named temp is the
 	 * user's alone until it is complete) */
 	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC,
@@ -189,6 +269,8 @@ int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *
 		f->dir_lent = 0;
 		return -1;
 	}
+	if (reserve(s, e, f) < 0)
+		return -1;
 	/* size multi-chunk files up front (chunks land in any order); with -S
 	 * any file: its zero blocks at the end are never written */
 	if ((e->nchunks || (s->r->flags & SYNC_F_SPARSE)) &&
@@ -733,7 +815,10 @@ void recv_save_index(struct rstate *s)
 	size_t j = 0;   /* dm and sm are both sorted by path: walked together */
 	for (size_t i = 0; i < s->sm.n; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
+		const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
 		struct stat st;
+		if (e->type == IDX_REG && !s->written[i] && f && f->opened_inplace)
+			continue;   /* failed while written in place: the next scan reads it */
 		if (e->type == IDX_REG && !s->written[i]) {
 			/* untouched by this run: its row is what the scan saw and
 			 * stored (a change since shows at the next scan's stat) */
@@ -744,7 +829,6 @@ void recv_save_index(struct rstate *s)
 				now.e[now.n++] = s->dm.e[j];
 			continue;
 		}
-		const struct rfile *f = s->fetch[i] >= 0 ? &s->files[s->fetch[i]] : NULL;
 		struct recv_st r;
 		if (f && f->st_ok) {   /* its writer's stat as it landed */
 			r = f->st;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/acl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +115,80 @@ static int common_xattrs(struct rstate *s)
 	return err;
 }
 
+static int64_t ns_of(struct timespec t)
+{
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* How DST's filesystem keeps an mtime, tried once a run on DST's root
+ * (then put back as it was): exFAT over FUSE drops an mtime set without
+ * an atime (UTIME_OMIT) and keeps whole seconds, FAT keeps 2 s, NTFS
+ * 100 ns. Without this every file there differs in time at every run and
+ * is sent again. Sets s->times_atime and s->mtime_step. */
+static void probe_times(struct rstate *s)
+{
+	/* Linux's own filesystems that keep nanoseconds are not asked (the
+	 * probe moves the root's ctime) */
+	static const unsigned long exact[] = { 0xEF53 /* ext2-4 */, 0x58465342 /* xfs */,
+	                                       0x9123683E /* btrfs */, 0x01021994 /* tmpfs */,
+	                                       0x2FC12FC1 /* zfs */, 0xF2F52010 /* f2fs */,
+	                                       0x794C7630 /* overlay */ };
+	struct stat st0, st;
+	struct statfs fs;
+	s->mtime_step = 1;
+	if (!(s->r->flags & SYNC_F_TIMES) || (s->r->flags & SYNC_F_DRYRUN) || s->root < 0 ||
+	    fstatfs(s->root, &fs) < 0 || fstat(s->root, &st0) < 0)
+		return;
+	for (size_t k = 0; k < sizeof exact / sizeof *exact; k++)
+		if ((unsigned long)fs.f_type == exact[k])
+			return;
+	/* an odd second well before the root's own mtime, with all the
+	 * nanoseconds there can be: any rounding shows, and none gives back
+	 * the time the root had */
+	struct timespec want = { (st0.st_mtim.tv_sec - 10) | 1, 999999999 };
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, want };
+	if (futimens(s->root, ts) < 0 || fstat(s->root, &st) < 0)
+		return;   /* not ours to set: the run says so where it sets one */
+	int64_t off = ns_of(want) - ns_of(st.st_mtim);
+	if (off >= 2000000000 || off <= -2000000000) {
+		ts[0] = st0.st_atim;   /* not kept (or set to now): with the atime, then */
+		if (futimens(s->root, ts) < 0 || fstat(s->root, &st) < 0)
+			return;
+		int64_t off2 = ns_of(want) - ns_of(st.st_mtim);
+		s->times_atime = off2 < 2000000000 && off2 > -2000000000;
+		off = off2;
+	}
+	/* kept to a step of 10^k ns (or FAT's 2 s), rounded down; or up, by
+	 * the few that round up (or to the nearest: those are not matched) */
+	s->mtime_up = off < 0;
+	off = off < 0 ? -off : off;
+	int64_t step = 1;
+	while (step < 1000000000 && off >= step)
+		step *= 10;
+	if (off >= step)
+		step = 2000000000;
+	if (off >= step) {
+		char shown[300];
+		log_warn("%s: its filesystem does not keep modification times (set, they read back "
+		         "unchanged): every run will find its files changed and send them again",
+		         log_path(shown, sizeof shown, s->root_path));
+		step = 1;
+	}
+	s->mtime_step = step;
+	ts[0] = st0.st_atim;
+	ts[1] = st0.st_mtim;
+	futimens(s->root, ts);   /* the root as it was */
+}
+
+/* t as DST's filesystem keeps it: down (or up) to its step (pre-1970
+ * times too). */
+static int64_t kept_time(const struct rstate *s, int64_t t)
+{
+	int64_t r = t % s->mtime_step;
+	t -= r < 0 ? r + s->mtime_step : r;
+	return s->mtime_up && r ? t + s->mtime_step : t;
+}
+
 int recv_prepare_meta(struct rstate *s)
 {
 	const struct sync_opts *o = s->r->o;
@@ -125,8 +200,13 @@ int recv_prepare_meta(struct rstate *s)
 		log_err("--chmod: '%s' is not a mode rdcp understands", o->chmod);
 		return rc;
 	}
+	probe_times(s);
 	for (size_t i = 0; i < s->sm.n; i++) {
 		struct idx_entry *e = &s->sm.e[i];
+		/* compared with DST's as it will keep them: a re-run finds them
+		 * the same (rsync's --modify-window, found by itself) */
+		if (s->mtime_step > 1)
+			e->mtime_ns = kept_time(s, e->mtime_ns);
 		if (s->chmod && e->type != IDX_LNK)
 			e->mode = sync_chmod_apply(s->chmod, e->mode, e->type == IDX_DIR);
 		if (e->x && e->x->nacl)
@@ -338,6 +418,19 @@ static struct timespec mtime_of(const struct idx_entry *e)
 	return (struct timespec){ e->mtime_ns / 1000000000, e->mtime_ns % 1000000000 };
 }
 
+/* e's mtime on fd (name NULL) or on name in fd (flags: AT_SYMLINK_NOFOLLOW),
+ * with the atime it has where DST's filesystem drops an mtime set alone.
+ * 0 or -1 with errno. */
+static int set_mtime(const struct rstate *s, int fd, const char *name, int flags,
+                     const struct idx_entry *e)
+{
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
+	struct stat st;
+	if (s->times_atime && fstatat(fd, name ? name : "", &st, name ? flags : AT_EMPTY_PATH) == 0)
+		ts[0] = st.st_atim;
+	return name ? utimensat(fd, name, ts, flags) : futimens(fd, ts);
+}
+
 mode_t recv_mode_of(const struct rstate *s, const struct idx_entry *e)
 {
 	/* without -p, as rsync: the source's mode less the umask */
@@ -371,11 +464,8 @@ void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned
 		set_acls(s, &t, fdpath, e, mode);
 	if ((f & SYNC_F_XATTRS) && (what & IDX_M_XATTR) && (e->got & IDX_GOT_XATTRS))
 		set_xattrs(s, &t, e);
-	if (f & SYNC_F_TIMES) {
-		struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
-		if (futimens(fd, ts) < 0)
-			recv_fail(s, p, "cannot set times", errno);
-	}
+	if ((f & SYNC_F_TIMES) && set_mtime(s, fd, NULL, 0, e) < 0)
+		recv_fail(s, p, "cannot set times", errno);
 }
 
 void recv_apply_link(struct rstate *s, int pd, const char *name, const struct idx_entry *e,
@@ -396,11 +486,8 @@ void recv_apply_link(struct rstate *s, int pd, const char *name, const struct id
 			set_xattrs(s, &t, e);
 		}
 	}
-	if (f & SYNC_F_TIMES) {
-		struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
-		if (utimensat(pd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-			recv_fail(s, e->path, "cannot set times", errno);
-	}
+	if ((f & SYNC_F_TIMES) && set_mtime(s, pd, name, AT_SYMLINK_NOFOLLOW, e) < 0)
+		recv_fail(s, e->path, "cannot set times", errno);
 }
 
 void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *e,
@@ -427,9 +514,6 @@ void recv_apply_special(struct rstate *s, int opath_fd, const struct idx_entry *
 	}
 	if ((f & SYNC_F_XATTRS) && (what & IDX_M_XATTR) && (e->got & IDX_GOT_XATTRS))
 		set_xattrs(s, &t, e);
-	if (f & SYNC_F_TIMES) {
-		struct timespec ts[2] = { { 0, UTIME_OMIT }, mtime_of(e) };
-		if (utimensat(AT_FDCWD, fdpath, ts, 0) < 0)
-			recv_fail(s, e->path, "cannot set times", errno);
-	}
+	if ((f & SYNC_F_TIMES) && set_mtime(s, AT_FDCWD, fdpath, 0, e) < 0)
+		recv_fail(s, e->path, "cannot set times", errno);
 }

@@ -698,6 +698,8 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
 	if (!res->code && s.gap_short)
 		res->code = RD_EXIT_CONN;   /* lost on the way: a fan-out retries it */
+	else if (!res->code && s.full_said)
+		res->code = RD_EXIT_FILEIO;   /* as rsync: a file did not fit, the rest landed */
 	else if (!res->code && res->errors)
 		res->code = RD_EXIT_PARTIAL;
 	else if (!res->code && s.unsent)

@@ -30,6 +30,15 @@ struct recv_st {
 	uint32_t nlink, mode, uid, gid;
 };
 
+/* A directory that could not be made: failures below it are counted, not
+ * said one by one. */
+struct recv_nodir {
+	uint64_t below;      /* failures below it */
+	uint8_t failed;      /* it could not be made */
+	uint8_t quiet;       /* ... for a full disk, said once for the run:
+	                        nor is what failed below it */
+};
+
 /* A one-entry cache of the last parent directory opened for data: files
  * arrive directory by directory, and no directory changes meanwhile. */
 struct recv_dircache {
@@ -61,6 +70,8 @@ struct rfile {
 	int inplace;         /* --inplace, --append: fd is DST's file itself */
 	uint32_t unchecked;  /* --append: DST's first chunks kept, never compared
 	                        with the sender's (inplace.c; its index row) */
+	int opened_inplace;  /* ... opened for writing: until it lands, DST may
+	                        hold a mix of old and new (no index row) */
 	/* --partial (partial.c): the temp is named and recorded in the index */
 	int track;           /* record its verified chunks */
 	int resume;          /* tmp names an earlier run's temp, reused */
@@ -126,16 +137,19 @@ struct rstate {
 	char *top;               /* the sender's top name */
 	char *only, *mapto;      /* our scan's only name; what top becomes */
 	uint32_t *want, nwant;   /* sm indices the plan fetches */
-	pthread_mutex_t fail_mu; /* failed_dir, failed_below (recv_fail) */
-	char *failed_dir;        /* the last directory that could not be made */
-	uint64_t failed_below;   /* failures below it, not said one by one */
+	pthread_mutex_t fail_mu; /* nodir, full_said (recv_fail) */
+	struct recv_nodir *nodir;   /* per sm entry, once a directory could not be made */
 	int rejected;            /* recv_reject() has said why */
 	struct filter *filter;   /* the filter rules on our side, if any */
 	int filter_scanned;      /* 1: applied by the scan (excluded paths are
 	                            not in dm); 0: --delete asks it per path */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
-	int full_said;           /* the small files' writers: a full disk said */
+	int full_said;           /* a full disk was said (recv_fail): once a run */
+	/* how DST's filesystem keeps mtimes (meta.c, probed once a run) */
+	int times_atime;         /* an mtime set alone is dropped: give the atime too */
+	int64_t mtime_step;      /* kept to this many ns (1: exactly) */
+	int mtime_up;            /* ... rounded up, not down */
 	int scan_stored;         /* DST's index holds what its scan saw (dm): the
 	                            save after the data starts from it */
 	int keep_root_meta;      /* DST's own metadata is left as it is */
@@ -213,6 +227,10 @@ void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f);
  * there was nothing unchecked), 1 when DST's digests are not known (no row
  * may vouch for the file), -ENOMEM. */
 int  recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n);
+/* The end of a line saying f failed: "it is left as it was", or, for a
+ * file written in place once anything of it was written (written), that
+ * DST's file is now damaged. */
+const char *recv_left_as(const struct rfile *f, int written);
 
 /* partial.c: --partial. load: the records of DST's index (before its temps
  * are cleaned); kept: 1 when the temp name in directory dir is a recorded
@@ -243,8 +261,9 @@ int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);
 int  recv_map_ids(struct rstate *s);
 
 /* meta.c: the sender's entries made what DST should hold (recv_map_ids(),
- * --chmod, ACL base entries from the mode, the xattrs both sides read);
- * before the plan. 0 or an error (said). */
+ * --chmod, ACL base entries from the mode, the xattrs both sides read,
+ * mtimes as DST's filesystem keeps them); before the plan. 0 or an error
+ * (said). */
 int  recv_prepare_meta(struct rstate *s);
 /* 1 when the open file fd (st its stat) has the xattrs and ACLs e should
  * have, as far as the run keeps them (-X, -A; else 1): --link-dest. */
@@ -305,8 +324,10 @@ int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 
 /* land.c: put things into DST. */
 /* One line: path, what failed, why; counted in res->errors. After a
- * directory could not be made (what == RECV_NO_DIR), failures below it are
- * only counted, and recv_fail_end() says how many. Any thread. */
+ * directory could not be made (what == RECV_NO_DIR), failures at and below
+ * it are only counted, and recv_fail_end() says how many. A full disk (ENOSPC,
+ * EDQUOT) is said once a run, by the first to meet it; the run's exit is
+ * then 11. Any thread. */
 #define RECV_NO_DIR "cannot create directory"
 void recv_fail(struct rstate *s, const char *path, const char *what, int err);
 void recv_fail_end(struct rstate *s);

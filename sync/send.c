@@ -1130,7 +1130,11 @@ static int send_data(struct sstate *s)
 	if (rc == 0)
 		rc = tp_finish(s->ts);
 	if (rc < 0) {
-		tp_report_failure(rc, s->res->bytes, s->ts, 1);
+		/* a receiver whose disk is full has said so, naming the file:
+		 * once is enough */
+		int full = tp_peer_status(s->ts) == ENOSPC || tp_peer_status(s->ts) == EDQUOT;
+		if (!full)
+			tp_report_failure(rc, s->res->bytes, s->ts, 1);
 		return rc;
 	}
 	/* what could not be sent, before the receiver decides on deletions */

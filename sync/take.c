@@ -179,9 +179,12 @@ static void chunk_end(struct cjob *c)
 	if (f->failed) {
 		/* another chunk of it failed meanwhile: already said */
 	} else if (c->bad) {
+		/* in place, the chunks written before it (or on their way now)
+		 * are in DST's file */
 		log_err("%s: chunk %u does not match the sender's hash: the file changed while "
-		        "it was sent, or was damaged in transit; it is left as it was",
-		        log_path(shown, sizeof shown, e->path), c->k);
+		        "it was sent, or was damaged in transit; %s",
+		        log_path(shown, sizeof shown, e->path), c->k,
+		        recv_left_as(f, f->got || f->inflight));
 		STAT_ADD(s->res->errors, 1);
 		fail_file(f);
 	} else if (c->j.err) {
@@ -347,20 +350,16 @@ static int unpack_close(void *ctx, uint64_t index, int err, const uint8_t *hash,
 	f->failed = 1;
 	recv_drop_file(f);
 	if (err && err != EPROTO && err != EBADMSG) {
-		int full = err == ENOSPC || err == EDQUOT;
-		/* a full disk is said once, by the first writer to meet it: the
-		 * others (up to 8) may be in a write of their own at that moment */
-		if (full && __atomic_exchange_n(&s->full_said, 1, __ATOMIC_RELAXED))
-			STAT_ADD(s->res->errors, 1);
-		else
-			recv_fail(s, e->path, "cannot write", err);
-		return full ? -err : 0;
+		recv_fail(s, e->path, "cannot write", err);   /* a full disk: said once */
+		return err == ENOSPC || err == EDQUOT ? -err : 0;
 	}
-	log_err("%s: %s; it is left as it was", log_path(shown, sizeof shown, e->path),
+	/* (a malformed entry or a bad tag is found before it is written; a
+	 * hash that does not match, only after) */
+	log_err("%s: %s; %s", log_path(shown, sizeof shown, e->path),
 	        err == EPROTO ? "came malformed in the stream of small files"
 	        : err ? "does not match the tag it came with (damaged or altered in transit)"
 	              : "does not match the sender's hash (changed while sent, or "
-	                "damaged in transit)");
+	                "damaged in transit)", recv_left_as(f, !err));
 	STAT_ADD(s->res->errors, 1);
 	return 0;
 }
@@ -568,6 +567,11 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 		if (rc < 0 && !relay_on(s, rc))
 			break;
 	}
+	/* stopped before the stream's end (a full disk, a rejection, a lost
+	 * connection): the archive's reader stops where it is, quietly; the
+	 * rest of the archive never came, which is not the sender's damage */
+	if (rc < 0 && up)
+		unpacker_abandon(up);
 	io_pool_stop(io);   /* every chunk on its way is written and counted */
 	int werr = __atomic_load_n(&s->werr, __ATOMIC_RELAXED);
 	if (rc >= 0 && werr && !s->relay_err && !relay_on(s, -werr))
@@ -601,7 +605,8 @@ static void end_feed(struct rstate *s, struct tp_session *ts, int clean)
 	relay_end(s, clean);
 }
 
-/* The stream ended cleanly: a file it did not complete is left as it was.
+/* The stream ended cleanly: a file it did not complete is left as it was
+ * (in place: with what of it was written; DST's index keeps no row of it).
  * The sender says in CTL_SENT how many it could not send (and why, on its
  * side); recv.c counts any beyond that as errors. */
 static void drop_incomplete(struct rstate *s, const uint32_t *want, uint32_t nwant)

@@ -466,3 +466,78 @@ landed_lie() {
 	[[ "$output" == *"/prev: Not a directory (not used)"* ]]
 	[ "$(stat -c %i "$T/dst/g")" != "$(stat -c %i "$T/other/g")" ]
 }
+
+# exfat_disk DIR: a 64 MiB exFAT filesystem through FUSE (exfat-fuse) on a
+# loop device: no O_TMPFILE, mtimes kept to the second, and an mtime set
+# without its atime (UTIME_OMIT) dropped. The loop device is detached at
+# once: it goes when the filesystem is unmounted (teardown does).
+exfat_disk() {
+	command -v mkfs.exfat >/dev/null && command -v mount.exfat-fuse >/dev/null ||
+		skip "SKIPPED LOUDLY: exfat-fuse and exfatprogs missing (scripts/deps.sh installs them)"
+	[ -c /dev/fuse ] || skip "SKIPPED LOUDLY: no /dev/fuse"
+	truncate -s 64M "$T/exfat.img"
+	mkfs.exfat "$T/exfat.img" >/dev/null
+	local dev
+	dev=$(losetup -f --show "$T/exfat.img") || skip "SKIPPED LOUDLY: no loop device (needs root)"
+	mkdir -p "$1"
+	if ! mount.exfat-fuse "$dev" "$1" 2>"$T/mount.err"; then
+		cat "$T/mount.err"; losetup -d "$dev"
+		skip "SKIPPED LOUDLY: cannot mount exFAT through FUSE"
+	fi
+	losetup -d "$dev"
+}
+
+# a tree whose times have nanoseconds: small files, a large one, a
+# multi-chunk one, a directory
+times_src() {
+	mkdir -p "$T/src/sub"
+	echo small >"$T/src/small"
+	echo s2 >"$T/src/sub/s2"
+	head -c 300000 /dev/urandom >"$T/src/big"
+	head -c $((9 << 20)) /dev/urandom >"$T/src/huge"
+	touch -d '2020-01-02 03:04:05.123456789' "$T/src/small" "$T/src/big" "$T/src/huge" \
+		"$T/src/sub/s2" "$T/src/sub"
+}
+
+@test "exFAT over FUSE (no O_TMPFILE, whole seconds): mtimes kept, a re-run sends nothing" {
+	exfat_disk "$T/mnt"
+	times_src
+	run "$RDCP" -a -i "$T/src/" "$T/mnt/d"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	local f
+	for f in small big huge sub/s2 sub; do   # the second, as exFAT keeps it
+		[ "$(stat -c %Y "$T/mnt/d/$f")" = "$(stat -c %Y "$T/src/$f")" ]
+	done
+	# again: nothing sent, no time differs (the modes exFAT cannot keep
+	# are itemized each time, as rsync -a does on the same mount)
+	run "$RDCP" -a -i "$T/src/" "$T/mnt/d"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	! echo "$output" | grep -E '^[<>]f|^[.<>cd][fdL]..t'
+	rsync -a "$T/src/" "$T/mnt/r"
+	diff <(rsync -ai "$T/src/" "$T/mnt/r" | awk '{print $1}' | sort | uniq -c) \
+		<(echo "$output" | awk '{print $1}' | sort | uniq -c)
+	run "$RDCP" -a --json "$T/src/" "$T/mnt/d"
+	[ "$(echo "$output" | json_field bytes_sent)" -eq 0 ]
+	# without modes (-rt): a re-run says nothing at all
+	run "$RDCP" -rt -i "$T/src/" "$T/mnt/t"
+	[ "$status" -eq 0 ]
+	run "$RDCP" -rt -i "$T/src/" "$T/mnt/t"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
+
+@test "named temp files (no O_TMPFILE) on tmpfs: mtimes kept, a re-run says nothing" {
+	mkdir -p "$T/dst"
+	mount -t tmpfs -o size=64m tmpfs "$T/dst" || skip "SKIPPED LOUDLY: cannot mount a tmpfs (needs root)"
+	times_src
+	RDCP_TEST_NO_TMPFILE=1 run "$RDCP" -a -i "$T/src/" "$T/dst/d"
+	[ "$status" -eq 0 ]
+	same "$T/src" "$T/dst/d"
+	RDCP_TEST_NO_TMPFILE=1 run "$RDCP" -a -i "$T/src/" "$T/dst/d"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}

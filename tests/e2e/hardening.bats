@@ -398,6 +398,88 @@ PY
 	for f in $items; do cmp "$T/src/$f" "$T/dst/$f"; done
 }
 
+# ext4_disk DIR MiB: a small ext4 filesystem, loop-mounted on DIR (a real
+# disk's allocator: fallocate, reserved blocks, delayed allocation)
+ext4_disk() {
+	command -v mkfs.ext4 >/dev/null || skip "SKIPPED: mkfs.ext4 missing (scripts/deps.sh installs e2fsprogs)"
+	truncate -s "$2M" "$T/ext4.img"
+	mkfs.ext4 -q -F -m 0 "$T/ext4.img"
+	mkdir -p "$1"
+	mount -o loop "$T/ext4.img" "$1" || skip "SKIPPED: cannot loop-mount an ext4 image (needs root and /dev/loop*)"
+}
+
+@test "full disk: two 15 MiB files into 20 MiB free keeps one" {
+	ext4_disk "$T/dst" 23
+	local free; free=$(df -B1 --output=avail "$T/dst" | tail -1)
+	echo "free: $free"
+	[ "$free" -gt $((15 << 20)) ] && [ "$free" -lt $((30 << 20)) ]
+	mkdir "$T/src"
+	head -c $((15 << 20)) /dev/urandom >"$T/src/a"
+	head -c $((15 << 20)) /dev/urandom >"$T/src/b"
+	run "$RDCP" -a "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 11 ]   # rsync's: a file I/O error
+	# one line, naming the file that did not fit
+	[ "$(echo "$output" | wc -l)" -eq 1 ]
+	[[ "$output" =~ ^rdcp:\ ([ab]):\ no\ room\ for\ its\ 15.00\ MiB:\ No\ space\ left\ on\ device$ ]]
+	local lost=${BASH_REMATCH[1]} kept=a
+	[ "$lost" = a ] && kept=b
+	cmp "$T/src/$kept" "$T/dst/$kept"   # what fits lands, whole
+	[ ! -e "$T/dst/$lost" ]
+	[ -z "$(ls -A "$T/dst" | grep -v -e '^lost+found$' -e "^$kept\$")" ]   # no temp left
+}
+
+@test "full disk: said once, never as a damaged archive" {
+	# six large files and 300 small ones into 1 MiB: large files are
+	# reserved, small ones write until the disk is full; a writer, a chunk
+	# and the archive's reader each meet it, in any order, six times over
+	mkdir -p "$T/src"
+	for i in $(seq 300); do head -c 8000 /dev/urandom >"$T/src/f$i"; done
+	for i in $(seq 6); do head -c 300000 /dev/urandom >"$T/src/big$i"; done
+	local run mode
+	for run in 1 2 3 4 5 6; do
+		for mode in local push pull; do
+			mkdir -p "$T/dst"
+			mount -t tmpfs -o size=1m tmpfs "$T/dst" ||
+				skip "SKIPPED: cannot mount a 1 MiB tmpfs (needs root)"
+			echo old >"$T/dst/keep"
+			run sync_in "$mode" -r -a -i "$T/src/" "$T/dst"
+			local said; said=$(echo "$output" | grep -v -e '^[<>]f' -e '^\.d' || true)
+			echo "run $run, $mode: exit $status: $said"
+			[ "$status" -eq 11 ]
+			# the sender's archive is whole: what stopped is the disk
+			! echo "$output" | grep -qi -e damaged -e truncated -e 'archive format'
+			[ "$(echo "$said" | wc -l)" -eq 1 ]
+			[[ "$said" == *": No space left on device" ]]
+			[ "$(cat "$T/dst/keep")" = old ]
+			local f
+			for f in $(echo "$output" | grep '^[<>]f' | awk '{print $2}'); do
+				cmp "$T/src/$f" "$T/dst/$f"
+			done
+			umount "$T/dst"
+		done
+	done
+}
+
+@test "full disk: directories that cannot be made are said once, not file by file" {
+	# 30 inodes: the directories run out first, then nothing fits below them
+	mkdir -p "$T/src" "$T/dst"
+	local d
+	for d in $(seq 40); do
+		mkdir "$T/src/d$d"
+		for f in 1 2 3; do echo x >"$T/src/d$d/f$f"; done
+	done
+	mount -t tmpfs -o size=4m,nr_inodes=30 tmpfs "$T/dst" ||
+		skip "SKIPPED: cannot mount a small tmpfs (needs root)"
+	run "$RDCP" -a "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 11 ]
+	[ "$(echo "$output" | grep -c 'No space left on device')" -eq 1 ]
+	[[ "$(echo "$output" | head -1)" =~ ^rdcp:\ d[0-9]+:\ cannot\ create\ directory:\ No\ space\ left\ on\ device$ ]]
+	# the first one's entries below it, counted; nothing else
+	[ "$(echo "$output" | wc -l)" -le 2 ]
+}
+
 # stall_ctl MODE: the far side stops (SIGSTOP) before the data; --timeout 2.
 # The sender holds at the test pause while the receiver waits for its data
 # connection; then the far side is stopped and the sender let go. Pull: the

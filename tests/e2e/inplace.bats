@@ -237,3 +237,36 @@ append_poison() {
 	[[ "$output" == *"--inplace with -b/--backup-dir is not supported"* ]]
 	[ ! -e "$T/dst" ]
 }
+
+@test "--inplace: a chunk that does not verify after others were written says the file is damaged, not left as it was" {
+	mkdir "$T/src"
+	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
+	sync_in local --sync -a "$T/src" "$T/dst"
+	cp "$T/dst/f" "$T/old"
+	poke "$T/src/f" 100                   # chunk 0: written in place
+	poke "$T/src/f" $((9 * MiB))          # chunk 2: changed again while sent
+	local rc=0
+	# one stream: chunk 0 comes (and is written) before chunk 2
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -a --inplace --streams 1 "$T/src" "$T/dst" \
+		2>"$T/err" &
+	local pid=$! i
+	for ((i = 0; i < 200; i++)); do [ -e "$T/pause" ] && break; sleep 0.05; done
+	[ -e "$T/pause" ]
+	poke "$T/src/f" $((9 * MiB + 1))
+	rm "$T/pause"
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 23 ]
+	grep -q "f: chunk 2 does not match the sender's hash" "$T/err"
+	# what it says is what DST holds
+	if cmp -s "$T/old" "$T/dst/f"; then
+		grep -q "it is left as it was" "$T/err"
+	else
+		! grep -q "left as it was" "$T/err"
+		grep -q "DST's file was partly rewritten in place and is now damaged; re-run to repair" "$T/err"
+	fi
+	! cmp -s "$T/old" "$T/dst/f"          # chunk 0 went first: it is not as it was
+	# the index does not vouch for it: a -c run finds and repairs it
+	"$RDCP" --sync -a -c --inplace "$T/src" "$T/dst"
+	cmp "$T/src/f" "$T/dst/f"
+}
