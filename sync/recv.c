@@ -182,6 +182,12 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	int dry = s->r->flags & SYNC_F_DRYRUN;
 	struct stat st;
 	int exists = stat(dst, &st) == 0, isdir = exists && S_ISDIR(st.st_mode);
+	if (!exists && errno != ENOENT) {
+		/* rsync's words and exit (3): a parent not searchable, not a dir */
+		int err = errno;
+		log_err("%s: cannot stat destination: %s", dst, strerror(err));
+		return -err;
+	}
 	size_t len = strlen(dst);
 	int slash = len > 1 && dst[len - 1] == '/';
 	*only = *mapto = NULL;
@@ -279,8 +285,9 @@ static int read_ready(struct rstate *s)
 	uint8_t type;
 	size_t n;
 	int rc = sync_recv(s->r, "sender", &type, &n);
-	if (rc == 0 && type == CTL_ERROR && n == 4 && s->r->o->relay) {
-		/* a fan-out whose source failed: its client said why, once */
+	if (rc == 0 && type == CTL_ERROR && n == 4) {
+		/* a sender that said why itself (a client, or a fan-out's
+		 * source): a far receiver would only repeat it under its name */
 		s->res->code = sync_peer_code(c, n);
 		return -ECANCELED;
 	}

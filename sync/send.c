@@ -902,8 +902,14 @@ static int scan_and_send(struct sstate *s)
 	rc = r->o->files_from ? sync_files_root(r->path, &s->root, &is_dir)
 	                      : src_split(r->path, r->flags, &s->root, &s->only, &is_dir);
 	if (rc < 0) {
-		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
-		s->res->code = RD_EXIT_SELECT;
+		/* as rsync: a SRC that cannot be stat'ed is a file that failed
+		 * (23); one that is not what the options need is unusable (3) */
+		uint32_t code = r->o->files_from || rc == -EISDIR || rc == -ENOMEM
+		                ? RD_EXIT_SELECT : RD_EXIT_PARTIAL;
+		/* we said why; a far receiver prints nothing more (no text) */
+		ctl_error(r->ctl, (int)code, r->is_client ? "" : "the source cannot be used "
+		          "(see above)");
+		s->res->code = code;
 		return rc;
 	}
 	/* --sync of a directory named without a trailing '/': its contents,

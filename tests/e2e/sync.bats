@@ -229,10 +229,10 @@ PY
 	[ "$status" -eq 1 ]
 }
 
-@test "missing source: exit 3, names it" {
+@test "missing source: exit 23 (as rsync), names it" {
 	run "$RDCP" -r "$T/nope" "$T/dst"
 	echo "$output"
-	[ "$status" -eq 3 ]
+	[ "$status" -eq 23 ]
 	[[ "$output" == *"$T/nope"* ]]
 }
 
