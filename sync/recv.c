@@ -485,6 +485,7 @@ static int read_sent(struct rstate *s)
 	}
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
+	s->res->vanished = s->unsent - unread;   /* --json */
 	if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",

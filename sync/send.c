@@ -1141,6 +1141,7 @@ static int send_data(struct sstate *s)
 	put_u64(sent, q.changed + q.failed);
 	put_u64(sent + 8, q.failed);
 	s->res->errors = q.changed;   /* await_done turns this into exit 24 */
+	s->res->vanished = q.changed;   /* --json's: the receiver's DONE has no such count */
 	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */
 	return ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
 }

@@ -380,6 +380,8 @@ struct sync_result {
 	uint64_t matched;          /* bytes of changed files reused from DST's old
 	                              versions, not sent (rsync's "Matched data") */
 	/* this side's own, for the report (not in DONE) */
+	uint64_t vanished;         /* files that vanished or changed while being
+	                              sent: the sender's count (exit 24) */
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
 	uint64_t flist_bytes;      /* the file list's encoded size */

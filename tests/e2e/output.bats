@@ -229,6 +229,75 @@ print(json.dumps(d[sys.argv[2]]))' "$@"
 	[ "$rc" -eq 23 ] && [ "$(json_field "$T/j" errors)" = 1 ]
 }
 
+# jq_field FILE NAME: one field of the --json object in FILE (must exist)
+jq_field() {
+	jq -r --arg k "$2" 'if has($k) then .[$k] else error("no field \($k)") end' "$1"
+}
+
+# paused_vanish MODE: a --json run in MODE whose sender pauses after its
+# scan, while two of SRC's files are removed; its JSON in $T/j, exit in $rc
+paused_vanish() {
+	local mode=$1
+	rm -f "$T/pause"; rm -rf "$T/s2"; cp -a "$T/s" "$T/s2"
+	head -c 200000 /dev/urandom >"$T/s2/big"
+	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" -a --json "$T/s2/" "$T/a/v$mode" >"$T/j" 2>"$T/err" &
+	local pid=$!
+	for _ in $(seq 500); do [ -e "$T/pause" ] && break; sleep 0.01; done
+	rm "$T/s2/sub/b" "$T/s2/big"
+	rm "$T/pause"
+	rc=0; wait $pid || rc=$?
+	cat "$T/j" "$T/err"
+}
+
+@test "--json: errors agrees with the exit code: vanished files (24) counted in errors and vanished (local, push, pull)" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		paused_vanish $mode
+		[ "$rc" -eq 24 ]
+		[ "$(jq_field "$T/j" exit_code)" = 24 ]
+		[ "$(jq_field "$T/j" vanished)" = 2 ]
+		[ "$(jq_field "$T/j" errors)" = 2 ]
+	done
+}
+
+@test "--json: errors agrees with the exit code: a failed entry (23) is an error, not vanished; success has none" {
+	mk_src
+	mkdir -p "$T/a/f/a/in" && echo x >"$T/a/f/a/in/f"   # a full dir where SRC has a file
+	local rc=0
+	"$RDCP" -a --json "$T/s/" "$T/a/f" >"$T/j" 2>"$T/err" || rc=$?
+	cat "$T/j" "$T/err"
+	[ "$rc" -eq 23 ]
+	[ "$(jq_field "$T/j" exit_code)" = 23 ]
+	[ "$(jq_field "$T/j" errors)" = 1 ]
+	[ "$(jq_field "$T/j" vanished)" = 0 ]
+	"$RDCP" -a --json "$T/s/" "$T/a/ok" >"$T/j"
+	[ "$(jq_field "$T/j" exit_code)" = 0 ]
+	[ "$(jq_field "$T/j" errors)" = 0 ]
+	[ "$(jq_field "$T/j" vanished)" = 0 ]
+}
+
+@test "--json: transport is always named: tcp when data moved, none on a no-op, a dry run or a run that failed early" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		sync_in $mode -a --json "$T/s/" "$T/a/t$mode" >"$T/j"
+		[ "$(jq_field "$T/j" transport)" = tcp ]
+		sync_in $mode -a --json "$T/s/" "$T/a/t$mode" >"$T/j"   # nothing to do
+		[ "$(jq_field "$T/j" files_sent)" = 0 ]
+		[ "$(jq_field "$T/j" transport)" = none ]
+	done
+	"$RDCP" -a -n --json "$T/s/" "$T/a/dry" >"$T/j"
+	[ "$(jq_field "$T/j" transport)" = none ]
+	"$RDCP" -a --json "$T/nosuch" "$T/a/x" >"$T/j" 2>/dev/null || true
+	[ "$(jq_field "$T/j" exit_code)" = 23 ]
+	[ "$(jq_field "$T/j" transport)" = none ]
+	# every field of the schema in docs/rdcp.1 is there, and no other
+	diff <(jq -r 'keys_unsorted[]' "$T/j") \
+	     <(sed -n '/^    {"rdcp":1/,/}$/p' "$BATS_TEST_DIRNAME/../../docs/rdcp.1" |
+	       grep -o '"[a-z_0-9]*":' | tr -d '":' )
+}
+
 @test "--stats: rsync's figures, the same as rsync's on the same trees" {
 	mk_src
 	twin_dst
