@@ -86,6 +86,10 @@ long long ctl_idle_ms(const struct ctl *c);
 /* n bytes of what was not a frame, for a message: printable ASCII as is,
  * the rest as \ooo, at most cap - 1 characters. Returns out. */
 char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap);
+/* The same junk as what a remote shell printed: its text up to the first
+ * byte that is not (where rdcp's own protocol begins), newlines, tabs and
+ * escapes written \n, \t, \e, and "..." when more followed. Returns out. */
+char *ctl_shell_text(const uint8_t *junk, size_t n, char *out, size_t cap);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
 /* Stop the keep-alive thread, free the buffer (not the fds). */

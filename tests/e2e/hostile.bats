@@ -133,10 +133,10 @@ attack() {
 # --- a remote shell that is not clean (rsync: "is your shell clean?", exit 2) ---
 
 @test "a remote shell that prints a banner on stdout (pull): rsync's hint, exit 2" {
-	attack pull banner 2 "rdcp: protocol error: the remote shell printed something before rdcp started (is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\012\\033[1mHave a nice day\\012"
+	attack pull banner 2 "rdcp: protocol error: the remote shell printed something before rdcp started (is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\n\\e[1mHave a nice day\\n'"
 }
 @test "a remote shell that prints a banner on stdout (push): rsync's hint, exit 2" {
-	attack push banner 2 "(is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\012"
+	attack push banner 2 "(is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\n\\e[1mHave a nice day\\n'"
 }
 
 # --- a sender that knows the key and lies in the data session ---

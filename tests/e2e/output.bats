@@ -376,3 +376,17 @@ at_least() {
 		grep -q 'f+++++++++ a$' "$T/out"
 	done
 }
+
+@test "--help: every exit code of rdcp(1)'s EXIT STATUS (2 included), -V, and no redundant -r beside --sync" {
+	run "$RDCP" --help
+	[ "$status" -eq 0 ]
+	local man=$BATS_TEST_DIRNAME/../../docs/rdcp.1
+	# the codes the man page lists (.TP then .B N), and those --help lists
+	local want got
+	want=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man" | grep -A1 '^\.TP' | sed -n 's/^\.B \([0-9]*\)$/\1/p' | sort -n | tr '\n' ' ')
+	got=$(sed -n '/^Exit status:/,/^$/p' <<<"$output" | grep -oE '(^|[ ,(:])[0-9]+ [a-zA-Z-]' | grep -oE '[0-9]+' | sort -n | uniq | tr '\n' ' ')
+	echo "man: $want"; echo "help: $got"
+	[ "$want" = "$got" ]
+	[[ "$output" == *"-V, --version"* ]]
+	! grep -E -- '--sync( -[a-zA-Z]+)* -r\b' <<<"$output"
+}

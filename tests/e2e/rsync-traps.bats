@@ -229,7 +229,15 @@ mk_extra() {   # a DST with 8 entries SRC does not have (deepest: y/z/2)
 	cat "$T/out"
 	[ "$want" -eq 2 ] && [ "$got" -eq 2 ]
 	grep -q "is your shell clean" "$T/out"
-	grep -q "Welcome to the cluster" "$T/out"
+	# the text the shell printed, escaped as C does; not rdcp's own bytes
+	# after it (a pull's sender starts at once: they came as \000\000...)
+	grep -q "bashrc): 'Welcome to the cluster\\\\n'$" "$T/out"
+	got=0
+	"$RDCP" -r -e "$T/dirty-rsh" --rdcp-path "$RDCP" "localhost:$T/A" "$T/p" >"$T/out" 2>&1 ||
+		got=$?
+	cat "$T/out"
+	[ "$got" -eq 2 ]
+	grep -q "bashrc): 'Welcome to the cluster\\\\n'$" "$T/out"
 }
 
 @test "exit 11: DST that cannot be created (missing parent, read-only with chattr +i), as rsync" {
