@@ -7,7 +7,7 @@
 #                    perftest, ...
 #   deps.sh --deb    that, and what make deb / make deb-check use
 set -eu
-# building and running: a compiler, the libraries' headers, rsync-free
+# building and running: a compiler, the libraries' headers, ssh (the remote shell)
 BUILD="build-essential pkg-config
 libxxhash-dev libsqlite3-dev libarchive-dev libsodium-dev libacl1-dev
 libibverbs-dev librdmacm-dev openssh-client"
@@ -17,9 +17,9 @@ bats bc jq python3 rsync attr acl openssh-server netcat-openbsd iperf3 xxhash
 time openssl iproute2 procps util-linux e2fsprogs xfsprogs
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
-systemd dpkg-dev debootstrap fakeroot"
+systemd dpkg-dev debootstrap"
 # packaging (make deb: dpkg-shlibdeps is in dpkg-dev)
-DEB="dpkg-dev fakeroot"
+DEB="dpkg-dev"
 
 case "${1:-}" in
 "") PKGS=$BUILD ;;
