@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   7           /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   8           /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -56,7 +56,11 @@ enum ctl_type {
 	CTL_RELAY,          /* client -> receiver, after its DATA: where to forward
 	                       the data (u16 port, secret, address; empty: last);
 	                       receiver -> client: u32 how that went (an errno) */
-	CTL_LAST = CTL_RELAY,
+	/* sync, version 8 */
+	CTL_FAILED,         /* the far side -> client, with --json (not a fan-out's):
+	                       what failed there (sync/fails.c); a receiver sends
+	                       it before DONE, a sender after SENT */
+	CTL_LAST = CTL_FAILED,
 };
 
 struct ctl {

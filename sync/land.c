@@ -50,6 +50,11 @@ void recv_fail(struct rstate *s, const char *path, const char *what, int err)
 	}
 	log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
 	        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
+	if (s->res->fails) {   /* --json */
+		char why[SYNC_FAIL_WHY_MAX + 1];
+		snprintf(why, sizeof why, "%s: %s", what, strerror(err));
+		sync_fails_add(s->res->fails, path, why, 0);
+	}
 	if (!strcmp(what, RECV_NO_DIR)) {
 		say_below(s);
 		s->failed_dir = strdup(path);

@@ -486,6 +486,15 @@ static int read_sent(struct rstate *s)
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
 	s->res->vanished = s->unsent - unread;   /* --json */
+	if (s->r->fails && s->r->is_client) {   /* --json: the sender's list follows */
+		const char *why;
+		int rc = sync_recv(s->r, "sender", &type, &n);
+		if (rc < 0)
+			return rc;
+		if (type != CTL_FAILED || sync_fails_take(s->r->fails, c->buf, n, &why) < 0)
+			return recv_reject(s, "the sender's list of failed files is malformed (type "
+			                   "%u, %zu bytes)", type, n);
+	}
 	if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",
@@ -647,6 +656,7 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	                    .log_mu = PTHREAD_MUTEX_INITIALIZER,
 	                    .ctl_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);
+	res->fails = r->fails;
 	s.umask = umask(022);
 	umask(s.umask);
 	recv_log_init(&s);
@@ -671,8 +681,11 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	res->transport = transport;
 	/* a stalled peer would stall this too; but a fan-out host's data may
 	 * come from another host that died, and its client wants to know */
-	if ((rc != -ECONNRESET && rc != -ETIME) || r->o->relay)
+	if ((rc != -ECONNRESET && rc != -ETIME) || r->o->relay) {
+		if (r->fails && !r->is_client)   /* --json: what failed here, first */
+			sync_fails_send(r->ctl, r->fails);
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
+	}
 	res->ctl_tx = r->ctl->tx_bytes;
 	res->ctl_rx = r->ctl->rx_bytes;
 	recv_partial_end(&s);

@@ -289,7 +289,7 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	       "\"meta_updated\":%llu,\"deleted\":%llu,\"errors\":%llu,\"vanished\":%llu,"
 	       "\"bytes_total_sent\":%llu,\"bytes_total_received\":%llu,\"seconds\":%.3f,"
 	       "\"flist_generation_seconds\":%.3f,\"flist_transfer_seconds\":%.3f,"
-	       "\"transport\":", (o->flags & SYNC_F_DRYRUN) ? "true" : "false",
+	       , (o->flags & SYNC_F_DRYRUN) ? "true" : "false",
 	       (unsigned long long)sum(res->entries), (unsigned long long)res->total_size,
 	       (unsigned long long)res->files, (unsigned long long)res->bytes,
 	       (unsigned long long)res->matched, (unsigned long long)sum(res->created), (unsigned long long)res->meta,
@@ -297,6 +297,13 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	       (unsigned long long)res->vanished,
 	       (unsigned long long)tx, (unsigned long long)rx, secs,
 	       (double)res->flist_gen_us / 1e6, (double)res->flist_xfer_us / 1e6);
+	/* the first SYNC_FAILS_MAX failures with their paths; the others
+	 * (beyond the bound, or with no path to give) only counted */
+	uint64_t errors = res->errors + res->vanished, listed = res->fails ? res->fails->n : 0;
+	printf("\"failed\":");
+	sync_fails_json(stdout, res->fails);
+	printf(",\"failed_omitted\":%llu,\"transport\":",
+	       (unsigned long long)(errors > listed ? errors - listed : 0));
 	/* always a name: "none" when no data connection was made (nothing to
 	 * send, a dry run, a run that failed before it) */
 	sync_json_str(stdout, res->transport ? res->transport : "none");

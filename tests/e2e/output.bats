@@ -277,6 +277,48 @@ paused_vanish() {
 	[ "$(jq_field "$T/j" vanished)" = 0 ]
 }
 
+@test "--json: failed lists each failed entry with its reason (local, push, pull)" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		mkdir -p "$T/a/l$mode/a/in" && echo x >"$T/a/l$mode/a/in/f"   # a full dir where SRC has a file
+		local rc=0
+		sync_in $mode -a --json "$T/s/" "$T/a/l$mode" >"$T/j" 2>"$T/err" || rc=$?
+		cat "$T/j" "$T/err"
+		[ "$rc" -eq 23 ]
+		[ "$(jq -c '.failed' "$T/j")" = '[{"path":"a","reason":"is a non-empty directory here: not replaced by the sender'"'"'s non-directory without --delete or --force: Directory not empty","vanished":false}]' ]
+		[ "$(jq_field "$T/j" failed_omitted)" = 0 ]
+	done
+}
+
+@test "--json: failed lists vanished files as vanished, as the sender said them (local, push, pull)" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		paused_vanish $mode
+		[ "$rc" -eq 24 ]
+		[ "$(jq -c '[.failed[] | [.path, .reason, .vanished]] | sort' "$T/j")" = \
+		  '[["big","vanished since the scan",true],["sub/b","vanished since the scan",true]]' ]
+		[ "$(jq_field "$T/j" failed_omitted)" = 0 ]
+	done
+}
+
+@test "--json: failed is bounded: the first 100, failed_omitted counts the rest; errors counts them all" {
+	mk_src
+	local i
+	mkdir -p "$T/s/many" "$T/a/m/many"
+	for i in $(seq 1 130); do
+		echo "$i" >"$T/s/many/f$i"
+		mkdir -p "$T/a/m/many/f$i/in" && echo x >"$T/a/m/many/f$i/in/x"
+	done
+	local rc=0
+	sync_in push -a --json "$T/s/" "$T/a/m" >"$T/j" 2>/dev/null || rc=$?
+	[ "$rc" -eq 23 ]
+	[ "$(jq_field "$T/j" errors)" = 130 ]
+	[ "$(jq '.failed | length' "$T/j")" = 100 ]
+	[ "$(jq_field "$T/j" failed_omitted)" = 30 ]
+}
+
 @test "--json: transport is always named: tcp when data moved, none on a no-op, a dry run or a run that failed early" {
 	mk_src
 	local mode
@@ -293,9 +335,16 @@ paused_vanish() {
 	[ "$(jq_field "$T/j" exit_code)" = 23 ]
 	[ "$(jq_field "$T/j" transport)" = none ]
 	# every field of the schema in docs/rdcp.1 is there, and no other
+	# (top-level: "failed"'s entries are objects of their own)
 	diff <(jq -r 'keys_unsorted[]' "$T/j") \
 	     <(sed -n '/^    {"rdcp":1/,/}$/p' "$BATS_TEST_DIRNAME/../../docs/rdcp.1" |
-	       grep -o '"[a-z_0-9]*":' | tr -d '":' )
+	       sed 's/\[{[^]]*\]//' | grep -o '"[a-z_0-9]*":' | tr -d '":' )
+	# and each has its paragraph in the man page's list of fields
+	local k
+	for k in $(jq -r 'keys_unsorted[]' "$T/j"); do
+		sed -n '/^\.B \\-\\-json$/,/^\.SH /p' "$BATS_TEST_DIRNAME/../../docs/rdcp.1" |
+			grep -qE "^\.BR? (.*[ ,])?$k( |,|\$)" || { echo "rdcp(1) does not describe $k"; false; }
+	done
 }
 
 @test "--stats: rsync's figures, the same as rsync's on the same trees" {
