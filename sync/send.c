@@ -729,6 +729,18 @@ static int take_news(struct watch *w, uint8_t type, size_t n)
 	return 0;
 }
 
+/* The receiver's CTL_FAILED (--json), which comes right before its DONE,
+ * into r->fails. 0 or -EPROTO (said): malformed, or not asked for. */
+static int take_failed(struct role *r, size_t n)
+{
+	const char *why = "came though --json was not asked for";
+	if (!r->fails || sync_fails_take(r->fails, r->ctl->buf, n, &why) < 0) {
+		log_err("the receiver's list of failed files %s", why);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* While sending: what the receiver said meanwhile, without waiting (at most
  * every 20 ms). A frame that is not news is kept for await_done(). */
 static void watch_peer(struct watch *w)
@@ -808,12 +820,9 @@ static int await_done(struct role *r, struct sync_result *res, struct src_remove
 			res->code = sync_peer_error(r->ctl, n, "");
 			return -ECANCELED;
 		}
-		if (type == CTL_FAILED && r->fails) {   /* --json: the receiver's list */
-			const char *why;
-			if (sync_fails_take(r->fails, r->ctl->buf, n, &why) < 0) {
-				log_err("the receiver's list of failed files %s", why);
-				return -EPROTO;
-			}
+		if (type == CTL_FAILED) {   /* --json: the receiver's list, then DONE */
+			if ((rc = take_failed(r, n)) < 0)
+				return rc;
 			continue;
 		}
 		if (type != CTL_DONE || n != RESULT_LEN) {
@@ -1012,8 +1021,11 @@ static int read_plan(struct sstate *s)
 	}
 	if (type == CTL_DONE && n == RESULT_LEN)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
-	if (type == CTL_LOG) {   /* its reasons, then its DONE */
-		print_log(c->buf, n);
+	if (type == CTL_LOG || type == CTL_FAILED) {   /* its reasons, then its DONE */
+		if (type == CTL_LOG)
+			print_log(c->buf, n);
+		else if ((rc = take_failed(s->r, n)) < 0)
+			return rc;
 		rc = await_done(s->r, s->res, &s->rm, NULL);
 		return rc < 0 ? rc : 1;
 	}
@@ -1062,6 +1074,11 @@ static int connect_data(struct sstate *s)
 		return (rc = take_result(r->ctl->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_ERROR) {
 		s->res->code = sync_peer_error(r->ctl, n, "");
+		return 1;
+	}
+	if (type == CTL_FAILED) {   /* --json: what failed, then its DONE */
+		if ((rc = take_failed(r, n)) < 0 || (rc = await_done(r, s->res, &s->rm, &s->w)) < 0)
+			return rc;
 		return 1;
 	}
 	struct ctl_data cd;

@@ -275,6 +275,16 @@ paused_vanish() {
 	[ "$(jq_field "$T/j" exit_code)" = 0 ]
 	[ "$(jq_field "$T/j" errors)" = 0 ]
 	[ "$(jq_field "$T/j" vanished)" = 0 ]
+	# a far receiver that fails before its plan (DST unusable): its list,
+	# empty, then its DONE; the run's code, not a protocol error
+	echo file >"$T/a/afile"
+	rc=0
+	sync_in push -a --json "$T/s/" "$T/a/afile/" >"$T/j" 2>"$T/err" || rc=$?
+	cat "$T/j" "$T/err"
+	[ "$rc" -eq 3 ]
+	[ "$(jq_field "$T/j" exit_code)" = 3 ]
+	[ "$(jq_field "$T/j" errors)" = 0 ]
+	[ "$(jq -c .failed "$T/j")" = '[]' ]
 }
 
 @test "--json: failed lists each failed entry with its reason (local, push, pull)" {
