@@ -293,6 +293,8 @@ static int read_ready(struct rstate *s)
 	}
 	if (rc == 0 && type == CTL_ERROR) {
 		s->res->code = sync_peer_error(c, n, "");
+		if (s->res->code == RD_EXIT_PARTIAL)
+			s->res->errors = 1;   /* its SRC failed (--json: one error, unnamed) */
 		return -ECANCELED;
 	}
 	if (rc < 0 || (rc = ready_check(s, type, c->buf, n)) < 0)

@@ -930,6 +930,10 @@ static int scan_and_send(struct sstate *s)
 		ctl_error(r->ctl, (int)code, r->is_client ? "" : "the source cannot be used "
 		          "(see above)");
 		s->res->code = code;
+		if (code == RD_EXIT_PARTIAL) {   /* --json: the entry that failed */
+			s->res->errors = 1;
+			sync_fails_add(s->res->fails, r->path, strerror(-rc), 0);
+		}
 		return rc;
 	}
 	/* --sync of a directory named without a trailing '/': its contents,

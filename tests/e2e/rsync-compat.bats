@@ -156,6 +156,16 @@ both_exit() {
 	local rc=0
 	"$RDCP" --sync "$T/nosuch" "$T/d5" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 23 ]
+	# --json: one error, which failed names when the client is the sender
+	rc=0
+	"$RDCP" -a --json "$T/nosuch" "$T/d6" >"$T/j" 2>/dev/null || rc=$?
+	[ "$rc" -eq 23 ]
+	[ "$(jq -c '[.errors, .failed, .failed_omitted]' "$T/j")" = \
+	  "[1,[{\"path\":\"$T/nosuch\",\"reason\":\"No such file or directory\",\"vanished\":false}],0]" ]
+	rc=0
+	"$RDCP" -a --json -e "$LRSH" --rdcp-path "$RDCP" "localhost:$T/nosuch" "$T/d7" >"$T/j" 2>/dev/null || rc=$?
+	[ "$rc" -eq 23 ]
+	[ "$(jq -c '[.errors, .failed, .failed_omitted]' "$T/j")" = '[1,[],1]' ]
 }
 
 @test "a missing SRC on a push is said once, by the local side: no 'rdcp (remote)' line" {
