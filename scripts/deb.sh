@@ -30,10 +30,12 @@ for b in "$stage"/usr/bin/*; do bins+=("$b"); done
 depends=$(cd "$work/shlibs" && dpkg-shlibdeps -O "${bins[@]}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "deb: dpkg-shlibdeps found no libraries" >&2; exit 1; }
 # libarchive: dlopen'd by its soname (the Makefile's LARCHIVE_SONAME)
-soname=$(strings "$BUILD/rdcp" | grep -m1 -E '^libarchive\.so\.[0-9]+$' || true)
+# (no pipe here stops reading early: under pipefail the writer's SIGPIPE
+# would end the script without a word)
+soname=$(strings "$BUILD/rdcp" | grep -E '^libarchive\.so\.[0-9]+$' | sed -n 1p) || true
 if [ -n "$soname" ]; then
-	lib=$(ldconfig -p | awk -v s="$soname" '$1 == s { print $NF; exit }')
-	pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -1 | cut -d: -f1)
+	lib=$(ldconfig -p | awk -v s="$soname" '$1 == s && !f { print $NF; f = 1 }')
+	pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | sed -n 1p | cut -d: -f1)
 	[ -n "$pkg" ] || { echo "deb: no package holds $soname ($lib)" >&2; exit 1; }
 	depends="$depends, $pkg"
 fi
