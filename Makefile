@@ -4,10 +4,15 @@
 #   make check      install missing deps, build, run the whole test suite
 #   make asan       the same suite under AddressSanitizer + UBSan
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        a Debian package in build/ (dpkg-deb from a staged install)
+#   make deb-check  that package installed and run in a minimal Debian chroot
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/rdcp
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 BUILD   ?= build
 CC      ?= cc
 PKGS    := libxxhash sqlite3 libarchive libcrypto libibverbs librdmacm libacl
@@ -44,7 +49,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check test asan install uninstall clean bench demo fuzz
+.PHONY: all deps deps-test check test asan install uninstall clean bench demo fuzz deb deb-check
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -72,18 +77,22 @@ $(BUILD)/tests/fuzz/replay.o: tests/fuzz/replay.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# make deps: what building and running need; deps-test adds the test stack
 deps:
 	@./scripts/deps.sh
+
+deps-test:
+	@./scripts/deps.sh --test
 
 # The whole suite: unit tests, fuzz corpus replay, end-to-end tests, and
 # the RDMA tests inside the soft-RoCE VM. Ends with "N passed, N failed".
 test: $(PROGS) $(UNIT_BIN) $(FUZZ_BIN)
 	@BUILD=$(BUILD) ./tests/run.sh
 
-check: deps
+check: deps-test
 	@$(MAKE) --no-print-directory test
 
-asan: deps
+asan: deps-test
 	@$(MAKE) --no-print-directory BUILD=build-asan \
 	  OPT="-O1 -g -fno-omit-frame-pointer" \
 	  MOREFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" test
@@ -95,25 +104,55 @@ demo: deps
 
 # Every contender on the same data, alternating, medians and ratios; a full
 # run takes about half an hour. BENCH_ARGS: e.g. --scale 0.1 --reps 1 --no-vm
-bench: deps
+bench: deps-test
 	@$(MAKE) --no-print-directory all
 	@python3 benchmarks/bench.py $(BENCH_ARGS)
 	@./benchmarks/transport.sh --enc-only   # --encrypt vs plain TCP, ratio
 	@./benchmarks/fanout.sh                 # one tree onto 1..8 hosts
 
+# The units name the programs where they are installed (@BINDIR@).
+UNITS_IN := $(wildcard packaging/systemd/*.in)
+UNITS    := $(notdir $(UNITS_IN:.in=)) rdcp-sync@.timer
+
 install: $(PROGS)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/examples \
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR)
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
 	install -m 644 docs/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 README.md LICENSE $(filter-out docs/benchmarks.md,$(wildcard docs/*.md)) \
+	  $(DESTDIR)$(DOCDIR)/
+	install -m 644 packaging/systemd/example.conf $(DESTDIR)$(DOCDIR)/examples/
+	for u in $(UNITS_IN); do sed 's|@BINDIR@|$(BINDIR)|g' $$u \
+	  >$(DESTDIR)$(UNITDIR)/$$(basename $$u .in); done
+	install -m 644 packaging/systemd/rdcp-sync@.timer $(DESTDIR)$(UNITDIR)/
+	install -m 644 packaging/bash-completion/rdcp $(DESTDIR)$(BASHCOMPDIR)/rdcp
+	for p in rdsend rdrecv rdpipe; do ln -sf rdcp $(DESTDIR)$(BASHCOMPDIR)/$$p; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGS)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/*.1)))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS))
+	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,rdcp rdsend rdrecv rdpipe)
+	rm -rf $(DESTDIR)$(DOCDIR)
+
+# A Debian package from a staged install (scripts/deb.sh): programs, man
+# pages, docs, systemd units, bash completion; Depends from the libraries.
+deb:
+	@./scripts/deps.sh --deb
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) VERSION=$(VERSION) ./scripts/deb.sh
+
+# Install it in a minimal Debian chroot (debootstrap from the configured
+# apt mirror, kept in $(BUILD)/chroot) and run rdcp --sync there.
+deb-check: deb
+	@./scripts/deps.sh --test
+	@BUILD=$(BUILD) VERSION=$(VERSION) ./scripts/deb-check.sh
 
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find $(BUILD) build-asan -name '*.d' 2>/dev/null)
+# (not the Debian chroots of make deb-check: their /etc/rc2.d...)
+-include $(shell find $(BUILD) build-asan -path '*/chroot-*' -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 # Real fuzzing with libFuzzer (clang). FUZZ_SECONDS per target; new inputs
 # land in tests/fuzz/corpus/<target>/ and are replayed by make check.

@@ -82,7 +82,7 @@ static void *ka_main(void *arg)
 	return NULL;
 }
 
-#define CTL_JUNK 48   /* bytes kept of what was not a frame */
+#define CTL_JUNK 256   /* bytes kept of what was not a frame (a banner's lines) */
 
 /* A frame header that is not one: keep it in c->buf, and what is there to
  * read within a moment, so the caller can show what came instead.
@@ -123,6 +123,51 @@ char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap)
 	}
 	if (cap)
 		out[o] = '\0';
+	return out;
+}
+
+/* The length of a valid UTF-8 sequence at p (at most n bytes), else 0;
+ * C1 controls (U+0080..U+009F) are not text to a terminal either. */
+static size_t utf8_len(const uint8_t *p, size_t n)
+{
+	size_t l = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+	         : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+	if (!l || l > n || (l == 2 && p[0] == 0xc2 && p[1] < 0xa0))
+		return 0;
+	for (size_t k = 1; k < l; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	return l;
+}
+
+char *ctl_shell_text(const uint8_t *junk, size_t n, char *out, size_t cap)
+{
+	size_t o = 0, i = 0;
+	int binary = 0;
+	while (i < n && o + 8 < cap) {
+		uint8_t c = junk[i];
+		size_t l = c >= 0x80 ? utf8_len(junk + i, n - i) : 1;
+		const char *esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
+		                : c == 0x1b ? "\\e" : c == '\\' ? "\\\\" : c == '\'' ? "\\'" : NULL;
+		if (esc) {
+			o += (size_t)snprintf(out + o, cap - o, "%s", esc);
+		} else if ((c >= 0x20 && c < 0x7f) || (c >= 0x80 && l)) {
+			if (o + l + 8 >= cap)
+				break;
+			memcpy(out + o, junk + i, l);
+			o += l;
+			i += l;
+			continue;
+		} else {
+			binary = 1;   /* not text: where rdcp's own bytes begin */
+			break;
+		}
+		i++;
+	}
+	if (i < n && !binary && o + 4 <= cap)   /* more text than fits */
+		o += (size_t)snprintf(out + o, cap - o, "...");
+	if (cap)
+		out[o < cap ? o : cap - 1] = '\0';
 	return out;
 }
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   7           /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   8           /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -56,7 +56,11 @@ enum ctl_type {
 	CTL_RELAY,          /* client -> receiver, after its DATA: where to forward
 	                       the data (u16 port, secret, address; empty: last);
 	                       receiver -> client: u32 how that went (an errno) */
-	CTL_LAST = CTL_RELAY,
+	/* sync, version 8 */
+	CTL_FAILED,         /* the far side -> client, with --json (not a fan-out's):
+	                       what failed there (sync/fails.c); a receiver sends
+	                       it before DONE, a sender after SENT */
+	CTL_LAST = CTL_FAILED,
 };
 
 struct ctl {
@@ -86,6 +90,10 @@ long long ctl_idle_ms(const struct ctl *c);
 /* n bytes of what was not a frame, for a message: printable ASCII as is,
  * the rest as \ooo, at most cap - 1 characters. Returns out. */
 char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap);
+/* The same junk as what a remote shell printed: its text up to the first
+ * byte that is not (where rdcp's own protocol begins), newlines, tabs and
+ * escapes written \n, \t, \e, and "..." when more followed. Returns out. */
+char *ctl_shell_text(const uint8_t *junk, size_t n, char *out, size_t cap);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
 /* Stop the keep-alive thread, free the buffer (not the fds). */

@@ -1,14 +1,32 @@
 #!/bin/sh
-# Install every missing build/test dependency with apt-get (Debian 12).
-# Idempotent and silent when everything is already there.
+# Install every missing dependency with apt-get (Debian 12). Idempotent and
+# silent when everything is already there.
+#   deps.sh          what building and running rdcp need (make demo, make)
+#   deps.sh --test   that, and the test stack (make check): bats, rsync to
+#                    compare with, sshd, the soft-RoCE VM (QEMU, a kernel),
+#                    perftest, ...
+#   deps.sh --deb    that, and what make deb / make deb-check use
 set -eu
-PKGS="build-essential pkg-config
+# building and running: a compiler, the libraries' headers, ssh (the remote shell)
+BUILD="build-essential pkg-config
 libxxhash-dev libsqlite3-dev libarchive-dev libssl-dev libacl1-dev
-libibverbs-dev librdmacm-dev libcmocka-dev
-bats bc jq python3 rsync attr acl openssh-server openssh-client netcat-openbsd iperf3 xxhash
+libibverbs-dev librdmacm-dev openssh-client"
+# the test stack
+TEST="libcmocka-dev
+bats bc jq python3 rsync attr acl openssh-server netcat-openbsd iperf3 xxhash
 time openssl iproute2 procps util-linux e2fsprogs xfsprogs exfat-fuse exfatprogs
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
-rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
+rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
+systemd dpkg-dev debootstrap"
+# packaging (make deb: dpkg-shlibdeps is in dpkg-dev)
+DEB="dpkg-dev"
+
+case "${1:-}" in
+"") PKGS=$BUILD ;;
+--test) PKGS="$BUILD $TEST" ;;
+--deb) PKGS="$BUILD $DEB" ;;
+*) echo "usage: deps.sh [--test|--deb]" >&2; exit 1 ;;
+esac
 
 missing=""
 for p in $PKGS; do

@@ -326,7 +326,8 @@ int sync_client(struct sync_opts *o)
 	catch_interrupts(&in);
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc, .verbose = o->verbose,
-	                  .progress = o->progress, .timeout = o->timeout };
+	                  .progress = o->progress, .timeout = o->timeout,
+	                  .fails = o->json ? sync_fails_new() : NULL };
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
@@ -344,7 +345,9 @@ int sync_client(struct sync_opts *o)
 	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	                  r.frames);
 	free_endpoints(o, paths, &src, &dst);
+	res.fails = r.fails;
 	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
+	sync_fails_free(r.fails);
 	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
 		pause();   /* the interrupt thread exits 20 for the run */
 	return code;

@@ -518,6 +518,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	}
 	struct fhost *last = calloc((size_t)(nt ? nt : 1), sizeof *last);
 	struct sync_result res = { 0 };
+	const char *moved = NULL;   /* --json's transport: any round's that moved data */
 	o->src = paths && paths[0] ? paths[0] : o->src;
 	o->dst = o->hosts ? o->hosts : first_dst < o->nsrc ? o->srcs[first_dst] : o->dst;
 	double t0 = sync_report_begin(o, 1);
@@ -556,6 +557,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		memset(&res, 0, sizeof res);
 		run_round(&f, h, nw, paths, nsrc, &res);
 		wire += res.wire;
+		moved = res.transport ? res.transport : moved;
 		int *again = malloc((size_t)nw * sizeof *again);
 		int na = again ? retry_set(h, nw, again) : 0;
 		for (int k = 0; k < nw; k++)
@@ -581,7 +583,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		if (!t[k].skip && last[k].code)
 			code = last[k].code;   /* the first failed host's, in the order given */
 	/* the summary: our file list, every host's counts summed */
-	struct sync_result all = { .transport = res.transport, .total_size = res.total_size,
+	struct sync_result all = { .transport = moved, .total_size = res.total_size,
 	                           .flist_bytes = res.flist_bytes, .ctl_tx = res.ctl_tx,
 	                           .flist_gen_us = res.flist_gen_us,
 	                           .flist_xfer_us = res.flist_xfer_us,

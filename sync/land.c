@@ -75,6 +75,11 @@ void recv_fail(struct rstate *s, const char *path, const char *what, int err)
 		log_err("%s: %s: %s%s", log_path(shown, sizeof shown, path), what, strerror(err),
 		        err == ENAMETOOLONG ? " (a sync handles paths up to 4096 bytes)" : "");
 	s->full_said |= full;
+	if (s->res->fails) {   /* --json */
+		char why[SYNC_FAIL_WHY_MAX + 1];
+		snprintf(why, sizeof why, "%s: %s", what, strerror(err));
+		sync_fails_add(s->res->fails, path, why, 0);
+	}
 	if (!strcmp(what, RECV_NO_DIR))
 		mark_failed_dir(s, path, quiet);
 	pthread_mutex_unlock(&s->fail_mu);

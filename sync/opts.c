@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "sync/sync_int.h"
 
-enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_VERSION, OPT_SYNC,
+enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
        OPT_EXCLUDE, OPT_INCLUDE, OPT_PROGRESS, OPT_TIMEOUT, OPT_ENCRYPT, OPT_STREAMS,
        OPT_HELP, OPT_PARTIAL, OPT_MAX_DELETE, OPT_NUMERIC_IDS, OPT_CHOWN, OPT_CHMOD,
@@ -122,13 +122,13 @@ static const struct opt_def defs[] = {
 	{ { "threads", required_argument, NULL, OPT_THREADS }, CLIENT },
 	{ { "server", no_argument, NULL, OPT_SERVER }, CLIENT },
 	{ { "help", no_argument, NULL, OPT_HELP }, CLIENT },
-	{ { "version", no_argument, NULL, OPT_VERSION }, CLIENT },
+	{ { "version", no_argument, NULL, 'V' }, CLIENT },   /* -V: rsync's */
 	/* short only: -P is --partial --progress, -F a filter rule (below) */
 	{ { NULL, no_argument, NULL, 'P' }, CLIENT },
 	{ { NULL, no_argument, NULL, 'F' }, CLIENT },
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
-static const char shortopts[] = "rlptgoDaHAXcWuxnbSf:e:vqihPFz";
+static const char shortopts[] = "rlptgoDaHAXcWuxnbSf:e:vqihPFzV";
 
 static const struct opt_def *def_of(int c)
 {
@@ -446,7 +446,7 @@ static int take_mode(int c, struct sync_args *a)
 	}
 	case OPT_SERVER: a->mode = SYNC_MODE_SERVER; return -1;
 	case OPT_HELP: a->mode = SYNC_MODE_HELP; return -1;
-	case OPT_VERSION: a->mode = SYNC_MODE_VERSION; return -1;
+	case 'V': a->mode = SYNC_MODE_VERSION; return -1;
 	case 'l': case 'D':
 		return -1;   /* what rdcp always does: symlinks, devices */
 	case 'z': case OPT_COMPRESS_LEVEL:

@@ -94,7 +94,9 @@ void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int fin
 	        rate_text(r, rate), hms(el, t - p->t0));
 	if (!final)
 		fprintf(stderr, " ETA %s", eta);
-	fprintf(stderr, "  (%llu/%llu files)   ", (unsigned long long)files,
+	/* the line is on a terminal (progress_start): erase to its end, or a
+	 * shorter line would leave the tail of a longer one behind */
+	fprintf(stderr, "  (%llu/%llu files)\033[K", (unsigned long long)files,
 	        (unsigned long long)p->total_files);
 	if (final)
 		fputc('\n', stderr);

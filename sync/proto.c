@@ -236,15 +236,16 @@ int sync_recv(struct role *r, const char *peer, uint8_t *type, size_t *n)
 		r->frames++;
 	if (rc != -EPROTO || !*n)
 		return rc;
-	char seen[200];
-	ctl_junk_text(c->buf, *n, seen, sizeof seen);
+	char seen[400];
 	if (r->is_client && r->frames == 0) {
-		/* as rsync says it ("is your shell clean?"), and exits 2 for it */
+		/* as rsync says it ("is your shell clean?"), and exits 2 for it;
+		 * the text the shell printed, not rdcp's bytes after it */
 		log_err("protocol error: the remote shell printed something before rdcp "
 		        "started (is your shell clean? e.g. a banner or echo in .bashrc): '%s'",
-		        seen);
+		        ctl_shell_text(c->buf, *n, seen, sizeof seen));
 		return -EPROTONOSUPPORT;
 	}
+	ctl_junk_text(c->buf, *n, seen, sizeof seen);
 	log_err("protocol error: the %s's control messages are corrupt: '%s'", peer, seen);
 	return -EPROTO;
 }

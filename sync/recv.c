@@ -182,6 +182,12 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	int dry = s->r->flags & SYNC_F_DRYRUN;
 	struct stat st;
 	int exists = stat(dst, &st) == 0, isdir = exists && S_ISDIR(st.st_mode);
+	if (!exists && errno != ENOENT) {
+		/* rsync's words and exit (3): a parent not searchable, not a dir */
+		int err = errno;
+		log_err("%s: cannot stat destination: %s", dst, strerror(err));
+		return -err;
+	}
 	size_t len = strlen(dst);
 	int slash = len > 1 && dst[len - 1] == '/';
 	*only = *mapto = NULL;
@@ -279,13 +285,16 @@ static int read_ready(struct rstate *s)
 	uint8_t type;
 	size_t n;
 	int rc = sync_recv(s->r, "sender", &type, &n);
-	if (rc == 0 && type == CTL_ERROR && n == 4 && s->r->o->relay) {
-		/* a fan-out whose source failed: its client said why, once */
+	if (rc == 0 && type == CTL_ERROR && n == 4) {
+		/* a sender that said why itself (a client, or a fan-out's
+		 * source): a far receiver would only repeat it under its name */
 		s->res->code = sync_peer_code(c, n);
 		return -ECANCELED;
 	}
 	if (rc == 0 && type == CTL_ERROR) {
 		s->res->code = sync_peer_error(c, n, "");
+		if (s->res->code == RD_EXIT_PARTIAL)
+			s->res->errors = 1;   /* its SRC failed (--json: one error, unnamed) */
 		return -ECANCELED;
 	}
 	if (rc < 0 || (rc = ready_check(s, type, c->buf, n)) < 0)
@@ -480,6 +489,16 @@ static int read_sent(struct rstate *s)
 	}
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
+	s->res->vanished = s->unsent - unread;   /* --json */
+	if (s->r->fails && s->r->is_client) {   /* --json: the sender's list follows */
+		const char *why;
+		int rc = sync_recv(s->r, "sender", &type, &n);
+		if (rc < 0)
+			return rc;
+		if (type != CTL_FAILED || sync_fails_take(s->r->fails, c->buf, n, &why) < 0)
+			return recv_reject(s, "the sender's list of failed files is malformed (type "
+			                   "%u, %zu bytes)", type, n);
+	}
 	if (s->incomplete > s->unsent) {
 		log_err("%llu files came incomplete, but the sender reported %llu it could "
 		        "not send; they are left as they were",
@@ -687,6 +706,7 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	                    .log_mu = PTHREAD_MUTEX_INITIALIZER,
 	                    .ctl_mu = PTHREAD_MUTEX_INITIALIZER };
 	memset(res, 0, sizeof *res);
+	res->fails = r->fails;
 	s.umask = umask(022);
 	umask(s.umask);
 	recv_log_init(&s);
@@ -713,8 +733,11 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	res->transport = transport;
 	/* a stalled peer would stall this too; but a fan-out host's data may
 	 * come from another host that died, and its client wants to know */
-	if ((rc != -ECONNRESET && rc != -ETIME) || r->o->relay)
+	if ((rc != -ECONNRESET && rc != -ETIME) || r->o->relay) {
+		if (r->fails && !r->is_client)   /* --json: what failed here, first */
+			sync_fails_send(r->ctl, r->fails);
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
+	}
 	res->ctl_tx = r->ctl->tx_bytes;
 	res->ctl_rx = r->ctl->rx_bytes;
 	recv_partial_end(&s);

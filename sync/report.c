@@ -270,7 +270,10 @@ void sync_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* --json: one object, a fixed schema (docs/rdcp.1, OUTPUT). */
+/* --json: one object, a fixed schema (docs/rdcp.1, OUTPUT). "errors" is
+ * every entry that failed or vanished, so it is 0 exactly when no entry
+ * did (exit 0, or a failure of the whole run) and "vanished" is the part
+ * of it that makes exit 24. */
 static void json(const struct sync_opts *o, const struct sync_result *res, int code,
                  double secs, const char *hosts)
 {
@@ -283,20 +286,27 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	printf(",\"dry_run\":%s,\"files_considered\":%llu,\"bytes_considered\":%llu,"
 	       "\"files_sent\":%llu,\"bytes_sent\":%llu,\"bytes_matched\":%llu,"
 	       "\"files_created\":%llu,"
-	       "\"meta_updated\":%llu,\"deleted\":%llu,\"errors\":%llu,"
+	       "\"meta_updated\":%llu,\"deleted\":%llu,\"errors\":%llu,\"vanished\":%llu,"
 	       "\"bytes_total_sent\":%llu,\"bytes_total_received\":%llu,\"seconds\":%.3f,"
 	       "\"flist_generation_seconds\":%.3f,\"flist_transfer_seconds\":%.3f,"
-	       "\"transport\":", (o->flags & SYNC_F_DRYRUN) ? "true" : "false",
+	       , (o->flags & SYNC_F_DRYRUN) ? "true" : "false",
 	       (unsigned long long)sum(res->entries), (unsigned long long)res->total_size,
 	       (unsigned long long)res->files, (unsigned long long)res->bytes,
 	       (unsigned long long)res->matched, (unsigned long long)sum(res->created), (unsigned long long)res->meta,
-	       (unsigned long long)res->deleted, (unsigned long long)res->errors,
+	       (unsigned long long)res->deleted, (unsigned long long)(res->errors + res->vanished),
+	       (unsigned long long)res->vanished,
 	       (unsigned long long)tx, (unsigned long long)rx, secs,
 	       (double)res->flist_gen_us / 1e6, (double)res->flist_xfer_us / 1e6);
-	if (res->transport)
-		sync_json_str(stdout, res->transport);
-	else
-		fputs("null", stdout);
+	/* the first SYNC_FAILS_MAX failures with their paths; the others
+	 * (beyond the bound, or with no path to give) only counted */
+	uint64_t errors = res->errors + res->vanished, listed = res->fails ? res->fails->n : 0;
+	printf("\"failed\":");
+	sync_fails_json(stdout, res->fails);
+	printf(",\"failed_omitted\":%llu,\"transport\":",
+	       (unsigned long long)(errors > listed ? errors - listed : 0));
+	/* always a name: "none" when no data connection was made (nothing to
+	 * send, a dry run, a run that failed before it) */
+	sync_json_str(stdout, res->transport ? res->transport : "none");
 	if (hosts)
 		printf(",\"hosts\":%s", hosts);
 	printf(",\"exit_code\":%d}\n", code);

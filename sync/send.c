@@ -107,19 +107,20 @@ static int open_file(struct dircache *c, int root, const char *path)
 
 /* Open a planned file and check it is still what the scan saw; -1 (with a
  * warning) if it vanished or changed, -2 if it cannot be read. */
-static int open_planned(struct dircache *dc, int root, const struct idx_entry *e)
+static int open_planned(struct dircache *dc, int root, const struct idx_entry *e,
+                        struct sync_fails *fails)
 {
 	char shown[4096];
 	int fd = open_file(dc, root, e->path);
 	struct stat st;
 	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size)
 		return fd;
-	if (fd < 0 && errno == ENOENT)
-		log_warn("%s: vanished since the scan", log_path(shown, sizeof shown, e->path));
-	else
-		log_warn("%s: %s", log_path(shown, sizeof shown, e->path),
-		         fd < 0 ? strerror(errno) : "changed since the scan; not sent");
-	int gone = fd >= 0 || errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
+	int err = fd < 0 ? errno : 0;
+	int gone = fd >= 0 || err == ENOENT || err == ENOTDIR || err == ELOOP;
+	const char *why = err == ENOENT ? "vanished since the scan"
+	                  : fd < 0 ? strerror(err) : "changed since the scan; not sent";
+	log_warn("%s: %s", log_path(shown, sizeof shown, e->path), why);
+	sync_fails_add(fails, e->path, why, gone);
 	if (fd >= 0)
 		close(fd);
 	return gone ? -1 : -2;   /* -2: a real error (EACCES, EIO...), not a change */
@@ -245,7 +246,7 @@ static int open_next(struct sendq *q, struct openf *o)
 	const struct idx_entry *e = &q->m->e[i];
 	*o = (struct openf){ .bi = q->bi++ };
 	o->end = map_end(q->bmap[o->bi], e->size);
-	o->fd = open_planned(&q->dc, root_of(q, i), e);
+	o->fd = open_planned(&q->dc, root_of(q, i), e, q->res->fails);
 	if (o->fd >= 0 && o->end == 0) {   /* it is all in DST's old version */
 		close(o->fd);
 		o->fd = -1;
@@ -391,8 +392,9 @@ static int send_next(struct sendq *q, int drop)
 	int rc = 0;
 	if (!drop && !q->bad[c->file] && (c->j.err || c->j.got != c->j.len)) {
 		char shown[4096];
-		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
-		         c->j.err ? strerror(c->j.err) : "shrank while being sent");
+		const char *why = c->j.err ? strerror(c->j.err) : "shrank while being sent";
+		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path), why);
+		sync_fails_add(q->res->fails, e->path, why, !c->j.err);
 		*(c->j.err ? &q->failed : &q->changed) += 1;
 		q->bad[c->file] = 1;
 	}
@@ -499,7 +501,7 @@ static void read_small(struct io_job *j)
 			b->st[k] = -4;
 			continue;
 		}
-		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e);
+		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e, b->q->res->fails);
 		if (fd < 0) {
 			b->st[k] = fd;
 			continue;
@@ -595,6 +597,7 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 		char shown[4096];
 		log_warn("%s: shrank while being sent; not sent",
 		         log_path(shown, sizeof shown, e->path));
+		sync_fails_add(q->res->fails, e->path, "shrank while being sent", 1);
 		q->changed++;
 	} else if (b->st[k] < 0) {
 		*(b->st[k] == -2 ? &q->failed : &q->changed) += 1;
@@ -724,6 +727,18 @@ static int take_news(struct watch *w, uint8_t type, size_t n)
 	return 0;
 }
 
+/* The receiver's CTL_FAILED (--json), which comes right before its DONE,
+ * into r->fails. 0 or -EPROTO (said): malformed, or not asked for. */
+static int take_failed(struct role *r, size_t n)
+{
+	const char *why = "came though --json was not asked for";
+	if (!r->fails || sync_fails_take(r->fails, r->ctl->buf, n, &why) < 0) {
+		log_err("the receiver's list of failed files %s", why);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* While sending: what the receiver said meanwhile, without waiting (at most
  * every 20 ms). A frame that is not news is kept for await_done(). */
 static void watch_peer(struct watch *w)
@@ -802,6 +817,11 @@ static int await_done(struct role *r, struct sync_result *res, struct src_remove
 		if (type == CTL_ERROR) {
 			res->code = sync_peer_error(r->ctl, n, "");
 			return -ECANCELED;
+		}
+		if (type == CTL_FAILED) {   /* --json: the receiver's list, then DONE */
+			if ((rc = take_failed(r, n)) < 0)
+				return rc;
+			continue;
 		}
 		if (type != CTL_DONE || n != RESULT_LEN) {
 			log_err("the receiver's final result is malformed (type %u, %zu bytes)", type, n);
@@ -900,8 +920,18 @@ static int scan_and_send(struct sstate *s)
 	rc = r->o->files_from ? sync_files_root(r->path, &s->root, &is_dir)
 	                      : src_split(r->path, r->flags, &s->root, &s->only, &is_dir);
 	if (rc < 0) {
-		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be used (see above)");
-		s->res->code = RD_EXIT_SELECT;
+		/* as rsync: a SRC that cannot be stat'ed is a file that failed
+		 * (23); one that is not what the options need is unusable (3) */
+		uint32_t code = r->o->files_from || rc == -EISDIR || rc == -ENOMEM
+		                ? RD_EXIT_SELECT : RD_EXIT_PARTIAL;
+		/* we said why; a far receiver prints nothing more (no text) */
+		ctl_error(r->ctl, (int)code, r->is_client ? "" : "the source cannot be used "
+		          "(see above)");
+		s->res->code = code;
+		if (code == RD_EXIT_PARTIAL) {   /* --json: the entry that failed */
+			s->res->errors = 1;
+			sync_fails_add(s->res->fails, r->path, strerror(-rc), 0);
+		}
 		return rc;
 	}
 	/* --sync of a directory named without a trailing '/': its contents,
@@ -998,8 +1028,11 @@ static int read_plan(struct sstate *s)
 	}
 	if (type == CTL_DONE && n == RESULT_LEN)
 		return (rc = take_result(c->buf, s->res)) < 0 ? rc : 1;
-	if (type == CTL_LOG) {   /* its reasons, then its DONE */
-		print_log(c->buf, n);
+	if (type == CTL_LOG || type == CTL_FAILED) {   /* its reasons, then its DONE */
+		if (type == CTL_LOG)
+			print_log(c->buf, n);
+		else if ((rc = take_failed(s->r, n)) < 0)
+			return rc;
 		rc = await_done(s->r, s->res, &s->rm, NULL);
 		return rc < 0 ? rc : 1;
 	}
@@ -1048,6 +1081,11 @@ static int connect_data(struct sstate *s)
 		return (rc = take_result(r->ctl->buf, s->res)) < 0 ? rc : 1;
 	if (type == CTL_ERROR) {
 		s->res->code = sync_peer_error(r->ctl, n, "");
+		return 1;
+	}
+	if (type == CTL_FAILED) {   /* --json: what failed, then its DONE */
+		if ((rc = take_failed(r, n)) < 0 || (rc = await_done(r, s->res, &s->rm, &s->w)) < 0)
+			return rc;
 		return 1;
 	}
 	struct ctl_data cd;
@@ -1142,8 +1180,12 @@ static int send_data(struct sstate *s)
 	put_u64(sent, q.changed + q.failed);
 	put_u64(sent + 8, q.failed);
 	s->res->errors = q.changed;   /* await_done turns this into exit 24 */
+	s->res->vanished = q.changed;   /* --json's: the receiver's DONE has no such count */
 	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */
-	return ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
+	rc = ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
+	if (rc == 0 && s->r->fails && !s->r->is_client)   /* --json: what failed here */
+		rc = sync_fails_send(s->r->ctl, s->r->fails);
+	return rc;
 }
 
 static int sender_run(struct sstate *s)
@@ -1181,6 +1223,7 @@ int sync_sender(struct role *r, struct sync_result *res)
 	struct sstate s = { .r = r, .res = res, .rm = { .root = -1 },
 	                    .w = { .r = r } };
 	memset(res, 0, sizeof *res);
+	res->fails = r->fails;
 	int rc = sender_run(&s);
 	res->we_sent = 1;
 	res->ctl_tx = r->ctl->tx_bytes;

@@ -180,7 +180,10 @@ int sync_serve(int local)
 	                  .tp = { .streams = o->tp.streams, .kind = o->tp.kind,
 	                          .encrypt = (o->flags & SYNC_F_ENCRYPT) != 0,
 	                          .verbose = o->tp.verbose },   /* -v: the TCP notice */
-	                  .local = local, .verbose = 1 };   /* the client decides */
+	                  .local = local, .verbose = 1,   /* the client decides */
+	                  /* --json: what fails here goes to the client (a
+	                   * fan-out's host reports only its count) */
+	                  .fails = o->json && !o->relay ? sync_fails_new() : NULL };
 	if (!code) {
 		srcs[0] = h.path;
 		for (int k = 0; k < a.noperands; k++)
@@ -197,6 +200,7 @@ int sync_serve(int local)
 		code = (int)res.code;
 	}
 	free(srcs);
+	sync_fails_free(r.fails);
 	hello_free(&h);
 	sync_opts_free(&a.o);
 	ctl_free(&c);

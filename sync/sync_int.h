@@ -2,6 +2,7 @@
 #ifndef RDCP_SYNC_INT_H
 #define RDCP_SYNC_INT_H
 
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -23,6 +24,34 @@
 #define SYNC_POOL_SIZE ((size_t)32 << 20)   /* 8 chunks in flight; RSS target */
 
 /* What a side needs to play its role. */
+/* sync/fails.c: --json's bounded list of failed and vanished entries. */
+#define SYNC_FAILS_MAX 100
+#define SYNC_FAIL_PATH_MAX 4096
+#define SYNC_FAIL_WHY_MAX 255
+struct sync_fail {
+	char *path, *why;
+	int vanished;
+};
+struct sync_fails {
+	pthread_mutex_t mu;
+	unsigned n;
+	struct sync_fail e[SYNC_FAILS_MAX];
+};
+/* NULL when out of memory; sync_fails_free(NULL) is a no-op. */
+struct sync_fails *sync_fails_new(void);
+void sync_fails_free(struct sync_fails *f);
+/* Note path's failure (why: the reason, vanished: it changed or vanished
+ * in SRC); past SYNC_FAILS_MAX, or with f NULL (no --json), nothing. Any
+ * thread. */
+void sync_fails_add(struct sync_fails *f, const char *path, const char *why, int vanished);
+/* f as one CTL_FAILED frame. 0 or a ctl_send() error. */
+int sync_fails_send(struct ctl *c, struct sync_fails *f);
+/* A peer's CTL_FAILED (hostile input) into f (NULL: only checked).
+ * 0, or -EPROTO with *why saying what is wrong. */
+int sync_fails_take(struct sync_fails *f, const uint8_t *b, size_t n, const char **why);
+/* f as a JSON array of {"path", "reason", "vanished"}. */
+void sync_fails_json(FILE *out, const struct sync_fails *f);
+
 struct role {
 	struct ctl *ctl;
 	const char *path;          /* SRC for the sender, DST for the receiver */
@@ -41,6 +70,7 @@ struct role {
 	int timeout;               /* --timeout, seconds of I/O inactivity (0: none) */
 	uint64_t frames;           /* control frames received (sync_recv) */
 	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
+	struct sync_fails *fails;  /* --json, not a fan-out's host: what failed */
 	int all_hashes;            /* sender: every hash in the manifest (the
 	                              fan-out's: a host must not be able to make
 	                              small files for the hosts after it) */
@@ -392,6 +422,9 @@ struct sync_result {
 	uint64_t matched;          /* bytes of changed files reused from DST's old
 	                              versions, not sent (rsync's "Matched data") */
 	/* this side's own, for the report (not in DONE) */
+	uint64_t vanished;         /* files that vanished or changed while being
+	                              sent: the sender's count (exit 24) */
+	struct sync_fails *fails;  /* --json: the role's list (struct role) */
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
 	uint64_t flist_bytes;      /* the file list's encoded size */

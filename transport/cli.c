@@ -4,9 +4,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 
 #include "common/log.h"
 #include "transport/tp_int.h"
+
+/* KEY '-' with neither $RDCP_KEY nor --key-file: ask on the terminal, as
+ * ssh asks for a password (stdin and stdout are the data). 0 with the line
+ * in buf, or -1 when there is no terminal or nothing was typed. */
+static int tty_key(char *buf, size_t cap)
+{
+	FILE *tty = fopen("/dev/tty", "r+");
+	if (!tty)
+		return -1;
+	struct termios old, quiet;
+	int echo_off = tcgetattr(fileno(tty), &old) == 0;
+	if (echo_off) {
+		quiet = old;
+		quiet.c_lflag &= ~(tcflag_t)ECHO;
+		tcsetattr(fileno(tty), TCSAFLUSH, &quiet);
+	}
+	fprintf(tty, "%s: key (KEY '-', no $RDCP_KEY): ", log_prog);
+	fflush(tty);
+	int rc = fgets(buf, (int)cap, tty) ? 0 : -1;
+	if (echo_off)
+		tcsetattr(fileno(tty), TCSAFLUSH, &old);
+	fputc('\n', tty);
+	fclose(tty);
+	if (rc == 0)
+		buf[strcspn(buf, "\r\n")] = '\0';
+	return rc == 0 && *buf ? 0 : -1;
+}
 
 int tp_opt_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
 {
@@ -25,8 +53,12 @@ int tp_opt_key(const char *arg, const char *key_file, uint8_t key[TP_KEY_LEN])
 		secret = buf;
 	} else if (strcmp(arg, "-") == 0) {
 		secret = getenv("RDCP_KEY");
+		if (!secret && tty_key(buf, sizeof buf) == 0)
+			secret = buf;
 		if (!secret) {
-			log_err("KEY is '-' but neither --key-file nor $RDCP_KEY gives a key");
+			log_err("KEY is '-' but neither --key-file nor $RDCP_KEY gives a key, and "
+			        "there is no terminal to ask on (e.g. RDCP_KEY=s3cret %s ...)",
+			        log_prog);
 			return -EINVAL;
 		}
 	}

@@ -320,12 +320,12 @@ kill_host_at() {
 	[[ "$output" == *"--relay is rdcp's own option"* ]]
 	[ ! -e "$T/d1" ] && [ ! -e "$T/d2" ]
 	[ ! -e "$T/pid.127.0.0.1" ]
-	# a SRC that is not there: said once, not once per host; exit 3
+	# a SRC that is not there: said once, not once per host; exit 23 (rsync's)
 	local got=0
 	fan -a --sync --json "$T/nonexistent/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" \
 		>"$T/json" 2>"$T/err" || got=$?
 	cat "$T/err" "$T/json"
-	[ "$got" -eq 3 ]
+	[ "$got" -eq 23 ]
 	[ "$(wc -l <"$T/err")" -eq 1 ]
 	grep -q "nonexistent/: No such file or directory" "$T/err"
 	[ "$(host_field 0 status <"$T/json")" = "not run" ]

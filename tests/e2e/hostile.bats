@@ -146,10 +146,10 @@ attack() {
 # --- a remote shell that is not clean (rsync: "is your shell clean?", exit 2) ---
 
 @test "a remote shell that prints a banner on stdout (pull): rsync's hint, exit 2" {
-	attack pull banner 2 "rdcp: protocol error: the remote shell printed something before rdcp started (is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\012\\033[1mHave a nice day\\012"
+	attack pull banner 2 "rdcp: protocol error: the remote shell printed something before rdcp started (is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\n\\e[1mHave a nice day\\n'"
 }
 @test "a remote shell that prints a banner on stdout (push): rsync's hint, exit 2" {
-	attack push banner 2 "(is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\012"
+	attack push banner 2 "(is your shell clean? e.g. a banner or echo in .bashrc): 'Welcome to fakehost!\\n\\e[1mHave a nice day\\n'"
 }
 
 # --- a sender that knows the key and lies in the data session ---
@@ -304,16 +304,16 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 
 @test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello 7 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 8 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
 	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
-	hello 7 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 8 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
 	hello 9 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 7" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 8" ]]
 }

@@ -229,6 +229,134 @@ print(json.dumps(d[sys.argv[2]]))' "$@"
 	[ "$rc" -eq 23 ] && [ "$(json_field "$T/j" errors)" = 1 ]
 }
 
+# jq_field FILE NAME: one field of the --json object in FILE (must exist)
+jq_field() {
+	jq -r --arg k "$2" 'if has($k) then .[$k] else error("no field \($k)") end' "$1"
+}
+
+# paused_vanish MODE: a --json run in MODE whose sender pauses after its
+# scan, while two of SRC's files are removed; its JSON in $T/j, exit in $rc
+paused_vanish() {
+	local mode=$1
+	rm -f "$T/pause"; rm -rf "$T/s2"; cp -a "$T/s" "$T/s2"
+	head -c 200000 /dev/urandom >"$T/s2/big"
+	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" -a --json "$T/s2/" "$T/a/v$mode" >"$T/j" 2>"$T/err" &
+	local pid=$!
+	for _ in $(seq 500); do [ -e "$T/pause" ] && break; sleep 0.01; done
+	rm "$T/s2/sub/b" "$T/s2/big"
+	rm "$T/pause"
+	rc=0; wait $pid || rc=$?
+	cat "$T/j" "$T/err"
+}
+
+@test "--json: errors agrees with the exit code: vanished files (24) counted in errors and vanished (local, push, pull)" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		paused_vanish $mode
+		[ "$rc" -eq 24 ]
+		[ "$(jq_field "$T/j" exit_code)" = 24 ]
+		[ "$(jq_field "$T/j" vanished)" = 2 ]
+		[ "$(jq_field "$T/j" errors)" = 2 ]
+	done
+}
+
+@test "--json: errors agrees with the exit code: a failed entry (23) is an error, not vanished; success has none" {
+	mk_src
+	mkdir -p "$T/a/f/a/in" && echo x >"$T/a/f/a/in/f"   # a full dir where SRC has a file
+	local rc=0
+	"$RDCP" -a --json "$T/s/" "$T/a/f" >"$T/j" 2>"$T/err" || rc=$?
+	cat "$T/j" "$T/err"
+	[ "$rc" -eq 23 ]
+	[ "$(jq_field "$T/j" exit_code)" = 23 ]
+	[ "$(jq_field "$T/j" errors)" = 1 ]
+	[ "$(jq_field "$T/j" vanished)" = 0 ]
+	"$RDCP" -a --json "$T/s/" "$T/a/ok" >"$T/j"
+	[ "$(jq_field "$T/j" exit_code)" = 0 ]
+	[ "$(jq_field "$T/j" errors)" = 0 ]
+	[ "$(jq_field "$T/j" vanished)" = 0 ]
+	# a far receiver that fails before its plan (DST unusable): its list,
+	# empty, then its DONE; the run's code, not a protocol error
+	echo file >"$T/a/afile"
+	rc=0
+	sync_in push -a --json "$T/s/" "$T/a/afile/" >"$T/j" 2>"$T/err" || rc=$?
+	cat "$T/j" "$T/err"
+	[ "$rc" -eq 3 ]
+	[ "$(jq_field "$T/j" exit_code)" = 3 ]
+	[ "$(jq_field "$T/j" errors)" = 0 ]
+	[ "$(jq -c .failed "$T/j")" = '[]' ]
+}
+
+@test "--json: failed lists each failed entry with its reason (local, push, pull)" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		mkdir -p "$T/a/l$mode/a/in" && echo x >"$T/a/l$mode/a/in/f"   # a full dir where SRC has a file
+		local rc=0
+		sync_in $mode -a --json "$T/s/" "$T/a/l$mode" >"$T/j" 2>"$T/err" || rc=$?
+		cat "$T/j" "$T/err"
+		[ "$rc" -eq 23 ]
+		[ "$(jq -c '.failed' "$T/j")" = '[{"path":"a","reason":"is a non-empty directory here: not replaced by the sender'"'"'s non-directory without --delete or --force: Directory not empty","vanished":false}]' ]
+		[ "$(jq_field "$T/j" failed_omitted)" = 0 ]
+	done
+}
+
+@test "--json: failed lists vanished files as vanished, as the sender said them (local, push, pull)" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		paused_vanish $mode
+		[ "$rc" -eq 24 ]
+		[ "$(jq -c '[.failed[] | [.path, .reason, .vanished]] | sort' "$T/j")" = \
+		  '[["big","vanished since the scan",true],["sub/b","vanished since the scan",true]]' ]
+		[ "$(jq_field "$T/j" failed_omitted)" = 0 ]
+	done
+}
+
+@test "--json: failed is bounded: the first 100, failed_omitted counts the rest; errors counts them all" {
+	mk_src
+	local i
+	mkdir -p "$T/s/many" "$T/a/m/many"
+	for i in $(seq 1 130); do
+		echo "$i" >"$T/s/many/f$i"
+		mkdir -p "$T/a/m/many/f$i/in" && echo x >"$T/a/m/many/f$i/in/x"
+	done
+	local rc=0
+	sync_in push -a --json "$T/s/" "$T/a/m" >"$T/j" 2>/dev/null || rc=$?
+	[ "$rc" -eq 23 ]
+	[ "$(jq_field "$T/j" errors)" = 130 ]
+	[ "$(jq '.failed | length' "$T/j")" = 100 ]
+	[ "$(jq_field "$T/j" failed_omitted)" = 30 ]
+}
+
+@test "--json: transport is always named: tcp when data moved, none on a no-op, a dry run or a run that failed early" {
+	mk_src
+	local mode
+	for mode in local push pull; do
+		sync_in $mode -a --json "$T/s/" "$T/a/t$mode" >"$T/j"
+		[ "$(jq_field "$T/j" transport)" = tcp ]
+		sync_in $mode -a --json "$T/s/" "$T/a/t$mode" >"$T/j"   # nothing to do
+		[ "$(jq_field "$T/j" files_sent)" = 0 ]
+		[ "$(jq_field "$T/j" transport)" = none ]
+	done
+	"$RDCP" -a -n --json "$T/s/" "$T/a/dry" >"$T/j"
+	[ "$(jq_field "$T/j" transport)" = none ]
+	"$RDCP" -a --json "$T/nosuch" "$T/a/x" >"$T/j" 2>/dev/null || true
+	[ "$(jq_field "$T/j" exit_code)" = 23 ]
+	[ "$(jq_field "$T/j" transport)" = none ]
+	# every field of the schema in docs/rdcp.1 is there, and no other
+	# (top-level: "failed"'s entries are objects of their own)
+	diff <(jq -r 'keys_unsorted[]' "$T/j") \
+	     <(sed -n '/^    {"rdcp":1/,/}$/p' "$BATS_TEST_DIRNAME/../../docs/rdcp.1" |
+	       sed 's/\[{[^]]*\]//' | grep -o '"[a-z_0-9]*":' | tr -d '":' )
+	# and each has its paragraph in the man page's list of fields
+	local k
+	for k in $(jq -r 'keys_unsorted[]' "$T/j"); do
+		sed -n '/^\.B \\-\\-json$/,/^\.SH /p' "$BATS_TEST_DIRNAME/../../docs/rdcp.1" |
+			grep -qE "^\.BR? (.*[ ,])?$k( |,|\$)" || { echo "rdcp(1) does not describe $k"; false; }
+	done
+}
+
 @test "--stats: rsync's figures, the same as rsync's on the same trees" {
 	mk_src
 	twin_dst
@@ -306,4 +434,18 @@ at_least() {
 		wait $pid
 		grep -q 'f+++++++++ a$' "$T/out"
 	done
+}
+
+@test "--help: every exit code of rdcp(1)'s EXIT STATUS (2 included), -V, and no redundant -r beside --sync" {
+	run "$RDCP" --help
+	[ "$status" -eq 0 ]
+	local man=$BATS_TEST_DIRNAME/../../docs/rdcp.1
+	# the codes the man page lists (.TP then .B N), and those --help lists
+	local want got
+	want=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man" | grep -A1 '^\.TP' | sed -n 's/^\.B \([0-9]*\)$/\1/p' | sort -n | tr '\n' ' ')
+	got=$(sed -n '/^Exit status:/,/^$/p' <<<"$output" | grep -oE '(^|[ ,(:])[0-9]+ [a-zA-Z-]' | grep -oE '[0-9]+' | sort -n | uniq | tr '\n' ' ')
+	echo "man: $want"; echo "help: $got"
+	[ "$want" = "$got" ]
+	[[ "$output" == *"-V, --version"* ]]
+	! grep -E -- '--sync( -[a-zA-Z]+)* -r\b' <<<"$output"
 }

@@ -130,3 +130,84 @@ setup() {
 	[ -f "$T/got/a.txt" ]
 	full_compat -a --delete
 }
+
+# --- exit codes where rsync has the case: both tools, the same code ---
+
+# both_exit WANT ARGS...: rsync ARGS and rdcp ARGS exit WANT, each
+# (with -e, the local-rsh stands for ssh: rsync's far side is rsync)
+# (both_exit WANT as_user ARGS...: both run as an ordinary user)
+both_exit() {
+	local want=$1 user=(); shift
+	[ "$1" = as_user ] && { user=(as_user); shift; }
+	local r1=0 r2=0
+	"${user[@]}" rsync "$@" >"$T/rsync.out" 2>&1 || r1=$?
+	"${user[@]}" "$RDCP" --rdcp-path "$RDCP" "$@" >"$T/rdcp.out" 2>&1 || r2=$?
+	echo "rsync $* -> $r1"; cat "$T/rsync.out"
+	echo "rdcp $* -> $r2"; cat "$T/rdcp.out"
+	[ "$r1" -eq "$want" ] && [ "$r2" -eq "$want" ]
+}
+
+@test "exit code: a missing SRC is rsync's 23 (local, push, pull), not 3" {
+	both_exit 23 -a "$T/nosuch" "$T/d1"
+	both_exit 23 -a "$T/nosuch/" "$T/d2"
+	both_exit 23 -a -e "$LRSH" "$T/nosuch" "localhost:$T/d3"
+	both_exit 23 -a -e "$LRSH" "localhost:$T/nosuch" "$T/d4"
+	# --sync, which rsync does not have, the same
+	local rc=0
+	"$RDCP" --sync "$T/nosuch" "$T/d5" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 23 ]
+	# --json: one error, which failed names when the client is the sender
+	rc=0
+	"$RDCP" -a --json "$T/nosuch" "$T/d6" >"$T/j" 2>/dev/null || rc=$?
+	[ "$rc" -eq 23 ]
+	[ "$(jq -c '[.errors, .failed, .failed_omitted]' "$T/j")" = \
+	  "[1,[{\"path\":\"$T/nosuch\",\"reason\":\"No such file or directory\",\"vanished\":false}],0]" ]
+	rc=0
+	"$RDCP" -a --json -e "$LRSH" --rdcp-path "$RDCP" "localhost:$T/nosuch" "$T/d7" >"$T/j" 2>/dev/null || rc=$?
+	[ "$rc" -eq 23 ]
+	[ "$(jq -c '[.errors, .failed, .failed_omitted]' "$T/j")" = '[1,[],1]' ]
+}
+
+@test "a missing SRC on a push is said once, by the local side: no 'rdcp (remote)' line" {
+	local rc=0
+	"$RDCP" -a -e "$LRSH" --rdcp-path "$RDCP" "$T/nosuch" "localhost:$T/d" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 23 ]
+	grep -qx "rdcp: $T/nosuch: No such file or directory" "$T/err"
+	! grep -q 'remote' "$T/err"
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+}
+
+# as_user CMD...: CMD as an ordinary user (root reads and writes anywhere,
+# so a permission test run by root runs its tools as uid 4242)
+as_user() {
+	if [ "$(id -u)" = 0 ]; then
+		setpriv --reuid=4242 --regid=4242 --clear-groups env XDG_CACHE_HOME="$T/ucache" "$@"
+	else
+		"$@"
+	fi
+}
+
+@test "exit code: permission denied at DST is rsync's: 3 when DST cannot be looked at, 11 when it cannot be made" {
+	chmod 755 "$T"
+	chmod -R a+rX "$T/src"
+	mkdir -p "$T/ucache" "$T/shut/inside" "$T/ro"
+	chmod 777 "$T/ucache"
+	chmod 600 "$T/shut"   # DST's parent cannot be searched: stat fails
+	chmod 555 "$T/ro"     # DST's parent cannot be written: mkdir fails
+	local dst
+	for dst in "$T/shut/inside" "$T/shut/inside/" "$T/shut/new"; do
+		both_exit 3 as_user -a "$T/src/" "$dst"
+		grep -q "$dst: cannot stat destination: Permission denied" "$T/rdcp.out"
+	done
+	both_exit 11 as_user -a "$T/src/" "$T/ro/x"
+	grep -q "$T/ro/x: cannot create: Permission denied" "$T/rdcp.out"
+}
+
+@test "-V is --version, as rsync's -V" {
+	run "$RDCP" -V
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ ^rdcp\ [0-9]+\.[0-9]+ ]]
+	[ "$output" = "$("$RDCP" --version)" ]
+	rsync -V >/dev/null   # rsync takes it too
+}

@@ -286,7 +286,15 @@ mk_extra() {   # a DST with 8 entries SRC does not have (deepest: y/z/2)
 	cat "$T/out"
 	[ "$want" -eq 2 ] && [ "$got" -eq 2 ]
 	grep -q "is your shell clean" "$T/out"
-	grep -q "Welcome to the cluster" "$T/out"
+	# the text the shell printed, escaped as C does; not rdcp's own bytes
+	# after it (a pull's sender starts at once: they came as \000\000...)
+	grep -q "bashrc): 'Welcome to the cluster\\\\n'$" "$T/out"
+	got=0
+	"$RDCP" -r -e "$T/dirty-rsh" --rdcp-path "$RDCP" "localhost:$T/A" "$T/p" >"$T/out" 2>&1 ||
+		got=$?
+	cat "$T/out"
+	[ "$got" -eq 2 ]
+	grep -q "bashrc): 'Welcome to the cluster\\\\n'$" "$T/out"
 }
 
 @test "exit 11: DST that cannot be created (missing parent, read-only with chattr +i), as rsync" {
@@ -501,9 +509,13 @@ row() {
 	row "DST exists, read-only: nothing can be written" 23 23 -- -r A/ ro/ -- -r A/ ro/ || ok=1
 	row "DST is ''" 1 1 -- -r A '' -- -r A '' || ok=1
 	row "SRC is ''" 1 1 -- -r '' x -- -r '' x || ok=1
-	# documented differences: rdcp says 3 (SRC unusable) where rsync says 23
-	# (partial), and 5 (remote side not started) where rsync says 14 (IPC)
-	row "SRC missing" 23 3 -- -r nosuch y -- -r nosuch y || ok=1
+	row "SRC missing" 23 23 -- -r nosuch y -- -r nosuch y || ok=1
+	row "SRC missing, pushed" 23 23 -- -r -e "$L" nosuch localhost:"$T/w/y1" \
+		-- -r -e "$L" "${P[@]}" nosuch localhost:"$T/w/y2" || ok=1
+	row "DST cannot be looked at (stat: not a directory)" 3 3 -- -r A afile/deep \
+		-- -r A afile/deep || ok=1
+	# a documented difference: 5 (remote side not started) where rsync
+	# says 14 (IPC)
 	row "unclean remote shell (banner on stdout)" 2 2 -- -r -e "$T/dirty-rsh" A localhost:r1 \
 		-- -r -e "$T/dirty-rsh" "${P[@]}" A localhost:r2 || ok=1
 	row "remote shell not found (-e nosuchshell)" "14|12" 5 -- -r -e nosuchshell A h:x \

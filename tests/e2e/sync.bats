@@ -229,10 +229,10 @@ PY
 	[ "$status" -eq 1 ]
 }
 
-@test "missing source: exit 3, names it" {
+@test "missing source: exit 23 (as rsync), names it" {
 	run "$RDCP" -r "$T/nope" "$T/dst"
 	echo "$output"
-	[ "$status" -eq 3 ]
+	[ "$status" -eq 23 ]
 	[[ "$output" == *"$T/nope"* ]]
 }
 
@@ -381,6 +381,12 @@ PY
 	script -qec "'$RDCP' --sync --progress '$T/src' '$T/dst'" /dev/null >"$T/tty.out"
 	# bytes, percent, rate, elapsed, files landed (rsync's progress2 shape)
 	tr '\r' '\n' <"$T/tty.out" | grep -E '[0-9,]+ +100% +[0-9.]+[kMG]?B/s +[0-9]+:[0-9]{2}:[0-9]{2} +\([0-9]+/[0-9]+ files\)'
+	# each redraw erases what a longer line before it left (ESC [K at its
+	# end), so no ETA tail hangs after the final, shorter line
+	local draws ends
+	draws=$(tr '\r' '\n' <"$T/tty.out" | grep -c 'files)' || true)
+	ends=$(tr '\r' '\n' <"$T/tty.out" | grep -c $'files)\e\\[K' || true)
+	[ "$draws" -ge 1 ] && [ "$draws" -eq "$ends" ]
 	same "$T/src" "$T/dst"
 	rm -rf "$T/dst"
 	run "$RDCP" --sync --progress "$T/src" "$T/dst"

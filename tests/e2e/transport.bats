@@ -131,9 +131,26 @@ pipe_case() {
 	"$SEND" --transport "$TRANSPORT" --key-file "$T/keyfile" "$ADDR" "$p" - "$T/in"
 	wait "$rpid"
 	cmp "$T/in" "$T/out2"
-	run "$SEND" "$ADDR" "$p" -
+	# no terminal to ask on (setsid: none, whoever runs the suite)
+	run setsid -w "$SEND" "$ADDR" "$p" -
 	[ "$status" -eq 1 ]
-	[[ "$output" == *"RDCP_KEY"* ]]
+	[[ "$output" == *"RDCP_KEY"*"no terminal to ask on"* ]]
+}
+
+@test "$TRANSPORT: KEY '-' without \$RDCP_KEY asks on the terminal, echo off, as ssh does (the README's 'rdsend ... -' typed without it)" {
+	local p
+	echo hi >"$T/in"
+	RDCP_KEY=tty-secret "$RECV" --transport "$TRANSPORT" 0 - "$T/out" 2>"$T/recv.err" &
+	local rpid=$!
+	p=$(recv_port "$T/recv.err")
+	# a pseudo-terminal (script) on which the key is typed a moment later
+	(sleep 0.5; printf 'tty-secret\n') | env -u RDCP_KEY timeout 20 script -qec \
+		"$SEND --transport $TRANSPORT $ADDR $p - $T/in" /dev/null >"$T/tty.out"
+	wait "$rpid"
+	cmp "$T/in" "$T/out"
+	cat "$T/tty.out"
+	grep -q "rdsend: key (KEY '-', no \$RDCP_KEY):" "$T/tty.out"
+	! grep -q tty-secret "$T/tty.out"   # not echoed
 }
 
 @test "$TRANSPORT: rdsend waits for a late rdrecv" {
