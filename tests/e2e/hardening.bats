@@ -326,8 +326,8 @@ user_tmp_names() {
 	[ "$(cat "$T/dst/.rdcp-tmp-mine")" = mine ]            # not deleted
 	[ "$(cat "$T/dst/.rdcp-tmp-notes")" = notes ]          # copied
 	[ "$(cat "$T/dst/sub/.rdcp-tmp-0123456789abcdef0123456789abcdef")" = deep ]
-	# and a mirror with --delete treats them as any file
-	run sync_in "$mode" --sync --delete "$T/src" "$T/dst"
+	# and a mirror of SRC's contents with --delete treats them as any file
+	run sync_in "$mode" --sync --delete "$T/src/" "$T/dst"
 	[ "$status" -eq 0 ]
 	[ ! -e "$T/dst/.rdcp-tmp-mine" ]                        # deleted only as extra
 	same "$T/src" "$T/dst"
