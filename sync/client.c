@@ -81,17 +81,38 @@ static pid_t spawn_local(struct ctl *c)
 
 
 /* Wait for the far side (or its remote shell). After a failed run, give it
- * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us. */
-static void reap(pid_t pid, int *status, int failed)
+ * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us.
+ * 1 when we killed it (its status is then ours, not what ended it). */
+static int reap(pid_t pid, int *status, int failed)
 {
 	for (int i = 0; failed && i < 100; i++) {
 		if (waitpid(pid, status, WNOHANG) == pid)
-			return;
+			return 0;
 		usleep(50000);
 	}
 	if (failed)
 		kill(pid, SIGKILL);
 	waitpid(pid, status, 0);
+	return failed;
+}
+
+/* The far side ended before it finished: killed by a signal (its own
+ * status, or a remote shell's 128+N for it), or ssh's 255 once rdcp had
+ * answered (the connection to the host was lost). The phrase into why;
+ * 1 if so, else 0. */
+static int ended_early(const char *remote, int status, uint64_t frames, char *why,
+                       size_t cap)
+{
+	int xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (WIFSIGNALED(status))
+		snprintf(why, cap, "killed by signal %d", WTERMSIG(status));
+	else if (remote && xs > 128 && xs <= 128 + 64)
+		snprintf(why, cap, "killed by signal %d: remote shell exit %d", xs - 128, xs);
+	else if (remote && xs == 255 && frames > 0)
+		snprintf(why, cap, "connection lost: remote shell exit 255");
+	else
+		return 0;
+	return 1;
 }
 
 /* Ctrl-C (SIGINT), SIGTERM and SIGHUP, as rsync: stop the far side and
@@ -328,6 +349,7 @@ int sync_client(struct sync_opts *o)
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
+	unsigned said = log_errors();   /* lines said before the run's own */
 	int rc = play(o, &r, &src, &dst, remote, &res);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
@@ -338,9 +360,20 @@ int sync_client(struct sync_opts *o)
 		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
 	}
 	int status = 0;
-	reap(pid, &status, res.code != 0 || rc < 0);
+	int killed = reap(pid, &status, res.code != 0 || rc < 0);
 	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	                  r.frames);
+	char why[96];
+	if (code && !killed && res.code != RD_EXIT_TIMEOUT && rc != -ETIME &&
+	    ended_early(remote, status, r.frames, why, sizeof why)) {
+		/* one code for the far side's end, whichever channel saw it first
+		 * (the data connection: 10; the control channel: its status) */
+		code = RD_EXIT_CONN;
+		if (log_errors() == said)   /* else the line that said it stands */
+			log_err("the %s on %s ended before it finished (%s)",
+			        src.host ? "sender" : "receiver", remote ? remote : "this machine",
+			        why);
+	}
 	free_endpoints(o, paths, &src, &dst);
 	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
 	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))

@@ -426,8 +426,9 @@ static int check_fanout(const struct sync_opts *o)
 	return 0;
 }
 
-/* The per-host report: a line each on stdout (unless -q); the failed
- * ones on stderr, with why. */
+/* The per-host report: a line each on stdout with -v (quiet without, as
+ * rsync: a cron job's mail is its errors); the failed ones on stderr,
+ * with why, always. */
 static void report_hosts(const struct sync_opts *o, const struct fan_target *t, int nt,
                          const struct fhost *last)
 {
@@ -441,7 +442,7 @@ static void report_hosts(const struct sync_opts *o, const struct fan_target *t, 
 		} else if (h->code) {
 			log_err("%s: failed (exit %d): %s", t[k].label, h->code,
 			        h->why[0] ? h->why : "see above");
-		} else if (!o->quiet && !o->json) {
+		} else if (o->verbose && !o->quiet && !o->json) {
 			printf("%s: ok: %s files, %s bytes received, %llu deleted\n", t[k].label,
 			       sync_num(a, h->res.files, o->human), sync_num(b, h->res.bytes, o->human),
 			       (unsigned long long)h->res.deleted);
