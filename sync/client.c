@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
@@ -55,10 +56,28 @@ static int parse_endpoint(const char *arg, struct endpoint *ep)
 static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
 {
 	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
-	pid_t pid = rsh_spawn(o->rsh, host, words, &c->out, &c->in);
+	pid_t pid = rsh_spawn(o->rsh, host, words, &c->out, &c->in,
+	                      o->contimeout > 0 ? o->contimeout : 0);
 	if (pid > 0)
 		rsh_widen_pipe(c->in);   /* a pull's file list comes this way */
 	return pid;
+}
+
+/* --contimeout S: the far side's first word (its rdcp's NOOP, or the
+ * remote shell's end or junk) within S seconds. 0, or -ETIME (said). */
+static int await_login(const struct sync_opts *o, const char *host, const struct ctl *c)
+{
+	struct pollfd p = { c->in, POLLIN, 0 };
+	int rc;
+	if (o->contimeout <= 0)
+		return 0;
+	while ((rc = poll(&p, 1, o->contimeout * 1000)) < 0 && errno == EINTR)
+		;
+	if (rc != 0)
+		return 0;
+	log_err("no answer from %s in %d s (--contimeout): the host is down, unreachable "
+	        "or its login hangs", host, o->contimeout);
+	return -ETIME;
 }
 
 /* Local to local: the far side is a child process on a socketpair. */
@@ -334,6 +353,13 @@ int sync_client(struct sync_opts *o)
 			log_err("cannot start the other side: %s", strerror(errno));
 			code = RD_EXIT_START;
 		}
+	}
+	if (!code && remote && await_login(o, remote, &c) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(c.out);
+		close(c.in);
+		code = RD_EXIT_START;
 	}
 	if (code) {
 		free_endpoints(o, paths, &src, &dst);

@@ -134,10 +134,12 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	f->progress_host = -1;
 	f->chain = calloc((size_t)n, sizeof *f->chain);
 	f->first_addr[0] = 0;
+	f->login_s = o->contimeout >= 0 ? o->contimeout : SYNC_FAN_CONTIMEOUT;
 	/* every remote shell at once: logins overlap */
 	for (int k = 0; k < n; k++) {
 		h[k].c = (struct ctl){ .in = -1, .out = -1 };
-		h[k].pid = rsh_spawn(o->rsh, h[k].t->host, words, &h[k].c.out, &h[k].c.in);
+		h[k].pid = rsh_spawn(o->rsh, h[k].t->host, words, &h[k].c.out, &h[k].c.in,
+		                     f->login_s);
 		h[k].pos = h[k].next = -1;
 		pthread_mutex_init(&h[k].wmu, NULL);
 	}
@@ -215,12 +217,14 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 		plan_free(&h[k]);
 		if (h[k].pid < 0)
 			continue;
+		if (h[k].no_answer)   /* nothing to wait for: it never answered */
+			kill(h[k].pid, SIGKILL);
 		int st = reap(h[k].pid, h[k].code != 0 || h[k].dead);
 		pthread_mutex_lock(&intr.mu);
 		h[k].reaped = 1;   /* Ctrl-C from now on leaves its pid alone */
 		pthread_mutex_unlock(&intr.mu);
 		int xs = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-		if (h[k].dead && h[k].r.frames == 0) {   /* rdcp never answered */
+		if (h[k].dead && h[k].r.frames == 0 && !h[k].no_answer) {   /* rdcp never answered */
 			h[k].code = RD_EXIT_START;
 			snprintf(h[k].why, sizeof h[k].why, "could not start rdcp there (remote "
 			         "shell exit %d): check the host, the login, and --rdcp-path", xs);

@@ -32,6 +32,8 @@ struct fhost {
 	int th_ok;                 /* its agent thread runs (to be joined) */
 	struct sync_result res;
 	int got_result, dead;      /* a DONE or ERROR came; the channel died first */
+	int no_answer;             /* nothing came within the login limit: its
+	                              remote shell is killed at once */
 	int src_failed;            /* not run: the source failed first (said) */
 	int code;                  /* exit code of this round (0: all well) */
 	char why[256];             /* what went wrong, one phrase */
@@ -41,6 +43,7 @@ struct fan {
 	const struct sync_opts *o;
 	struct fhost *h;
 	int n;
+	int login_s;               /* a host's first word within this (0: wait) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct frame { uint8_t type; size_t n; uint8_t *p; } *fr;   /* the sender's,

@@ -6,6 +6,7 @@
  * and sums their results into the sender's DONE.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,20 @@ static int read_plan(struct fan *f, struct fhost *h)
 	}
 }
 
+/* The host's first word (its rdcp's NOOP, or the remote shell's end or
+ * junk) within the login limit: 0, or -ETIME when nothing came (a host
+ * whose ssh hangs must not hold the run for ssh's own timeout). */
+static int await_first_word(const struct fan *f, const struct fhost *h)
+{
+	struct pollfd p = { h->c.in, POLLIN, 0 };
+	int rc;
+	if (f->login_s <= 0)
+		return 0;
+	while ((rc = poll(&p, 1, f->login_s * 1000)) < 0 && errno == EINTR)
+		;
+	return rc == 0 ? -ETIME : 0;
+}
+
 /* One host's conversation, from HELLO to its DONE. */
 void *fan_agent_main(void *arg)
 {
@@ -226,6 +241,14 @@ void *fan_agent_main(void *arg)
 	}
 	free(fwd);
 	free(relay);
+	if (hrc == 0 && await_first_word(f, h) < 0) {
+		char why[96];
+		snprintf(why, sizeof why, "no answer in %d s (--contimeout): the host is down, "
+		         "unreachable or its login hangs", f->login_s);
+		h->dead = h->no_answer = 1;
+		fan_fail(h, RD_EXIT_START, why);
+		goto end;
+	}
 	if (hrc < 0 ||
 	    (f->o->files_from && sync_files_send(&h->c, f->o) < 0)) {
 		h->dead = 1;

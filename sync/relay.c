@@ -98,6 +98,8 @@ int relay_begin(struct rstate *s)
 	rl->d.o.msg_size = SYNC_MSG_SIZE;
 	rl->d.o.pool_size = SYNC_POOL_SIZE;
 	rl->d.o.io_timeout_ms = r->timeout * 1000;
+	if (r->o->contimeout > 0)   /* else the transport's 10 s */
+		rl->d.o.connect_timeout_ms = r->o->contimeout * 1000;
 	rl->d.o.verbose = -1;
 	/* side by side with the wait for our own sender: each host of the
 	 * chain dials the next while it is dialled */

@@ -12,7 +12,8 @@ host_field() {
 }
 
 # a remote shell: "rsh HOST CMD..." runs CMD here, its pid in $T/pid.HOST;
-# a host named in $T/no-rdcp has no rdcp (the shell's 127)
+# a host named in $T/no-rdcp has no rdcp (the shell's 127); one named in
+# $T/hang never answers (a login that hangs: it sleeps)
 mk_rsh() {
 	cat >"$T/rsh" <<-'EOF'
 	#!/bin/sh
@@ -22,6 +23,7 @@ mk_rsh() {
 		echo "sh: 1: rdcp: not found" >&2; exit 127
 	fi
 	echo $$ >"$dir/pid.$h"
+	if [ -e "$dir/hang" ] && grep -qx "$h" "$dir/hang"; then exec sleep 1000; fi
 	# a host of its own: $dir/hosts.d/HOST is what it sees at $dir/dst
 	hb=${h#*@}
 	if [ -d "$dir/hosts.d/$hb" ]; then
@@ -251,6 +253,53 @@ kill_host_at() {
 	same "$T/src" "$T/d1"
 	same "$T/src" "$T/d3"
 	[ ! -e "$T/d2" ]
+}
+
+# Issue 36, 6a: one host whose ssh hangs held the run's end for ssh's own
+# connect timeout (71-78 s) before the healthy hosts were reported.
+# --contimeout S (ssh's ConnectTimeout, and our own limit on the host's
+# first word); a fan-out's default is 15 s.
+@test "fan-out: a host that never answers (its login hangs) fails alone after --contimeout; the others complete" {
+	mk_rsh
+	mk_tree "$T/src"
+	echo 127.0.0.2 >"$T/hang"
+	# an "ssh": it records its arguments, then is the remote shell above
+	mkdir "$T/bin"
+	printf '#!/bin/sh\necho "$@" >>"%s/ssh-args"\nwhile [ "$1" = -o ]; do shift 2; done\nexec "%s/rsh" "$@"\n' \
+		"$T" "$T" >"$T/bin/ssh"
+	chmod +x "$T/bin/ssh"
+	local got=0 t0=$SECONDS took
+	timeout 60 "$RDCP" -e "$T/bin/ssh" --rdcp-path "$RDCP" -aH --sync --contimeout 3 --json \
+		"$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/json" 2>"$T/err" || got=$?
+	took=$((SECONDS - t0))
+	cat "$T/err" "$T/json"
+	echo "took $took s"
+	[ "$took" -lt 30 ]
+	[ "$got" -eq 5 ]   # the failed host's, as for a host without rdcp
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ ! -e "$T/d2" ]
+	[ "$(host_field 0 status <"$T/json")" = ok ]
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	grep -q "^rdcp: 127.0.0.2:$T/d2: failed (exit 5): no answer in 3 s (--contimeout)" "$T/err"
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+	grep -q -- "-o ConnectTimeout=3 127.0.0.2 " "$T/ssh-args"
+	! kill -0 "$(cat "$T/pid.127.0.0.2")" 2>/dev/null   # its login is not left behind
+	# without --contimeout: 15 s, not ssh's own 75
+	rm -rf "$T/d1" "$T/d3"
+	t0=$SECONDS got=0
+	timeout 60 "$RDCP" -e "$T/bin/ssh" --rdcp-path "$RDCP" -aH --sync "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" >"$T/out" 2>"$T/err" || got=$?
+	took=$((SECONDS - t0))
+	cat "$T/err"
+	echo "took $took s"
+	[ "$got" -eq 5 ]
+	[ "$took" -lt 40 ]
+	grep -q "127.0.0.2:$T/d2: failed (exit 5): no answer in 15 s (--contimeout)" "$T/err"
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
 }
 
 @test "fan-out: --hosts file with comments, blank lines, user@host, a data address; a host twice under two names, and SRC itself, are copied once" {

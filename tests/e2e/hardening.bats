@@ -464,3 +464,24 @@ kill_far_at() {
 	# most moments fall inside the run (it takes ~0.8 s at 40 MB/s)
 	[ "$late" -le 6 ]
 }
+
+# Issue 36, 6a (one host): a login that never answers is given up after
+# --contimeout, with a line naming the host, exit 5 (rdcp could not start).
+@test "accident: a login that hangs: --contimeout 2 gives up in 2 s, names the host, exit 5" {
+	mkdir -p "$T/src"
+	echo a >"$T/src/a"
+	printf '#!/bin/sh\nexec sleep 1000\n' >"$T/rsh"
+	chmod +x "$T/rsh"
+	local t0=$SECONDS rc=0
+	timeout 30 "$RDCP" -e "$T/rsh" --contimeout 2 --sync "$T/src" "somehost:$T/dst" \
+		2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 5 ]
+	[ $((SECONDS - t0)) -lt 10 ]
+	grep -q "^rdcp: no answer from somehost in 2 s (--contimeout)" "$T/err"
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+	[ ! -e "$T/dst" ]
+	# a far side that answers is not cut by it, however long the run
+	sync_in push --contimeout 1 --bwlimit 2M --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
