@@ -129,7 +129,7 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	f->h = h;
 	f->n = n;
 	f->fr = NULL;
-	f->nfr = f->fr_state = f->linked = f->nchain = 0;
+	f->nfr = f->fr_state = f->linked = f->nchain = f->feed_lost = 0;
 	f->m = (struct idx_manifest){ 0 };
 	f->progress_host = -1;
 	f->chain = calloc((size_t)n, sizeof *f->chain);
@@ -392,11 +392,13 @@ static int lost_feed(int code)
 
 /* The hosts to run again: those that lost their feed (above) after a host
  * before them in the chain died, could not reach its next one, or lost its
- * own feed. A host whose failure is its own (a full disk, --max-delete) is
- * not retried, nor are the ones after it: it went on forwarding. */
-static int retry_set(struct fhost *h, int n, int *which)
+ * own feed; and the first host too when the sender's data session failed
+ * (feed_lost: its feed was cut, say by a link that went silent until
+ * --timeout). A host whose failure is its own (a full disk, --max-delete)
+ * is not retried, nor are the ones after it: it went on forwarding. */
+static int retry_set(struct fhost *h, int n, int feed_lost, int *which)
 {
-	int cnt = 0, broken = 0;
+	int cnt = 0, broken = feed_lost;
 	int *order = malloc((size_t)n * sizeof *order);
 	if (!order)
 		return 0;
@@ -562,7 +564,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		run_round(&f, h, nw, paths, nsrc, &res);
 		wire += res.wire;
 		int *again = malloc((size_t)nw * sizeof *again);
-		int na = again ? retry_set(h, nw, again) : 0;
+		int na = again ? retry_set(h, nw, f.feed_lost, again) : 0;
 		for (int k = 0; k < nw; k++)
 			last[which[k]] = h[k];   /* its outcome; it owns no memory now */
 		for (int k = 0; k < na; k++)

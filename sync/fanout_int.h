@@ -51,6 +51,8 @@ struct fan {
 	int nfr, fr_state;         /* 0 not yet, 1 all there, -1 the sender failed */
 	struct idx_manifest m;     /* the sender's file list, decoded */
 	int linked;                /* the chain is set: agents send CTL_RELAY */
+	int feed_lost;             /* the sender's data session failed: the first
+	                              host of the chain lost its feed */
 	int *chain, nchain;
 	struct ctl sc;             /* the hub's end of the sender's channel */
 	pthread_mutex_t smu;       /* writes to sc (agents send PROGRESS) */
@@ -74,6 +76,14 @@ int  fan_plan_take(const struct fan *f, struct fhost *h, uint8_t type, const uin
 int  fan_union(const struct fan *f, int (*emit)(void *ctx, uint8_t type, const uint8_t *p,
                                                  size_t n),
                void *ctx, uint32_t *count);
+/* hub.c, pure (for tests): the I/O timeout, in ms, of the hop from the
+ * host at chain position pos (0: the first) of nchain to the next one,
+ * under --timeout timeout_s: timeout * (nchain - 1 - pos) / nchain, at
+ * least 200 ms, so that each hop's is shorter than the one before it (the
+ * sender's, to the first host, is the whole timeout): when a link goes
+ * silent, the host right before it gives up first and re-links before
+ * the ones before it do. 0: no timeout, or pos is the last. */
+uint32_t fan_hop_ms(int timeout_s, int pos, int nchain);
 /* h failed with code (the first failure stays) because of why. */
 void fan_fail(struct fhost *h, int code, const char *why);
 

@@ -72,6 +72,14 @@ static size_t put_data(uint8_t *p, const struct fhost *x)
 	return 36 + al;
 }
 
+uint32_t fan_hop_ms(int timeout_s, int pos, int nchain)
+{
+	if (timeout_s <= 0 || pos < 0 || pos >= nchain - 1)
+		return 0;
+	uint64_t ms = (uint64_t)timeout_s * 1000 * (uint64_t)(nchain - 1 - pos) / (uint64_t)nchain;
+	return ms < 200 ? 200 : (uint32_t)ms;
+}
+
 static void host_error(struct fhost *h, int code, const char *text)
 {
 	pthread_mutex_lock(&h->wmu);
@@ -296,13 +304,18 @@ void *fan_agent_main(void *arg)
 			pthread_cond_wait(&f->cv, &f->mu);
 		pthread_mutex_unlock(&f->mu);
 		if (h->pos >= 0) {   /* CTL_RELAY: the next host and the one after it */
-			uint8_t msg[1 + 2 * (2 + 34 + 255)];
+			uint8_t msg[1 + 2 * (2 + 34 + 255) + 4];
 			size_t len = 1;
 			int nx = h->next, alt = nx >= 0 ? f->h[nx].next : -1;
+			uint32_t hop = nx >= 0 ? fan_hop_ms(f->o->timeout, h->pos, f->nchain) : 0;
 			/* the host two before us may come instead of the one before */
-			msg[0] = h->pos >= 2 ? RELAY_F_REJOIN : 0;
+			msg[0] = (h->pos >= 2 ? RELAY_F_REJOIN : 0) | (hop ? RELAY_F_HOP_MS : 0);
 			len += put_data(msg + len, nx >= 0 ? &f->h[nx] : NULL);
 			len += put_data(msg + len, alt >= 0 ? &f->h[alt] : NULL);
+			if (hop) {
+				put_u32(msg + len, hop);
+				len += 4;
+			}
 			hsend(h, CTL_RELAY, msg, len);
 			explicit_bzero(msg, sizeof msg);
 		}
@@ -593,6 +606,7 @@ void *fan_hub_main(void *arg)
 				if (f->h[f->chain[j]].stage != H_END)
 					hsend(&f->h[f->chain[j]], CTL_SENT, f->sc.buf, n);
 		} else if (rc == 0 && type == CTL_ERROR) {
+			f->feed_lost = 1;
 			for (int k = 0; k < f->n; k++)
 				if (f->h[k].stage != H_END) {
 					pthread_mutex_lock(&f->h[k].wmu);
@@ -600,6 +614,7 @@ void *fan_hub_main(void *arg)
 					pthread_mutex_unlock(&f->h[k].wmu);
 				}
 		} else {
+			f->feed_lost = 1;
 			stop_hosts(f, RD_EXIT_CONN, "the sender stopped");
 		}
 	} else if (rc < 0) {

@@ -419,3 +419,42 @@ kill_host_at() {
 	[ "$(echo "$output" | grep -c 'a fan-out uses one stream per hop')" -eq 1 ]
 	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
 }
+
+# Issue 36, 6b: with the link to host 2 cut (packets dropped, no reset) and
+# --timeout 10, host 1, itself healthy, ended incomplete (exit 10) and was
+# not retried: its hop to host 2 and the sender's to it timed out alike,
+# and whichever came first decided. Each hop's limit is now shorter than the
+# one before it (fan_hop_ms), so host 1 gives up on host 2 first and
+# re-links to host 3; a first host whose feed is cut is retried too.
+# The hosts are network namespaces (tests/lib/netns.sh), their own set.
+@test "fan-out: the link to host 2 goes silent (dropped, no reset) under --timeout 10: host 1 re-links around it; every live host completes" {
+	[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+	export NETNS_PREFIX=rdfo NETNS_NET=10.178.0
+	source "$BATS_TEST_DIRNAME/../lib/netns.sh"
+	netns_up 3 || { netns_down; skip "could not make network namespaces (iproute2, bridge)"; }
+	mkdir -p "$T/src"
+	mk_files "$T/src/small" 100
+	head -c 100000000 /dev/urandom >"$T/src/big"
+	local got=0 t0=$SECONDS took
+	"$RDCP" -e "$BATS_TEST_DIRNAME/../lib/netns-rsh" --rdcp-path "$RDCP" -a --sync \
+		--timeout 10 --bwlimit 20M --json "$T/src/" "10.178.0.1:$T/d1" "10.178.0.2:$T/d2" \
+		"10.178.0.3:$T/d3" >"$T/json" 2>"$T/err" &
+	local pid=$!
+	# about 1.5 s into the data (of 5 s at 20 MB/s)
+	for _ in $(seq 400); do [ -d "$T/d3" ] && break; sleep 0.05; done
+	sleep 1.5
+	netns_cut 2
+	wait "$pid" || got=$?
+	took=$((SECONDS - t0))
+	netns_down
+	cat "$T/err" "$T/json"
+	echo "took $took s"
+	[ "$(host_field 0 status <"$T/json")" = ok ]
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ "$got" -eq "$(host_field 1 exit_code <"$T/json")" ]
+	grep -q '^rdcp (10.178.0.1): forwarding the data to the next host failed: .*going on with the host after it (10.178.0.3 ' "$T/err"
+	[ "$took" -lt 60 ]
+}
