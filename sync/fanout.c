@@ -415,6 +415,16 @@ static int retry_set(struct fhost *h, int n, int feed_lost, int *which)
 			broken = 1;
 	}
 	free(order);
+	/* the hosts with the most links that could not be made go last (an
+	 * insertion sort: stable, and a retry set is short): a host whose own
+	 * link is down then fails alone at the chain's end instead of cutting
+	 * the sender off from every host after it */
+	for (int k = 1; k < cnt; k++)
+		for (int j = k; j > 0 && h[which[j - 1]].bad_links > h[which[j]].bad_links; j--) {
+			int w = which[j];
+			which[j] = which[j - 1];
+			which[j - 1] = w;
+		}
 	return cnt;
 }
 

@@ -32,6 +32,9 @@ struct fhost {
 	int th_ok;                 /* its agent thread runs (to be joined) */
 	struct sync_result res;
 	int got_result, dead;      /* a DONE or ERROR came; the channel died first */
+	int bad_links;             /* its links to the hosts beside it that could
+	                              not be made: a second round puts the hosts
+	                              with the most last */
 	int no_answer;             /* nothing came within the login limit: its
 	                              remote shell is killed at once */
 	int src_failed;            /* not run: the source failed first (said) */
@@ -78,11 +81,13 @@ int  fan_union(const struct fan *f, int (*emit)(void *ctx, uint8_t type, const u
                void *ctx, uint32_t *count);
 /* hub.c, pure (for tests): the I/O timeout, in ms, of the hop from the
  * host at chain position pos (0: the first) of nchain to the next one,
- * under --timeout timeout_s: timeout * (nchain - 1 - pos) / nchain, at
- * least 200 ms, so that each hop's is shorter than the one before it (the
- * sender's, to the first host, is the whole timeout): when a link goes
- * silent, the host right before it gives up first and re-links before
- * the ones before it do. 0: no timeout, or pos is the last. */
+ * under --timeout timeout_s: timeout * (2 nchain - 1 - pos) / (2 nchain),
+ * at least 200 ms, so that each hop's is shorter than the one before it
+ * (the sender's, to the first host, is the whole timeout): when a link
+ * goes silent, the host right before it gives up first and re-links before
+ * the ones before it do. Never under half the timeout: a next host that is
+ * only slow (its disk) is not cut out much sooner than before. 0: no
+ * timeout, or pos is the last. */
 uint32_t fan_hop_ms(int timeout_s, int pos, int nchain);
 /* h failed with code (the first failure stays) because of why. */
 void fan_fail(struct fhost *h, int code, const char *why);

@@ -76,7 +76,8 @@ uint32_t fan_hop_ms(int timeout_s, int pos, int nchain)
 {
 	if (timeout_s <= 0 || pos < 0 || pos >= nchain - 1)
 		return 0;
-	uint64_t ms = (uint64_t)timeout_s * 1000 * (uint64_t)(nchain - 1 - pos) / (uint64_t)nchain;
+	uint64_t ms = (uint64_t)timeout_s * 1000 * (uint64_t)(2 * nchain - 1 - pos) /
+	              (2 * (uint64_t)nchain);
 	return ms < 200 ? 200 : (uint32_t)ms;
 }
 
@@ -324,9 +325,14 @@ void *fan_agent_main(void *arg)
 		if (type == CTL_RELAY && n == 4 && !h->relay_said) {
 			h->relay_said = 1;
 			h->relay_rc = -(int)get_u32(h->c.buf);
-			if (h->relay_rc && h->next >= 0)   /* its next host waits in vain */
+			if (h->relay_rc && h->next >= 0) {   /* its next host waits in vain */
+				pthread_mutex_lock(&f->mu);   /* read once the agents are joined */
+				h->bad_links++;
+				f->h[h->next].bad_links++;
+				pthread_mutex_unlock(&f->mu);
 				host_error(&f->h[h->next], RD_EXIT_CONN, "the host before it in "
 				           "the chain could not connect to it");
+			}
 			continue;
 		}
 		proto_fail(h, "it sent a message out of turn");

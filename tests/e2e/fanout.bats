@@ -457,4 +457,22 @@ kill_host_at() {
 	[ "$got" -eq "$(host_field 1 exit_code <"$T/json")" ]
 	grep -q '^rdcp (10.178.0.1): forwarding the data to the next host failed: .*going on with the host after it (10.178.0.3 ' "$T/err"
 	[ "$took" -lt 60 ]
+	# the link down from the start: host 1 cannot reach host 2, nor host 2
+	# host 3; the second round must not put host 2 first again (the sender
+	# could not reach it, and host 3, healthy, failed with it)
+	rm -rf "$T/d1" "$T/d2" "$T/d3"
+	netns_up 3 || skip "could not make network namespaces again"
+	netns_cut 2
+	got=0
+	"$RDCP" -e "$BATS_TEST_DIRNAME/../lib/netns-rsh" --rdcp-path "$RDCP" -a --sync \
+		--timeout 10 --json "$T/src/" "10.178.0.1:$T/d1" "10.178.0.2:$T/d2" \
+		"10.178.0.3:$T/d3" >"$T/json" 2>"$T/err" || got=$?
+	netns_down
+	cat "$T/err" "$T/json"
+	[ "$(host_field 0 status <"$T/json")" = ok ]
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ "$got" -eq 10 ]
 }
