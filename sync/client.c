@@ -279,8 +279,9 @@ static int final_code(const char *remote, int code, int rc, int xs, uint64_t fra
 {
 	if (remote && xs == RD_EXIT_START && frames == 0)
 		return RD_EXIT_START;   /* the remote shell itself could not run (said) */
-	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
-		/* the remote shell could not run rdcp, or ssh itself failed */
+	if (remote && (xs == 127 || xs == 126 || (xs == 255 && frames == 0 && (rc < 0 || code)))) {
+		/* the remote shell could not run rdcp, or ssh itself failed (ssh's
+		 * 255 after rdcp answered is a lost connection: ended_early()) */
 		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
 		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
 		return RD_EXIT_START;
@@ -390,7 +391,7 @@ int sync_client(struct sync_opts *o)
 	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	                  r.frames);
 	char why[96];
-	if (code && !killed && res.code != RD_EXIT_TIMEOUT && rc != -ETIME &&
+	if ((res.code || rc < 0) && !killed && res.code != RD_EXIT_TIMEOUT && rc != -ETIME &&
 	    ended_early(remote, status, r.frames, why, sizeof why)) {
 		/* one code for the far side's end, whichever channel saw it first
 		 * (the data connection: 10; the control channel: its status) */
