@@ -400,6 +400,12 @@ int sync_client(struct sync_opts *o)
 			log_err("the %s on %s ended before it finished (%s)",
 			        src.host ? "sender" : "receiver", remote ? remote : "this machine",
 			        why);
+	} else if (!res.code && rc == 0 && !killed &&
+	           ended_early(remote, status, r.frames, why, sizeof why)) {
+		/* its DONE came: every file landed; only its leaving was cut */
+		code = RD_EXIT_OK;
+		log_warn("the %s on %s ended after it had finished (%s): the copy is complete",
+		         src.host ? "sender" : "receiver", remote ? remote : "this machine", why);
 	}
 	free_endpoints(o, paths, &src, &dst);
 	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */

@@ -442,11 +442,13 @@ kill_far_at() {
 	head -c 30000000 /dev/urandom >"$T/src/big"
 	local shell d f late=0
 	for shell in exec sh; do
-		for d in 0 0.02 0.1 0.3 0.6 0.75 0.8 0.85 0.9; do
+		for d in 0 0.02 0.1 0.3 0.6 0.75 0.8 0.85 0.9 0.95 1.05; do
 			kill_far_at "$shell" "$d"
 			echo "$shell $d: exit $got: $(cat "$T/err")"
 			if [ "$got" -eq 0 ]; then   # too late: it had finished
 				same "$T/src" "$T/dst"
+				# killed after its DONE: said, not an error
+				[ ! -s "$T/err" ] || grep -Eq "^rdcp: warning: the receiver on localhost ended after it had finished \(killed by signal 9(: remote shell exit 137)?\): the copy is complete$" "$T/err"
 				late=$((late + 1))
 				continue
 			fi
@@ -462,7 +464,7 @@ kill_far_at() {
 		done
 	done
 	# most moments fall inside the run (it takes ~0.8 s at 40 MB/s)
-	[ "$late" -le 6 ]
+	[ "$late" -le 10 ]
 }
 
 # Issue 36, 6a (one host): a login that never answers is given up after
