@@ -7,6 +7,13 @@
 
 const char *log_prog = "rdcp";
 
+static unsigned n_errors;   /* log_err() lines; atomic: any thread says them */
+
+unsigned log_errors(void)
+{
+	return __atomic_load_n(&n_errors, __ATOMIC_SEQ_CST);
+}
+
 static void vlog(const char *kind, const char *fmt, va_list ap)
 {
 	char msg[2048];
@@ -28,6 +35,7 @@ void log_err(const char *fmt, ...)
 	va_start(ap, fmt);
 	vlog("", fmt, ap);
 	va_end(ap);
+	__atomic_add_fetch(&n_errors, 1, __ATOMIC_SEQ_CST);
 }
 
 void log_warn(const char *fmt, ...)

@@ -11,6 +11,10 @@ extern const char *log_prog;   /* set by main(); default "rdcp" */
 
 void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* How many log_err() lines this process has written so far: a caller that
+ * must say why a run failed says so only if nothing has been said since it
+ * took the count (one clear line, not two). */
+unsigned log_errors(void);
 
 /* Render bytes as "1.23 GiB" into buf (at least 16 bytes); returns buf. */
 char *log_bytes(char *buf, unsigned long long bytes);

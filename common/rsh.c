@@ -31,10 +31,10 @@ const char *rsh_server_addr(void)
 }
 
 pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
-                int *from)
+                int *from, int connect_s)
 {
 	int tp[2], fp[2];
-	char *argv[RSH_MAX_WORDS + 16];
+	char *argv[RSH_MAX_WORDS + 18], cto[48];
 	int argc = 0;
 	char *cmd = strdup(rsh ? rsh : "ssh");
 	if (!cmd)
@@ -42,8 +42,15 @@ pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int
 	/* the remote shell command is split on blanks, as rsync's -e is */
 	for (char *t = strtok(cmd, " \t"); t && argc < RSH_MAX_WORDS; t = strtok(NULL, " \t"))
 		argv[argc++] = t;
+	const char *base = argc ? strrchr(argv[0], '/') : NULL;
+	base = base ? base + 1 : argc ? argv[0] : "";
+	if (connect_s > 0 && !strcmp(base, "ssh")) {
+		snprintf(cto, sizeof cto, "ConnectTimeout=%d", connect_s);
+		argv[argc++] = (char *)"-o";
+		argv[argc++] = cto;
+	}
 	argv[argc++] = (char *)host;
-	for (int i = 0; words[i] && argc < RSH_MAX_WORDS + 15; i++)
+	for (int i = 0; words[i] && argc < RSH_MAX_WORDS + 17; i++)
 		argv[argc++] = (char *)words[i];
 	argv[argc] = NULL;
 	if (pipe2(tp, O_CLOEXEC) < 0) {

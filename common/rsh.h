@@ -11,11 +11,13 @@
 /*
  * Run `rsh host words...` (rsh split on blanks as rsync's -e is; NULL means
  * "ssh"), words NULL-terminated. *to is a pipe to its stdin, *from one from
- * its stdout, both close-on-exec. Returns its pid, or -1 with errno. A shell
- * that cannot be executed exits RD_EXIT_START after one line on stderr.
+ * its stdout, both close-on-exec. connect_s > 0: when the shell is ssh, it
+ * gets `-o ConnectTimeout=connect_s` (after the words of rsh, so a value
+ * given there wins). Returns its pid, or -1 with errno. A shell that cannot
+ * be executed exits RD_EXIT_START after one line on stderr.
  */
 pid_t rsh_spawn(const char *rsh, const char *host, const char *const *words, int *to,
-                int *from);
+                int *from, int connect_s);
 
 /*
  * On the far side of a remote shell: the address the client's ssh connected

@@ -254,7 +254,7 @@ static int launch(struct run *r)
 	                        NULL };
 	for (int i = 0; i < r->n; i++) {
 		struct seg *g = &r->g[i];
-		g->pid = rsh_spawn(r->o->rsh, g->sp.host, words, &g->c.out, &g->c.in);
+		g->pid = rsh_spawn(r->o->rsh, g->sp.host, words, &g->c.out, &g->c.in, 0);
 		if (g->pid < 0) {
 			log_err("segment %d (%s): cannot start the remote shell: %s", i + 1, g->sp.host,
 			        strerror(errno));

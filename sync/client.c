@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
@@ -55,10 +56,28 @@ static int parse_endpoint(const char *arg, struct endpoint *ep)
 static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
 {
 	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
-	pid_t pid = rsh_spawn(o->rsh, host, words, &c->out, &c->in);
+	pid_t pid = rsh_spawn(o->rsh, host, words, &c->out, &c->in,
+	                      o->contimeout > 0 ? o->contimeout : 0);
 	if (pid > 0)
 		rsh_widen_pipe(c->in);   /* a pull's file list comes this way */
 	return pid;
+}
+
+/* --contimeout S: the far side's first word (its rdcp's NOOP, or the
+ * remote shell's end or junk) within S seconds. 0, or -ETIME (said). */
+static int await_login(const struct sync_opts *o, const char *host, const struct ctl *c)
+{
+	struct pollfd p = { c->in, POLLIN, 0 };
+	int rc;
+	if (o->contimeout <= 0)
+		return 0;
+	while ((rc = poll(&p, 1, o->contimeout * 1000)) < 0 && errno == EINTR)
+		;
+	if (rc != 0)
+		return 0;
+	log_err("no answer from %s in %d s (--contimeout): the host is down, unreachable "
+	        "or its login hangs", host, o->contimeout);
+	return -ETIME;
 }
 
 /* Local to local: the far side is a child process on a socketpair. */
@@ -81,17 +100,38 @@ static pid_t spawn_local(struct ctl *c)
 
 
 /* Wait for the far side (or its remote shell). After a failed run, give it
- * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us. */
-static void reap(pid_t pid, int *status, int failed)
+ * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us.
+ * 1 when we killed it (its status is then ours, not what ended it). */
+static int reap(pid_t pid, int *status, int failed)
 {
 	for (int i = 0; failed && i < 100; i++) {
 		if (waitpid(pid, status, WNOHANG) == pid)
-			return;
+			return 0;
 		usleep(50000);
 	}
 	if (failed)
 		kill(pid, SIGKILL);
 	waitpid(pid, status, 0);
+	return failed;
+}
+
+/* The far side ended before it finished: killed by a signal (its own
+ * status, or a remote shell's 128+N for it), or ssh's 255 once rdcp had
+ * answered (the connection to the host was lost). The phrase into why;
+ * 1 if so, else 0. */
+static int ended_early(const char *remote, int status, uint64_t frames, char *why,
+                       size_t cap)
+{
+	int xs = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (WIFSIGNALED(status))
+		snprintf(why, cap, "killed by signal %d", WTERMSIG(status));
+	else if (remote && xs > 128 && xs <= 128 + 64)
+		snprintf(why, cap, "killed by signal %d: remote shell exit %d", xs - 128, xs);
+	else if (remote && xs == 255 && frames > 0)
+		snprintf(why, cap, "connection lost: remote shell exit 255");
+	else
+		return 0;
+	return 1;
 }
 
 /* Ctrl-C (SIGINT), SIGTERM and SIGHUP, as rsync: stop the far side and
@@ -239,8 +279,9 @@ static int final_code(const char *remote, int code, int rc, int xs, uint64_t fra
 {
 	if (remote && xs == RD_EXIT_START && frames == 0)
 		return RD_EXIT_START;   /* the remote shell itself could not run (said) */
-	if (remote && (xs == 127 || xs == 126 || (xs == 255 && (rc < 0 || code)))) {
-		/* the remote shell could not run rdcp, or ssh itself failed */
+	if (remote && (xs == 127 || xs == 126 || (xs == 255 && frames == 0 && (rc < 0 || code)))) {
+		/* the remote shell could not run rdcp, or ssh itself failed (ssh's
+		 * 255 after rdcp answered is a lost connection: ended_early()) */
 		log_err("could not start rdcp on %s (remote shell exit %d): check the host, "
 		        "the login, and that rdcp is installed there (--rdcp-path)", remote, xs);
 		return RD_EXIT_START;
@@ -316,6 +357,13 @@ int sync_client(struct sync_opts *o)
 			code = RD_EXIT_START;
 		}
 	}
+	if (!code && remote && await_login(o, remote, &c) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(c.out);
+		close(c.in);
+		code = RD_EXIT_START;
+	}
 	if (code) {
 		free_endpoints(o, paths, &src, &dst);
 		return sync_report(o, &res, code, t0);
@@ -331,6 +379,7 @@ int sync_client(struct sync_opts *o)
 	ctl_set_timeout(&c, o->timeout * 1000);
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
+	unsigned said = log_errors();   /* lines said before the run's own */
 	int rc = play(o, &r, &src, &dst, remote, &res);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
@@ -341,9 +390,26 @@ int sync_client(struct sync_opts *o)
 		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
 	}
 	int status = 0;
-	reap(pid, &status, res.code != 0 || rc < 0);
+	int killed = reap(pid, &status, res.code != 0 || rc < 0);
 	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	                  r.frames);
+	char why[96];
+	if ((res.code || rc < 0) && !killed && res.code != RD_EXIT_TIMEOUT && rc != -ETIME &&
+	    ended_early(remote, status, r.frames, why, sizeof why)) {
+		/* one code for the far side's end, whichever channel saw it first
+		 * (the data connection: 10; the control channel: its status) */
+		code = RD_EXIT_CONN;
+		if (log_errors() == said)   /* else the line that said it stands */
+			log_err("the %s on %s ended before it finished (%s)",
+			        src.host ? "sender" : "receiver", remote ? remote : "this machine",
+			        why);
+	} else if (!res.code && rc == 0 && !killed &&
+	           ended_early(remote, status, r.frames, why, sizeof why)) {
+		/* its DONE came: every file landed; only its leaving was cut */
+		code = RD_EXIT_OK;
+		log_warn("the %s on %s ended after it had finished (%s): the copy is complete",
+		         src.host ? "sender" : "receiver", remote ? remote : "this machine", why);
+	}
 	free_endpoints(o, paths, &src, &dst);
 	res.fails = r.fails;
 	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */

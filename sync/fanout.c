@@ -129,15 +129,17 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	f->h = h;
 	f->n = n;
 	f->fr = NULL;
-	f->nfr = f->fr_state = f->linked = f->nchain = 0;
+	f->nfr = f->fr_state = f->linked = f->nchain = f->feed_lost = 0;
 	f->m = (struct idx_manifest){ 0 };
 	f->progress_host = -1;
 	f->chain = calloc((size_t)n, sizeof *f->chain);
 	f->first_addr[0] = 0;
+	f->login_s = o->contimeout >= 0 ? o->contimeout : SYNC_FAN_CONTIMEOUT;
 	/* every remote shell at once: logins overlap */
 	for (int k = 0; k < n; k++) {
 		h[k].c = (struct ctl){ .in = -1, .out = -1 };
-		h[k].pid = rsh_spawn(o->rsh, h[k].t->host, words, &h[k].c.out, &h[k].c.in);
+		h[k].pid = rsh_spawn(o->rsh, h[k].t->host, words, &h[k].c.out, &h[k].c.in,
+		                     f->login_s);
 		h[k].pos = h[k].next = -1;
 		pthread_mutex_init(&h[k].wmu, NULL);
 	}
@@ -215,12 +217,14 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 		plan_free(&h[k]);
 		if (h[k].pid < 0)
 			continue;
+		if (h[k].no_answer)   /* nothing to wait for: it never answered */
+			kill(h[k].pid, SIGKILL);
 		int st = reap(h[k].pid, h[k].code != 0 || h[k].dead);
 		pthread_mutex_lock(&intr.mu);
 		h[k].reaped = 1;   /* Ctrl-C from now on leaves its pid alone */
 		pthread_mutex_unlock(&intr.mu);
 		int xs = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-		if (h[k].dead && h[k].r.frames == 0) {   /* rdcp never answered */
+		if (h[k].dead && h[k].r.frames == 0 && !h[k].no_answer) {   /* rdcp never answered */
 			h[k].code = RD_EXIT_START;
 			snprintf(h[k].why, sizeof h[k].why, "could not start rdcp there (remote "
 			         "shell exit %d): check the host, the login, and --rdcp-path", xs);
@@ -388,11 +392,13 @@ static int lost_feed(int code)
 
 /* The hosts to run again: those that lost their feed (above) after a host
  * before them in the chain died, could not reach its next one, or lost its
- * own feed. A host whose failure is its own (a full disk, --max-delete) is
- * not retried, nor are the ones after it: it went on forwarding. */
-static int retry_set(struct fhost *h, int n, int *which)
+ * own feed; and the first host too when the sender's data session failed
+ * (feed_lost: its feed was cut, say by a link that went silent until
+ * --timeout). A host whose failure is its own (a full disk, --max-delete)
+ * is not retried, nor are the ones after it: it went on forwarding. */
+static int retry_set(struct fhost *h, int n, int feed_lost, int *which)
 {
-	int cnt = 0, broken = 0;
+	int cnt = 0, broken = feed_lost;
 	int *order = malloc((size_t)n * sizeof *order);
 	if (!order)
 		return 0;
@@ -409,6 +415,16 @@ static int retry_set(struct fhost *h, int n, int *which)
 			broken = 1;
 	}
 	free(order);
+	/* the hosts with the most links that could not be made go last (an
+	 * insertion sort: stable, and a retry set is short): a host whose own
+	 * link is down then fails alone at the chain's end instead of cutting
+	 * the sender off from every host after it */
+	for (int k = 1; k < cnt; k++)
+		for (int j = k; j > 0 && h[which[j - 1]].bad_links > h[which[j]].bad_links; j--) {
+			int w = which[j];
+			which[j] = which[j - 1];
+			which[j - 1] = w;
+		}
 	return cnt;
 }
 
@@ -426,8 +442,9 @@ static int check_fanout(const struct sync_opts *o)
 	return 0;
 }
 
-/* The per-host report: a line each on stdout (unless -q); the failed
- * ones on stderr, with why. */
+/* The per-host report: a line each on stdout with -v (quiet without, as
+ * rsync: a cron job's mail is its errors); the failed ones on stderr,
+ * with why, always. */
 static void report_hosts(const struct sync_opts *o, const struct fan_target *t, int nt,
                          const struct fhost *last)
 {
@@ -441,7 +458,7 @@ static void report_hosts(const struct sync_opts *o, const struct fan_target *t, 
 		} else if (h->code) {
 			log_err("%s: failed (exit %d): %s", t[k].label, h->code,
 			        h->why[0] ? h->why : "see above");
-		} else if (!o->quiet && !o->json) {
+		} else if (o->verbose && !o->quiet && !o->json) {
 			printf("%s: ok: %s files, %s bytes received, %llu deleted\n", t[k].label,
 			       sync_num(a, h->res.files, o->human), sync_num(b, h->res.bytes, o->human),
 			       (unsigned long long)h->res.deleted);
@@ -559,7 +576,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		wire += res.wire;
 		moved = res.transport ? res.transport : moved;
 		int *again = malloc((size_t)nw * sizeof *again);
-		int na = again ? retry_set(h, nw, again) : 0;
+		int na = again ? retry_set(h, nw, f.feed_lost, again) : 0;
 		for (int k = 0; k < nw; k++)
 			last[which[k]] = h[k];   /* its outcome; it owns no memory now */
 		for (int k = 0; k < na; k++)

@@ -32,6 +32,11 @@ struct fhost {
 	int th_ok;                 /* its agent thread runs (to be joined) */
 	struct sync_result res;
 	int got_result, dead;      /* a DONE or ERROR came; the channel died first */
+	int bad_links;             /* its links to the hosts beside it that could
+	                              not be made: a second round puts the hosts
+	                              with the most last */
+	int no_answer;             /* nothing came within the login limit: its
+	                              remote shell is killed at once */
 	int src_failed;            /* not run: the source failed first (said) */
 	int code;                  /* exit code of this round (0: all well) */
 	char why[256];             /* what went wrong, one phrase */
@@ -41,6 +46,7 @@ struct fan {
 	const struct sync_opts *o;
 	struct fhost *h;
 	int n;
+	int login_s;               /* a host's first word within this (0: wait) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct frame { uint8_t type; size_t n; uint8_t *p; } *fr;   /* the sender's,
@@ -48,6 +54,8 @@ struct fan {
 	int nfr, fr_state;         /* 0 not yet, 1 all there, -1 the sender failed */
 	struct idx_manifest m;     /* the sender's file list, decoded */
 	int linked;                /* the chain is set: agents send CTL_RELAY */
+	int feed_lost;             /* the sender's data session failed: the first
+	                              host of the chain lost its feed */
 	int *chain, nchain;
 	struct ctl sc;             /* the hub's end of the sender's channel */
 	pthread_mutex_t smu;       /* writes to sc (agents send PROGRESS) */
@@ -71,6 +79,16 @@ int  fan_plan_take(const struct fan *f, struct fhost *h, uint8_t type, const uin
 int  fan_union(const struct fan *f, int (*emit)(void *ctx, uint8_t type, const uint8_t *p,
                                                  size_t n),
                void *ctx, uint32_t *count);
+/* hub.c, pure (for tests): the I/O timeout, in ms, of the hop from the
+ * host at chain position pos (0: the first) of nchain to the next one,
+ * under --timeout timeout_s: timeout * (2 nchain - 1 - pos) / (2 nchain),
+ * at least 200 ms, so that each hop's is shorter than the one before it
+ * (the sender's, to the first host, is the whole timeout): when a link
+ * goes silent, the host right before it gives up first and re-links before
+ * the ones before it do. Never under half the timeout: a next host that is
+ * only slow (its disk) is not cut out much sooner than before. 0: no
+ * timeout, or pos is the last. */
+uint32_t fan_hop_ms(int timeout_s, int pos, int nchain);
 /* h failed with code (the first failure stays) because of why. */
 void fan_fail(struct fhost *h, int code, const char *why);
 

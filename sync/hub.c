@@ -6,6 +6,7 @@
  * and sums their results into the sender's DONE.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,15 @@ static size_t put_data(uint8_t *p, const struct fhost *x)
 	memcpy(p + 4, x->cd.key, 32);
 	memcpy(p + 36, x->addr, al);
 	return 36 + al;
+}
+
+uint32_t fan_hop_ms(int timeout_s, int pos, int nchain)
+{
+	if (timeout_s <= 0 || pos < 0 || pos >= nchain - 1)
+		return 0;
+	uint64_t ms = (uint64_t)timeout_s * 1000 * (uint64_t)(2 * nchain - 1 - pos) /
+	              (2 * (uint64_t)nchain);
+	return ms < 200 ? 200 : (uint32_t)ms;
 }
 
 static void host_error(struct fhost *h, int code, const char *text)
@@ -206,6 +216,20 @@ static int read_plan(struct fan *f, struct fhost *h)
 	}
 }
 
+/* The host's first word (its rdcp's NOOP, or the remote shell's end or
+ * junk) within the login limit: 0, or -ETIME when nothing came (a host
+ * whose ssh hangs must not hold the run for ssh's own timeout). */
+static int await_first_word(const struct fan *f, const struct fhost *h)
+{
+	struct pollfd p = { h->c.in, POLLIN, 0 };
+	int rc;
+	if (f->login_s <= 0)
+		return 0;
+	while ((rc = poll(&p, 1, f->login_s * 1000)) < 0 && errno == EINTR)
+		;
+	return rc == 0 ? -ETIME : 0;
+}
+
 /* One host's conversation, from HELLO to its DONE. */
 void *fan_agent_main(void *arg)
 {
@@ -226,6 +250,14 @@ void *fan_agent_main(void *arg)
 	}
 	free(fwd);
 	free(relay);
+	if (hrc == 0 && await_first_word(f, h) < 0) {
+		char why[96];
+		snprintf(why, sizeof why, "no answer in %d s (--contimeout): the host is down, "
+		         "unreachable or its login hangs", f->login_s);
+		h->dead = h->no_answer = 1;
+		fan_fail(h, RD_EXIT_START, why);
+		goto end;
+	}
 	if (hrc < 0 ||
 	    (f->o->files_from && sync_files_send(&h->c, f->o) < 0)) {
 		h->dead = 1;
@@ -273,13 +305,18 @@ void *fan_agent_main(void *arg)
 			pthread_cond_wait(&f->cv, &f->mu);
 		pthread_mutex_unlock(&f->mu);
 		if (h->pos >= 0) {   /* CTL_RELAY: the next host and the one after it */
-			uint8_t msg[1 + 2 * (2 + 34 + 255)];
+			uint8_t msg[1 + 2 * (2 + 34 + 255) + 4];
 			size_t len = 1;
 			int nx = h->next, alt = nx >= 0 ? f->h[nx].next : -1;
+			uint32_t hop = nx >= 0 ? fan_hop_ms(f->o->timeout, h->pos, f->nchain) : 0;
 			/* the host two before us may come instead of the one before */
-			msg[0] = h->pos >= 2 ? RELAY_F_REJOIN : 0;
+			msg[0] = (h->pos >= 2 ? RELAY_F_REJOIN : 0) | (hop ? RELAY_F_HOP_MS : 0);
 			len += put_data(msg + len, nx >= 0 ? &f->h[nx] : NULL);
 			len += put_data(msg + len, alt >= 0 ? &f->h[alt] : NULL);
+			if (hop) {
+				put_u32(msg + len, hop);
+				len += 4;
+			}
 			hsend(h, CTL_RELAY, msg, len);
 			explicit_bzero(msg, sizeof msg);
 		}
@@ -288,9 +325,14 @@ void *fan_agent_main(void *arg)
 		if (type == CTL_RELAY && n == 4 && !h->relay_said) {
 			h->relay_said = 1;
 			h->relay_rc = -(int)get_u32(h->c.buf);
-			if (h->relay_rc && h->next >= 0)   /* its next host waits in vain */
+			if (h->relay_rc && h->next >= 0) {   /* its next host waits in vain */
+				pthread_mutex_lock(&f->mu);   /* read once the agents are joined */
+				h->bad_links++;
+				f->h[h->next].bad_links++;
+				pthread_mutex_unlock(&f->mu);
 				host_error(&f->h[h->next], RD_EXIT_CONN, "the host before it in "
 				           "the chain could not connect to it");
+			}
 			continue;
 		}
 		proto_fail(h, "it sent a message out of turn");
@@ -570,6 +612,7 @@ void *fan_hub_main(void *arg)
 				if (f->h[f->chain[j]].stage != H_END)
 					hsend(&f->h[f->chain[j]], CTL_SENT, f->sc.buf, n);
 		} else if (rc == 0 && type == CTL_ERROR) {
+			f->feed_lost = 1;
 			for (int k = 0; k < f->n; k++)
 				if (f->h[k].stage != H_END) {
 					pthread_mutex_lock(&f->h[k].wmu);
@@ -577,6 +620,7 @@ void *fan_hub_main(void *arg)
 					pthread_mutex_unlock(&f->h[k].wmu);
 				}
 		} else {
+			f->feed_lost = 1;
 			stop_hosts(f, RD_EXIT_CONN, "the sender stopped");
 		}
 	} else if (rc < 0) {

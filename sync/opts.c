@@ -26,7 +26,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_BWLIMIT, OPT_IGNORE_EXISTING, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_LINK_DEST,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
-       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY };
+       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -94,6 +94,8 @@ static const struct opt_def defs[] = {
 	{ { "transport", required_argument, NULL, OPT_TRANSPORT }, FAR },
 	{ { "encrypt", no_argument, NULL, OPT_ENCRYPT }, FAR },
 	{ { "timeout", required_argument, NULL, OPT_TIMEOUT }, FAR },
+	/* far too: a pull's sender and a fan-out's hosts dial data connections */
+	{ { "contimeout", required_argument, NULL, OPT_CONTIMEOUT }, FAR },
 	{ { "bwlimit", required_argument, NULL, OPT_BWLIMIT }, FAR },
 	{ { "compress", no_argument, NULL, 'z' }, CLIENT },
 	{ { "compress-level", required_argument, NULL, OPT_COMPRESS_LEVEL }, CLIENT },
@@ -351,6 +353,11 @@ static int take_value(int c, struct sync_args *a)
 			return RD_EXIT_USAGE;
 		o->timeout = (int)n;
 		return -1;
+	case OPT_CONTIMEOUT:
+		if ((n = number("contimeout", optarg, 0, SYNC_TIMEOUT_MAX)) < 0)
+			return RD_EXIT_USAGE;
+		o->contimeout = (int)n;
+		return -1;
 	case OPT_MAX_DELETE:
 		if ((n = number("max-delete", optarg, 0, (long long)1 << 62)) < 0)
 			return RD_EXIT_USAGE;
@@ -591,6 +598,7 @@ void sync_args_init(struct sync_args *a)
 	memset(a, 0, sizeof *a);
 	a->o.tp.streams = 0;   /* the transport's default: 2 over TCP, 1 over RDMA */
 	a->o.max_delete = -1;
+	a->o.contimeout = -1;
 	a->o.tp.verbose = -1;   /* quiet unless -v */
 	a->o.min_size = a->o.max_size = -1;
 }

@@ -257,7 +257,7 @@ int relay_msg_decode(const uint8_t *buf, size_t len, struct relay_msg *m, const 
 	if (len < 5)
 		return *why = "is shorter than its flags and two lengths", -EPROTO;
 	m->flags = buf[0];
-	if (m->flags & ~RELAY_F_REJOIN)
+	if (m->flags & ~(RELAY_F_REJOIN | RELAY_F_HOP_MS))
 		return *why = "has flags this version does not know", -EPROTO;
 	size_t at = 1;
 	for (int k = 0; k < 2; k++) {
@@ -274,6 +274,15 @@ int relay_msg_decode(const uint8_t *buf, size_t len, struct relay_msg *m, const 
 			return *why = "has a host without an address", -EPROTO;
 		*(k ? &m->has_alt : &m->has_next) = n != 0;
 		at += n;
+	}
+	if ((m->flags & RELAY_F_HOP_MS) && len - at >= 4) {
+		m->hop_ms = get_u32(buf + at);
+		at += 4;
+		if (!m->hop_ms || m->hop_ms > (uint32_t)SYNC_TIMEOUT_MAX * 1000 || !m->has_next)
+			return *why = "has a hop timeout of 0, over the limit, or without a next "
+			              "host", -EPROTO;
+	} else if (m->flags & RELAY_F_HOP_MS) {
+		return *why = "is cut short", -EPROTO;
 	}
 	if (at != len)
 		return *why = "has bytes after its end", -EPROTO;

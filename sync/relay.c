@@ -46,6 +46,7 @@ struct relay {
 	struct ctl_data alt;      /* the host after it: where to re-link */
 	int has_alt, relinked;
 	int rejoin;               /* a host two before may re-link to us */
+	int hop_ms;               /* CTL_RELAY's limit for our hop (0: none) */
 	pthread_t th;
 	int dialing;
 };
@@ -82,6 +83,7 @@ int relay_begin(struct rstate *s)
 	rl->has_alt = rm.has_alt;
 	rl->d.cd = rm.next;
 	rl->alt = rm.alt;
+	rl->hop_ms = (int)rm.hop_ms;
 	explicit_bzero(&rm, sizeof rm);
 	s->relay = rl;
 	if (!rl->has_next)
@@ -97,7 +99,13 @@ int relay_begin(struct rstate *s)
 	explicit_bzero(rl->d.cd.key, sizeof rl->d.cd.key);
 	rl->d.o.msg_size = SYNC_MSG_SIZE;
 	rl->d.o.pool_size = SYNC_POOL_SIZE;
-	rl->d.o.io_timeout_ms = r->timeout * 1000;
+	/* the client's shorter limit for this hop: down the chain each host's
+	 * is shorter than the one before it, so when a link goes silent (no
+	 * reset) the host right before it gives up first and re-links, while
+	 * the hosts before it, and the sender, still wait (hub.c, hop_ms()) */
+	rl->d.o.io_timeout_ms = rl->hop_ms ? rl->hop_ms : r->timeout * 1000;
+	if (r->o->contimeout > 0)   /* else the transport's 10 s */
+		rl->d.o.connect_timeout_ms = r->o->contimeout * 1000;
 	rl->d.o.verbose = -1;
 	/* side by side with the wait for our own sender: each host of the
 	 * chain dials the next while it is dialled */

@@ -1115,6 +1115,8 @@ static int connect_data(struct sstate *s)
 	o.msg_size = SYNC_MSG_SIZE;
 	o.pool_size = SYNC_POOL_SIZE;
 	o.io_timeout_ms = r->timeout * 1000;
+	if (r->o && r->o->contimeout > 0)   /* else the transport's 10 s */
+		o.connect_timeout_ms = r->o->contimeout * 1000;
 	o.rate = r->o ? r->o->bwlimit : 0;   /* --bwlimit: paced over all streams */
 	rc = tp_connect(addr, cd.port, &o, &s->ts);
 	if (rc == -ETIMEDOUT && r->timeout > 0)

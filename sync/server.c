@@ -155,6 +155,9 @@ int sync_serve(int local)
 	signal(SIGPIPE, SIG_IGN);
 	if (!local)
 		rsh_widen_pipe(STDIN_FILENO);   /* a push's file list comes this way */
+	/* our first word, at once: the client knows the login worked and
+	 * rdcp runs here (--contimeout), before any scan of ours */
+	ctl_send(&c, CTL_NOOP, "", 0);
 	int code = read_hello(&c, &h);
 	if (!code && (code = take_hello(&c, &h, &a)) != 0)
 		hello_free(&h);

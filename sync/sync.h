@@ -77,6 +77,9 @@ struct sync_rule {
 #define SYNC_MAX_RULES     4096
 #define SYNC_MAX_LINK_DEST 20     /* rsync's limit */
 #define SYNC_TIMEOUT_MAX   1000000   /* seconds */
+/* A fan-out's login limit when --contimeout is not given: one host that
+ * never answers must not hold the rest for ssh's own (75 s and more) */
+#define SYNC_FAN_CONTIMEOUT 15
 
 struct sync_opts {
 	const char *const *srcs;    /* SRC operands: local paths or [user@]host:path */
@@ -102,6 +105,11 @@ struct sync_opts {
 	const char *data_addr;      /* address for data connections (see rdcp.1) */
 	int timeout;                /* --timeout: seconds without I/O before giving
 	                               up (exit 30), 0: never; both sides */
+	int contimeout;             /* --contimeout: seconds a login (the remote
+	                               shell's first word) or a data connection
+	                               may take; -1 not given (a fan-out's logins:
+	                               SYNC_FAN_CONTIMEOUT; data: the transport's
+	                               10 s), 0 no limit of ours */
 	struct tp_opts tp;          /* kind, streams */
 	long long max_delete;       /* --max-delete, -1: no limit */
 	const char *min_size_arg, *max_size_arg, *bwlimit_arg;   /* as typed */

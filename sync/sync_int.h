@@ -551,10 +551,13 @@ int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
  * CTL_DATA and the one after it's, each as u16 length + bytes (length 0:
  * none). The second is where to re-link when the next host dies. */
 #define RELAY_F_REJOIN 1u   /* a host two before us may re-link to us */
+#define RELAY_F_HOP_MS 2u   /* a u32 follows the two parts: hop_ms */
 struct relay_msg {
 	unsigned flags;
 	int has_next, has_alt;
 	struct ctl_data next, alt;
+	uint32_t hop_ms;   /* RELAY_F_HOP_MS: the I/O timeout of our hop to the
+	                      next host, shorter than the one before us (0: --timeout's) */
 };
 /* Decode peer input: -EPROTO (m->next.why or m->alt.why, or "is ..." in
  * why) unless well formed; an alternative needs a next host. */

@@ -12,7 +12,8 @@ host_field() {
 }
 
 # a remote shell: "rsh HOST CMD..." runs CMD here, its pid in $T/pid.HOST;
-# a host named in $T/no-rdcp has no rdcp (the shell's 127)
+# a host named in $T/no-rdcp has no rdcp (the shell's 127); one named in
+# $T/hang never answers (a login that hangs: it sleeps)
 mk_rsh() {
 	cat >"$T/rsh" <<-'EOF'
 	#!/bin/sh
@@ -22,6 +23,7 @@ mk_rsh() {
 		echo "sh: 1: rdcp: not found" >&2; exit 127
 	fi
 	echo $$ >"$dir/pid.$h"
+	if [ -e "$dir/hang" ] && grep -qx "$h" "$dir/hang"; then exec sleep 1000; fi
 	# a host of its own: $dir/hosts.d/HOST is what it sees at $dir/dst
 	hb=${h#*@}
 	if [ -d "$dir/hosts.d/$hb" ]; then
@@ -87,9 +89,28 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	grep -q '^127.0.0.2: <f+++++++++ sub/mid$' "$T/out"
 	fan -aH --sync -i "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" >"$T/out"
 	grep -q '^127.0.0.2: <f+++++++++ models/blobs/b1$' "$T/out"
-	grep -q '^127.0.0.1:.*: ok: ' "$T/out"
+	! grep -q ': ok: ' "$T/out"   # the per-host line is -v's
 	same "$T/src" "$T/d1"
 	same "$T/src" "$T/d2"
+}
+
+# Issue 36, 6c: a successful fan-out printed one line per host without -v,
+# and cron mailed them. Quiet as rsync: the per-host line is -v's; errors
+# still go to stderr.
+@test "fan-out: a successful run without -v prints nothing (cron mails nothing); -v names each host" {
+	mk_rsh
+	mk_tree "$T/src"
+	fan -aH --sync "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/out" 2>"$T/err"
+	cat "$T/out" "$T/err"
+	[ ! -s "$T/out" ]
+	[ ! -s "$T/err" ]
+	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
+	echo new >"$T/src/sub/new"
+	fan -aH --sync -v "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/out" 2>"$T/err"
+	cat "$T/out" "$T/err"
+	for k in 1 2 3; do grep -q "^127.0.0.$k:$T/d$k: ok: 1 files, 4 bytes received" "$T/out"; done
 }
 
 # kill_host_at "N..." ARGS...: a fan-out of SRC (100 small files, a 120 MB
@@ -234,6 +255,53 @@ kill_host_at() {
 	[ ! -e "$T/d2" ]
 }
 
+# Issue 36, 6a: one host whose ssh hangs held the run's end for ssh's own
+# connect timeout (71-78 s) before the healthy hosts were reported.
+# --contimeout S (ssh's ConnectTimeout, and our own limit on the host's
+# first word); a fan-out's default is 15 s.
+@test "fan-out: a host that never answers (its login hangs) fails alone after --contimeout; the others complete" {
+	mk_rsh
+	mk_tree "$T/src"
+	echo 127.0.0.2 >"$T/hang"
+	# an "ssh": it records its arguments, then is the remote shell above
+	mkdir "$T/bin"
+	printf '#!/bin/sh\necho "$@" >>"%s/ssh-args"\nwhile [ "$1" = -o ]; do shift 2; done\nexec "%s/rsh" "$@"\n' \
+		"$T" "$T" >"$T/bin/ssh"
+	chmod +x "$T/bin/ssh"
+	local got=0 t0=$SECONDS took
+	timeout 60 "$RDCP" -e "$T/bin/ssh" --rdcp-path "$RDCP" -aH --sync --contimeout 3 --json \
+		"$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" \
+		>"$T/json" 2>"$T/err" || got=$?
+	took=$((SECONDS - t0))
+	cat "$T/err" "$T/json"
+	echo "took $took s"
+	[ "$took" -lt 30 ]
+	[ "$got" -eq 5 ]   # the failed host's, as for a host without rdcp
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ ! -e "$T/d2" ]
+	[ "$(host_field 0 status <"$T/json")" = ok ]
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	grep -q "^rdcp: 127.0.0.2:$T/d2: failed (exit 5): no answer in 3 s (--contimeout)" "$T/err"
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+	grep -q -- "-o ConnectTimeout=3 127.0.0.2 " "$T/ssh-args"
+	! kill -0 "$(cat "$T/pid.127.0.0.2")" 2>/dev/null   # its login is not left behind
+	# without --contimeout: 15 s, not ssh's own 75
+	rm -rf "$T/d1" "$T/d3"
+	t0=$SECONDS got=0
+	timeout 60 "$RDCP" -e "$T/bin/ssh" --rdcp-path "$RDCP" -aH --sync "$T/src/" \
+		"127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3" >"$T/out" 2>"$T/err" || got=$?
+	took=$((SECONDS - t0))
+	cat "$T/err"
+	echo "took $took s"
+	[ "$got" -eq 5 ]
+	[ "$took" -lt 40 ]
+	grep -q "127.0.0.2:$T/d2: failed (exit 5): no answer in 15 s (--contimeout)" "$T/err"
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+}
+
 @test "fan-out: --hosts file with comments, blank lines, user@host, a data address; a host twice under two names, and SRC itself, are copied once" {
 	mk_rsh
 	mk_tree "$T/src"
@@ -350,4 +418,61 @@ kill_host_at() {
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | grep -c 'a fan-out uses one stream per hop')" -eq 1 ]
 	for d in d1 d2 d3; do same "$T/src" "$T/$d"; done
+}
+
+# Issue 36, 6b: with the link to host 2 cut (packets dropped, no reset) and
+# --timeout 10, host 1, itself healthy, ended incomplete (exit 10) and was
+# not retried: its hop to host 2 and the sender's to it timed out alike,
+# and whichever came first decided. Each hop's limit is now shorter than the
+# one before it (fan_hop_ms), so host 1 gives up on host 2 first and
+# re-links to host 3; a first host whose feed is cut is retried too.
+# The hosts are network namespaces (tests/lib/netns.sh), their own set.
+@test "fan-out: the link to host 2 goes silent (dropped, no reset) under --timeout 10: host 1 re-links around it; every live host completes" {
+	[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+	export NETNS_PREFIX=rdfo NETNS_NET=10.178.0
+	source "$BATS_TEST_DIRNAME/../lib/netns.sh"
+	netns_up 3 || { netns_down; skip "could not make network namespaces (iproute2, bridge)"; }
+	mkdir -p "$T/src"
+	mk_files "$T/src/small" 100
+	head -c 100000000 /dev/urandom >"$T/src/big"
+	local got=0 t0=$SECONDS took
+	"$RDCP" -e "$BATS_TEST_DIRNAME/../lib/netns-rsh" --rdcp-path "$RDCP" -a --sync \
+		--timeout 10 --bwlimit 20M --json "$T/src/" "10.178.0.1:$T/d1" "10.178.0.2:$T/d2" \
+		"10.178.0.3:$T/d3" >"$T/json" 2>"$T/err" &
+	local pid=$!
+	# about 1.5 s into the data (of 5 s at 20 MB/s)
+	for _ in $(seq 400); do [ -d "$T/d3" ] && break; sleep 0.05; done
+	sleep 1.5
+	netns_cut 2
+	wait "$pid" || got=$?
+	took=$((SECONDS - t0))
+	netns_down
+	cat "$T/err" "$T/json"
+	echo "took $took s"
+	[ "$(host_field 0 status <"$T/json")" = ok ]
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ "$got" -eq "$(host_field 1 exit_code <"$T/json")" ]
+	grep -q '^rdcp (10.178.0.1): forwarding the data to the next host failed: .*going on with the host after it (10.178.0.3 ' "$T/err"
+	[ "$took" -lt 60 ]
+	# the link down from the start: host 1 cannot reach host 2, nor host 2
+	# host 3; the second round must not put host 2 first again (the sender
+	# could not reach it, and host 3, healthy, failed with it)
+	rm -rf "$T/d1" "$T/d2" "$T/d3"
+	netns_up 3 || skip "could not make network namespaces again"
+	netns_cut 2
+	got=0
+	"$RDCP" -e "$BATS_TEST_DIRNAME/../lib/netns-rsh" --rdcp-path "$RDCP" -a --sync \
+		--timeout 10 --json "$T/src/" "10.178.0.1:$T/d1" "10.178.0.2:$T/d2" \
+		"10.178.0.3:$T/d3" >"$T/json" 2>"$T/err" || got=$?
+	netns_down
+	cat "$T/err" "$T/json"
+	[ "$(host_field 0 status <"$T/json")" = ok ]
+	[ "$(host_field 1 status <"$T/json")" = failed ]
+	[ "$(host_field 2 status <"$T/json")" = ok ]
+	same "$T/src" "$T/d1"
+	same "$T/src" "$T/d3"
+	[ "$got" -eq 10 ]
 }

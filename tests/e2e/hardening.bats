@@ -611,3 +611,84 @@ marker_on_wire() {
 	# and the programs do not even link it
 	! ldd "$RDCP" | grep -q libarchive
 }
+
+# kill_far_at SHELL DELAY: a push of $T/src whose receiver is killed -9
+# DELAY s after its remote shell started; SHELL "exec" (the remote shell
+# is the receiver: its status is the signal) or "sh" (a shell that
+# outlives it and exits 137, as a login shell does). $got: the exit code.
+kill_far_at() {
+	cat >"$T/rsh" <<-EOF
+	#!/bin/sh
+	shift
+	if [ "$1" = exec ]; then echo \$\$ >"$T/far.pid"; exec "\$@"; fi
+	sh -c 'echo \$\$ >"$T/far.pid"; exec "\$@"' sh "\$@"
+	EOF
+	chmod +x "$T/rsh"
+	rm -rf "$T/dst" "$T/far.pid"
+	"$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" --sync --bwlimit 40M "$T/src/" \
+		"localhost:$T/dst" >"$T/out" 2>"$T/err" &
+	local pid=$!
+	for _ in $(seq 400); do [ -s "$T/far.pid" ] && break; sleep 0.005; done
+	sleep "$2"
+	kill -9 "$(cat "$T/far.pid")" 2>/dev/null || true
+	got=0
+	wait "$pid" || got=$?
+	# the remote shell's own word for its child's end is not rdcp's
+	sed -i '/^Killed$/d' "$T/err"
+}
+
+# Issue 36, 8a: a receiver killed near the end gave exit 10, 137 or 12, and
+# no word at all. Whenever it dies: one line that says the receiver ended
+# (or the connection to it was lost), exit 10 (docs/rdcp.1), and DST holds
+# only whole files.
+@test "accident: the receiver killed -9 at any moment: one line saying so, exit 10, nothing half-written" {
+	mkdir -p "$T/src"
+	mk_files "$T/src/small" 300
+	head -c 30000000 /dev/urandom >"$T/src/big"
+	local shell d f late=0
+	for shell in exec sh; do
+		for d in 0 0.02 0.1 0.3 0.6 0.75 0.8 0.85 0.9 0.95 1.05; do
+			kill_far_at "$shell" "$d"
+			echo "$shell $d: exit $got: $(cat "$T/err")"
+			if [ "$got" -eq 0 ]; then   # too late: it had finished
+				same "$T/src" "$T/dst"
+				# killed after its DONE: said, not an error
+				[ ! -s "$T/err" ] || grep -Eq "^rdcp: warning: the receiver on localhost ended after it had finished \(killed by signal 9(: remote shell exit 137)?\): the copy is complete$" "$T/err"
+				late=$((late + 1))
+				continue
+			fi
+			[ "$got" -eq 10 ]
+			[ "$(wc -l <"$T/err")" -eq 1 ]
+			grep -Eq "^rdcp: (the receiver on localhost ended before it finished \(killed by signal 9(: remote shell exit 137)?\)|lost the connection to the receiver after .*: it went away)$" "$T/err"
+			[ ! -s "$T/out" ]
+			# every file there is SRC's, whole
+			[ -z "$(find "$T/dst" -name '.rdcp-tmp-*' 2>/dev/null)" ]
+			for f in $(cd "$T/dst" 2>/dev/null && find . -type f); do
+				cmp "$T/src/$f" "$T/dst/$f"
+			done
+		done
+	done
+	# most moments fall inside the run (it takes ~0.8 s at 40 MB/s)
+	[ "$late" -le 10 ]
+}
+
+# Issue 36, 6a (one host): a login that never answers is given up after
+# --contimeout, with a line naming the host, exit 5 (rdcp could not start).
+@test "accident: a login that hangs: --contimeout 2 gives up in 2 s, names the host, exit 5" {
+	mkdir -p "$T/src"
+	echo a >"$T/src/a"
+	printf '#!/bin/sh\nexec sleep 1000\n' >"$T/rsh"
+	chmod +x "$T/rsh"
+	local t0=$SECONDS rc=0
+	timeout 30 "$RDCP" -e "$T/rsh" --contimeout 2 --sync "$T/src" "somehost:$T/dst" \
+		2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 5 ]
+	[ $((SECONDS - t0)) -lt 10 ]
+	grep -q "^rdcp: no answer from somehost in 2 s (--contimeout)" "$T/err"
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+	[ ! -e "$T/dst" ]
+	# a far side that answers is not cut by it, however long the run
+	sync_in push --contimeout 1 --bwlimit 2M --sync "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}

@@ -293,11 +293,15 @@ p = struct.pack(">IBB", 0x52444353, int(sys.argv[1]), 2) + s("dst") + s("")
 p += struct.pack(">H", len(sys.argv) - 2) + b"".join(s(a) for a in sys.argv[2:])
 sys.stdout.buffer.write(struct.pack(">IB", len(p), 1) + p)' "$@"
 }
-# the ERROR frame the server answered: "CODE TEXT"
+# the ERROR frame the server answered: "CODE TEXT" (after its first word,
+# a NOOP, docs/protocol.md)
 error_of() {
 	python3 -c 'import struct,sys
 b = sys.stdin.buffer.read()
 n, t = struct.unpack(">IB", b[:5])
+while t == 15:
+    b = b[5 + n:]
+    n, t = struct.unpack(">IB", b[:5])
 assert t == 3, t
 print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 }
