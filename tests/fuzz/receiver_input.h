@@ -85,11 +85,20 @@ static int ri_cmp(const void *a, const void *b)
 static void ri_chunk_digest(uint8_t *buf, int *buf_fill, uint8_t fill, uint64_t len,
                             uint8_t out[IDX_HASH_LEN])
 {
+	static uint8_t whole[256][IDX_HASH_LEN], known[256];   /* full chunks, by fill */
+	if (len == IDX_CHUNK_SIZE && known[fill]) {
+		memcpy(out, whole[fill], IDX_HASH_LEN);
+		return;
+	}
+	if (len == IDX_CHUNK_SIZE)
+		known[fill] = 1;
 	if (*buf_fill != fill) {
 		memset(buf, fill, IDX_CHUNK_SIZE);
 		*buf_fill = fill;
 	}
 	idx_hash_buf(buf, (size_t)len, out);
+	if (len == IDX_CHUNK_SIZE)
+		memcpy(whole[fill], out, IDX_HASH_LEN);
 }
 
 /* The encoded manifest of the n entries at ents (sorted here, a root
