@@ -15,7 +15,8 @@
  *   - the sender's decoder accepts every CTL_CHUNKS frame the receiver sends,
  *     and reads back the receiver's own maps;
  *   - DST holds only entries of the manifest or DST's old ones, and every
- *     regular file that landed has exactly the manifest's size and content.
+ *     regular file that landed has exactly the manifest's size and content
+ *     (--inplace: DST's old files may hold a mix; issue 36 item 8).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -230,8 +231,9 @@ static int check_one(const char *path, const struct stat *st, int flag, struct F
 		return 0;
 	const struct idx_entry *e = idx_manifest_find(&chk_s->sm, rel);
 	const struct idx_entry *d = idx_manifest_find(&chk_s->dm, rel);
-	if (d && d->ino == st->st_ino && d->size == (uint64_t)st->st_size)
-		return 0;   /* DST's, left as it was */
+	if (d && d->ino == st->st_ino &&
+	    (d->size == (uint64_t)st->st_size || (chk_s->r->flags & SYNC_F_INPLACE)))
+		return 0;   /* DST's, left as it was (--inplace: or written into) */
 	if (!e)
 		die("written where the manifest has nothing (a temp left?)", rel);
 	if (S_ISDIR(st->st_mode) != (e->type == IDX_DIR))
@@ -267,11 +269,14 @@ static int check_one(const char *path, const struct stat *st, int flag, struct F
 	return 0;
 }
 
+static int opened;
+
 static int open_up(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)ftw;
-	if (flag == FTW_D && (st->st_mode & 0700) != 0700)
-		chmod(path, 0700);   /* a directory the sender made unwritable */
+	if ((flag == FTW_D || flag == FTW_DNR) && (st->st_mode & 0700) != 0700 &&
+	    chmod(path, 0700) == 0)
+		opened++;   /* a directory the sender made unwritable or unreadable */
 	return 0;
 }
 
@@ -311,8 +316,13 @@ static void run_free(struct run *x)
 	pthread_mutex_destroy(&s->log_mu);
 	pthread_mutex_destroy(&s->ctl_mu);
 	/* directories first made writable, then all removed */
-	nftw(x->dir, open_up, 16, FTW_PHYS);
-	nftw(x->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	for (int pass = 0; pass < 8; pass++) {   /* again below each one opened */
+		opened = 0;
+		nftw(x->dir, open_up, 16, FTW_PHYS);
+		if (!opened)
+			break;
+	}
+	nftw(x->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);   /* x->dir too */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -335,7 +345,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f |= (flags & RI_F_WHOLE) ? SYNC_F_WHOLE : 0;
 	f |= (flags & RI_F_DELETE) ? SYNC_F_DELETE : 0;
 	f |= (flags & RI_F_CHECKSUM) ? SYNC_F_CHECKSUM : 0;
+	f |= (flags & RI_F_INPLACE) ? SYNC_F_INPLACE : 0;
 	x.args.o.flags = f;
+	x.args.o.relay = !!(flags & RI_F_RELAY);
 	x.r.flags = f;
 	x.r.o = &x.args.o;
 	x.r.path = x.dir;

@@ -42,6 +42,8 @@ enum {
 	RI_F_DST = 8,        /* DST holds old files */
 	RI_F_DELETE = 16,    /* --delete at the end */
 	RI_F_CHECKSUM = 32,  /* -c: every hash in the manifest */
+	RI_F_RELAY = 64,     /* a fan-out host (--relay): others' data passes */
+	RI_F_INPLACE = 128,  /* --inplace: DST's old files written in place */
 };
 
 enum { RI_T_REG, RI_T_DIR, RI_T_LNK, RI_T_IN_DIR = 0x80 };

@@ -235,6 +235,26 @@ int main(int argc, char **argv)
 	msg(&o, 2, 2 * CH, (uint32_t)CH, 0);           /* twice */
 	save(&o, "dst-delta-repeat");
 
+	/* the same as a fan-out host (--relay) and with --inplace: DST's old
+	 * file written in place */
+	u8(&o, RI_F_DST | RI_F_RELAY);
+	u8(&o, 2);
+	ent(&o, RI_T_REG, 3 * CH, 0);
+	ent(&o, RI_T_REG, CH + 1, 'q');
+	u8(&o, 1);
+	u8(&o, 0), u8(&o, 8);
+	msg(&o, 2, 2 * CH, (uint32_t)CH, 0);
+	msg(&o, 3, 0, (uint32_t)CH, 'q');
+	msg(&o, 3, CH, 1, 'q');
+	save(&o, "relay");
+	u8(&o, RI_F_DST | RI_F_INPLACE);
+	u8(&o, 1);
+	ent(&o, RI_T_REG, 3 * CH, 0);
+	u8(&o, 1);
+	u8(&o, 0), u8(&o, 8);
+	msg(&o, 2, 2 * CH, (uint32_t)CH, 0);
+	save(&o, "inplace");
+
 	/* -S: a chunk of zeros as a sparse message (no blocks, a zero mask) */
 	{
 		uint8_t mask[8] = { 0 };
