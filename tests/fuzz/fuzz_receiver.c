@@ -240,8 +240,12 @@ static int check_one(const char *path, const struct stat *st, int flag, struct F
 		die("of another type than the manifest's", rel);
 	if (!S_ISREG(st->st_mode))
 		return 0;
-	if (e->type != IDX_REG || (uint64_t)st->st_size != e->size)
+	if (e->type != IDX_REG || (uint64_t)st->st_size != e->size) {
+		fprintf(stderr, "fuzz_receiver: %s: %llu bytes, the manifest's %llu (DST's "
+		        "old: %lld)\n", rel, (unsigned long long)st->st_size,
+		        (unsigned long long)e->size, d ? (long long)d->size : -1ll);
 		die("landed with a size other than the manifest's", rel);
+	}
 	if (e->size > LANDED_MAX)
 		die("landed, of a size no input can fill", rel);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

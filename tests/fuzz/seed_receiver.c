@@ -173,6 +173,17 @@ int main(int argc, char **argv)
 	msg(&o, 2, 0, (uint32_t)CH, 0);
 	save(&o, "size-2p60-one-chunk");
 
+	/* found by libFuzzer on this target: a size of 2^54 - 1 has 2^32
+	 * chunks, a chunk map of 0 (chunk_count() wraps) when DST has an old
+	 * file to reuse: nothing is asked for, and DST's 12 MiB file is
+	 * replaced by an empty one that no hash checked */
+	u8(&o, RI_F_DST);
+	u8(&o, 1);
+	ent(&o, RI_T_REG, ((uint64_t)1 << 54) - 1, 0);
+	u8(&o, 1);
+	u8(&o, 0), u8(&o, 9);
+	save(&o, "dst-chunk-map-wraps");
+
 	/* an ordinary run: a directory, files in and out of it, large ones
 	 * in chunks (each once, one out of order), small ones in the archive,
 	 * an empty one, a symlink */
