@@ -48,8 +48,9 @@ tmp_before=$(tmp_names)
 
 # report NAME LOG RC TOOK: print a part's output (LOG, buffered while it
 # ran), count its TAP lines, and note its time.
+declare -A lane_s=()
 report() {
-	local name=$1 log=$2 rc=$3 took=$4
+	local name=$1 log=$2 rc=$3 took=$4 lane=${5:-}
 	local p=0 f=0 s=0 line
 	echo "== $name"
 	while IFS= read -r line; do
@@ -69,11 +70,13 @@ report() {
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	echo "   ($name: ${took} s)"
+	[ -n "$lane" ] && lane_s[$lane]=$(( ${lane_s[$lane]:-0} + took ))
 	times+=("$(printf '%5d s  %s' "$took" "$name")")
 }
 
-# part NAME CMD...: run CMD (in a lane, below) with its output into a log
-# of its own; then one line for report(): name, log, status, seconds.
+# part NAME CMD...: run CMD (in lane $LANE, below) with its output into a
+# log of its own; then one line for report(): name, log, status, seconds,
+# lane.
 LOGS=$SUITE/logs
 mkdir -p "$LOGS"
 part() {
@@ -82,7 +85,7 @@ part() {
 	local t0=$SECONDS
 	"$@" >"$log" 2>&1 </dev/null
 	local rc=$?
-	printf '%s\t%s\t%s\t%s\n' "$name" "$log" "$rc" "$((SECONDS - t0))"
+	printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$log" "$rc" "$((SECONDS - t0))" "$LANE"
 }
 
 bench_smoke() {   # keep benchmarks/ runnable (tiny data; results not kept)
@@ -155,7 +158,7 @@ asan_run() {
 # RDCP_SUITE_LANES="asan" (say) runs only those lanes, to measure or
 # debug one.
 lane_main() {
-	local t b n
+	local t b n LANE=main
 	for t in "$BUILD"/tests/test_*; do
 		[ -x "$t" ] && part "unit $(basename "$t")" "$t"
 	done
@@ -169,12 +172,13 @@ lane_main() {
 	part "benchmark smoke" bench_smoke
 }
 lane_rdma() {
+	local LANE=rdma
 	if [ -x tests/rdma/run.sh ]; then
 		part "rdma (soft-RoCE VM)" tests/rdma/run.sh
 	fi
 }
 lane_asan() {
-	local t n b
+	local t n b LANE=asan
 	if [ "$BUILD" = "$ASAN_BUILD" ]; then
 		return 0   # make asan: the whole suite is the sanitizer part
 	fi
@@ -200,8 +204,8 @@ lanes() {
 	done
 	wait
 }
-while IFS=$'\t' read -r name log rc took; do
-	report "$name" "$log" "$rc" "$took"
+while IFS=$'\t' read -r name log rc took lane; do
+	report "$name" "$log" "$rc" "$took" "$lane"
 done < <(lanes)
 
 # leak_check: the suite wrote nothing outside its directory. An index file
@@ -235,6 +239,7 @@ report "hermetic" "$log" "$?" "$((SECONDS - t0))"
 echo
 echo "Time per part (longest first; the lanes ran side by side), ${SECONDS} s in all:"
 printf '%s\n' "${times[@]}" | sort -rn | head -15
+echo "Lanes (side by side):$(for l in "${!lane_s[@]}"; do printf ' %s %d s,' "$l" "${lane_s[$l]}"; done) ${SECONDS} s from start to end"
 if [ "${#failed_names[@]}" -gt 0 ]; then
 	echo
 	echo "Failures:"
