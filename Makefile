@@ -49,7 +49,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-test check test asan install uninstall clean bench demo fuzz deb deb-check
+.PHONY: all deps deps-test check test asan asan-build bins install uninstall clean bench demo fuzz fuzz-seeds deb deb-check
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -77,6 +77,15 @@ $(BUILD)/tests/fuzz/replay.o: tests/fuzz/replay.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# fuzz_receiver's seed corpus, written by a program (tests/fuzz/seed_receiver.c)
+# so that every seed can be made again: make fuzz-seeds
+$(BUILD)/tests/seed_receiver: $(BUILD)/tests/fuzz/seed_receiver.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs libarchive 2>/dev/null)
+
+fuzz-seeds: $(BUILD)/tests/seed_receiver
+	$(BUILD)/tests/seed_receiver tests/fuzz/corpus/receiver
+
 # make deps: what building and running need; deps-test adds the test stack
 deps:
 	@./scripts/deps.sh
@@ -92,10 +101,16 @@ test: $(PROGS) $(UNIT_BIN) $(FUZZ_BIN)
 check: deps-test
 	@$(MAKE) --no-print-directory test
 
+ASAN_VARS := BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+             MOREFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all"
 asan: deps-test
-	@$(MAKE) --no-print-directory BUILD=build-asan \
-	  OPT="-O1 -g -fno-omit-frame-pointer" \
-	  MOREFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" test
+	@$(MAKE) --no-print-directory $(ASAN_VARS) test
+
+# What make check's sanitizer part runs (tests/run.sh): the programs and
+# the fuzz targets, built with ASan + UBSan into build-asan.
+asan-build:
+	@$(MAKE) --no-print-directory $(ASAN_VARS) bins
+bins: $(PROGS) $(FUZZ_BIN)
 
 # The README's first command: a real run on a sample tree.
 demo: deps

@@ -63,6 +63,27 @@ static int check_tree(struct rstate *s, const struct idx_manifest *m)
 	return rc;
 }
 
+/* The sender's whole manifest (len bytes at all) decoded into s->sm and
+ * checked. 0, -EPROTO (said) or -ENOMEM. */
+static int take_manifest(struct rstate *s, const uint8_t *all, size_t len)
+{
+	struct idx_why why;
+	s->res->flist_bytes = len;
+	int rc = idx_manifest_decode(all, len, &s->sm, &why);
+	if (rc == -EBADMSG)
+		rc = recv_reject(s, "the sender's file list %s", why.text);
+	else if (rc < 0)
+		log_err("the sender's file list %s", why.text);
+	else if (s->sm.nohash_below > sync_nohash_below(s->r))
+		rc = recv_reject(s, "the sender's file list has no hashes of files under "
+		                 "%u KiB (%s)", s->sm.nohash_below >> 10,
+		                 (s->r->flags & SYNC_F_CHECKSUM)
+		                 ? "-c compares every hash" : "only small files may go without");
+	else
+		rc = check_tree(s, &s->sm);
+	return rc;
+}
+
 /* Read the manifest frames. */
 static int read_manifest(struct rstate *s)
 {
@@ -117,22 +138,8 @@ static int read_manifest(struct rstate *s)
 		len += n;
 	}
 	rsh_narrow_pipe(c->in);   /* what comes now is small */
-	if (rc == 0) {
-		struct idx_why why;
-		s->res->flist_bytes = len;
-		rc = idx_manifest_decode(all, len, &s->sm, &why);
-		if (rc == -EBADMSG)
-			rc = recv_reject(s, "the sender's file list %s", why.text);
-		else if (rc < 0)
-			log_err("the sender's file list %s", why.text);
-		else if (s->sm.nohash_below > sync_nohash_below(s->r))
-			rc = recv_reject(s, "the sender's file list has no hashes of files under "
-			                 "%u KiB (%s)", s->sm.nohash_below >> 10,
-			                 (s->r->flags & SYNC_F_CHECKSUM)
-			                 ? "-c compares every hash" : "only small files may go without");
-		else
-			rc = check_tree(s, &s->sm);
-	}
+	if (rc == 0)
+		rc = take_manifest(s, all, len);
 	free(all);
 	return rc;
 }
@@ -743,4 +750,9 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	recv_partial_end(&s);
 	rstate_free(&s);
 	return res->code;
+}
+
+int recv_fuzz_manifest(struct rstate *s, const uint8_t *b, size_t len)
+{
+	return take_manifest(s, b, len);
 }

@@ -387,12 +387,16 @@ int  recv_link_dest(struct rstate *s, size_t i, int exists);
  * its non-directories DST now holds, landed this run or already there. */
 void recv_send_landed(struct rstate *s);
 
-/* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c): the data
- * phase without a network, on an rstate the test planned with recv_plan().
+/* For the fuzz targets (tests/fuzz/fuzz_chunk.c, fuzz_unpack.c,
+ * fuzz_receiver.c): the receiver's phases without a network.
+ * recv_fuzz_manifest: len bytes at b as the sender's whole manifest,
+ * decoded into s->sm and checked as read_manifest() does (0, -EPROTO said,
+ * -ENOMEM). The data phase, on an rstate the test planned with recv_plan():
  * recv_fuzz_chunk: one message as take_chunk() takes it from the transport
  * (0, or -EPROTO for one the sender should not send). recv_fuzz_archive:
  * stream as the whole small-file archive, through the unpacker and its
  * writer threads; 0 or an error. */
+int  recv_fuzz_manifest(struct rstate *s, const uint8_t *b, size_t len);
 int  recv_fuzz_chunk(struct rstate *s, struct tp_msg *m);
 int  recv_fuzz_archive(struct rstate *s, const uint8_t *stream, size_t len);
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole suite: unit tests (cmocka), fuzz corpus replay, end-to-end
-# tests (bats) and, when present, the RDMA tests inside the soft-RoCE VM.
+# tests (bats), the hostile-peer suites and every fuzz corpus again under
+# ASan + UBSan (build-asan), and, when present, the RDMA tests inside the
+# soft-RoCE VM. Independent parts run side by side in three lanes (see
+# lanes() below); each part's output is printed whole when it ends.
 # Every part speaks TAP; this script counts the lines and ends with
 #   N passed, N failed, N skipped
 # and exits non-zero if anything failed or a suite died without reporting.
@@ -43,16 +46,13 @@ tmp_names() {
 }
 tmp_before=$(tmp_names)
 
-# run_suite NAME CMD...: run CMD, echo its output, count its TAP lines.
-run_suite() {
-	local name=$1; shift
-	local log; log=$(mktemp)
-	echo "== $name"
-	local t0=$SECONDS
-	"$@" >"$log" 2>&1
-	local rc=$?
-	local took=$((SECONDS - t0))
+# report NAME LOG RC TOOK: print a part's output (LOG, buffered while it
+# ran), count its TAP lines, and note its time.
+declare -A lane_s=()
+report() {
+	local name=$1 log=$2 rc=$3 took=$4 lane=${5:-}
 	local p=0 f=0 s=0 line
+	echo "== $name"
 	while IFS= read -r line; do
 		case "$line" in
 		"ok "*"# skip"*|"ok "*"# SKIP"*|"not ok "*"# SKIP"*|"not ok "*"# skip"*)
@@ -70,26 +70,143 @@ run_suite() {
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	echo "   ($name: ${took} s)"
+	[ -n "$lane" ] && lane_s[$lane]=$(( ${lane_s[$lane]:-0} + took ))
 	times+=("$(printf '%5d s  %s' "$took" "$name")")
 }
 
-for t in "$BUILD"/tests/test_*; do
-	[ -x "$t" ] && run_suite "unit $(basename "$t")" "$t"
-done
-for t in "$BUILD"/tests/fuzz_*; do
-	n=$(basename "$t"); n=${n#fuzz_}
-	[ -x "$t" ] && run_suite "fuzz replay $n" "$t" "tests/fuzz/corpus/$n"
-done
-for b in tests/e2e/*.bats; do
-	[ -f "$b" ] && run_suite "e2e $(basename "$b" .bats)" bats --tap --timing "$b"
-done
-# keep benchmarks/ runnable (tiny data; results of these runs are not kept)
-BENCH_RESULTS=$(mktemp -d)
-run_suite "benchmark smoke" env RDCP_BENCH_RESULTS="$BENCH_RESULTS" tests/bench-smoke.sh
-rm -rf "$BENCH_RESULTS"
-if [ -x tests/rdma/run.sh ]; then
-	run_suite "rdma (soft-RoCE VM)" tests/rdma/run.sh
-fi
+# part NAME CMD...: run CMD (in lane $LANE, below) with its output into a
+# log of its own; then one line for report(): name, log, status, seconds,
+# lane.
+LOGS=$SUITE/logs
+mkdir -p "$LOGS"
+part() {
+	local name=$1; shift
+	local log; log=$(mktemp "$LOGS/part-XXXXXX")
+	local t0=$SECONDS
+	"$@" >"$log" 2>&1 </dev/null
+	local rc=$?
+	printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$log" "$rc" "$((SECONDS - t0))" "$LANE"
+}
+
+bench_smoke() {   # keep benchmarks/ runnable (tiny data; results not kept)
+	local res rc; res=$(mktemp -d)
+	RDCP_BENCH_RESULTS=$res tests/bench-smoke.sh
+	rc=$?
+	rm -rf "$res"
+	return "$rc"
+}
+
+# The sanitizer part: the hostile-peer suites and every fuzz corpus again,
+# built with ASan + UBSan (build-asan, as make asan). A report fails the
+# part even when the process it killed was expected to fail anyway (a
+# hostile test that wants a refusal would pass on a crash): every report
+# goes to a file of its own (log_path), and after each run the files are
+# printed and counted as a failing test. halt_on_error and
+# -fno-sanitize-recover: the first error ends the process, non-zero.
+# allocator_may_return_null: a hostile size that asks for terabytes gets
+# NULL, as from libc (the code's -ENOMEM path), not an ASan abort.
+# Leaks: checked in the fuzz replays (one process, every input's memory
+# must come back); not in the e2e programs, whose local runs fork their
+# other side without exec: the child's exit would report the parent's
+# live heap as leaked.
+ASAN_BUILD=build-asan
+ASAN_E2E="hostile transport-dos hardening"
+asan_build() {
+	echo "1..1"
+	if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -j2 asan-build \
+		>"$LOGS/asan-build.out" 2>&1; then
+		echo "ok 1 - $ASAN_BUILD built (ASan + UBSan)"
+	else
+		tail -30 "$LOGS/asan-build.out"
+		echo "not ok 1 - $ASAN_BUILD did not build (make asan-build)"
+	fi
+}
+# asan_run LEAKS CMD...: CMD under the sanitizer options, then one TAP line
+# more: no report, or each report printed and a failure.
+asan_run() {
+	local leaks=$1; shift
+	local d; d=$(mktemp -d "$LOGS/asan-XXXXXX")
+	chmod 1777 "$d"
+	local common="halt_on_error=1:exitcode=86:print_stacktrace=1"
+	ASAN_OPTIONS="log_path=$d/asan:$common:abort_on_error=0:detect_leaks=$leaks:allocator_may_return_null=1:handle_abort=1" \
+	UBSAN_OPTIONS="log_path=$d/ubsan:$common" \
+	RDCP_BUILD=$PWD/$ASAN_BUILD "$@"
+	local rc=$? n=0 r
+	for r in "$d"/*; do
+		[ -f "$r" ] || continue
+		n=$((n + 1))
+		echo "# sanitizer report $(basename "$r"):"
+		sed 's/^/#   /' "$r" | head -60
+	done
+	if [ "$n" -eq 0 ]; then
+		echo "ok - no sanitizer report"
+	else
+		echo "not ok - $n sanitizer reports (above)"
+	fi
+	rm -rf "$d"
+	return "$rc"
+}
+
+# The lanes: parts that share nothing run side by side; each lane runs its
+# own parts one after another. The main lane holds every part that could
+# meet another on a fixed name (rdpipe.bats's network namespaces rdpt-*,
+# the benchmarks' lock and namespaces); the VM lane mostly waits on QEMU;
+# the sanitizer lane builds and runs from its own build directory. Two
+# runs of one bats file at once (hostile.bats here and under ASan) are
+# safe: each test has its own temp directory, ports come from the kernel
+# (tests/lib/port.sh). RDCP_SUITE_SERIAL=1 runs the lanes one by one;
+# RDCP_SUITE_LANES="asan" (say) runs only those lanes, to measure or
+# debug one.
+lane_main() {
+	local t b n LANE=main
+	for t in "$BUILD"/tests/test_*; do
+		[ -x "$t" ] && part "unit $(basename "$t")" "$t"
+	done
+	for t in "$BUILD"/tests/fuzz_*; do
+		n=$(basename "$t"); n=${n#fuzz_}
+		[ -x "$t" ] && part "fuzz replay $n" "$t" "tests/fuzz/corpus/$n"
+	done
+	for b in tests/e2e/*.bats; do
+		[ -f "$b" ] && part "e2e $(basename "$b" .bats)" bats --tap --timing "$b"
+	done
+	part "benchmark smoke" bench_smoke
+}
+lane_rdma() {
+	local LANE=rdma
+	if [ -x tests/rdma/run.sh ]; then
+		part "rdma (soft-RoCE VM)" tests/rdma/run.sh
+	fi
+}
+lane_asan() {
+	local t n b LANE=asan
+	if [ "$BUILD" = "$ASAN_BUILD" ]; then
+		return 0   # make asan: the whole suite is the sanitizer part
+	fi
+	part "asan build" asan_build
+	[ -x "$ASAN_BUILD/rdcp" ] || return 0   # (its failure is counted)
+	for t in "$ASAN_BUILD"/tests/fuzz_*; do
+		n=$(basename "$t"); n=${n#fuzz_}
+		[ -x "$t" ] && part "asan fuzz replay $n" asan_run 1 "$t" "tests/fuzz/corpus/$n"
+	done
+	for b in $ASAN_E2E; do
+		part "asan e2e $b" asan_run 0 bats --tap --timing "tests/e2e/$b.bats"
+	done
+}
+lanes() {
+	local l
+	for l in rdma asan main; do   # the longest first
+		case " ${RDCP_SUITE_LANES:-main rdma asan} " in *" $l "*) ;; *) continue ;; esac
+		if [ -n "${RDCP_SUITE_SERIAL:-}" ]; then
+			"lane_$l"
+		else
+			"lane_$l" &
+		fi
+	done
+	wait
+}
+while IFS=$'\t' read -r name log rc took lane; do
+	report "$name" "$log" "$rc" "$took" "$lane"
+done < <(lanes)
 
 # leak_check: the suite wrote nothing outside its directory. An index file
 # in a real cache, written since the suite started, that names a tree of
@@ -114,11 +231,15 @@ leak_check() {
 		echo "not ok 1 - the suite left $n files or directories outside its temp dirs (above)"
 	fi
 }
-run_suite "hermetic" leak_check
+log=$(mktemp "$LOGS/part-XXXXXX")
+t0=$SECONDS
+leak_check >"$log" 2>&1
+report "hermetic" "$log" "$?" "$((SECONDS - t0))"
 
 echo
-echo "Time per part (longest first), ${SECONDS} s in all:"
-printf '%s\n' "${times[@]}" | sort -rn | head -12
+echo "Time per part (longest first; the lanes ran side by side), ${SECONDS} s in all:"
+printf '%s\n' "${times[@]}" | sort -rn | head -15
+echo "Lanes (side by side):$(for l in "${!lane_s[@]}"; do printf ' %s %d s,' "$l" "${lane_s[$l]}"; done) ${SECONDS} s from start to end"
 if [ "${#failed_names[@]}" -gt 0 ]; then
 	echo
 	echo "Failures:"
