@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/io.h"
 #include "common/wire.h"
 #include "common/ctl.h"
@@ -23,13 +24,6 @@ struct ctl_ka {
 	int stop;
 	long long last_ms;       /* the last send */
 };
-
-static long long ctl_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int send_frame(struct ctl *c, uint8_t type, const void *payload, size_t len)
 {
@@ -52,7 +46,7 @@ int ctl_send(struct ctl *c, uint8_t type, const void *payload, size_t len)
 		return send_frame(c, type, payload, len);
 	pthread_mutex_lock(&c->ka->mu);
 	int rc = send_frame(c, type, payload, len);
-	c->ka->last_ms = ctl_now_ms();
+	c->ka->last_ms = clock_ms();
 	pthread_mutex_unlock(&c->ka->mu);
 	return rc;
 }
@@ -64,18 +58,15 @@ static void *ka_main(void *arg)
 	long long every = c->timeout_ms / 4 > 250 ? c->timeout_ms / 4 : 250;
 	pthread_mutex_lock(&k->mu);
 	while (!k->stop) {
-		long long due = k->last_ms + every, now = ctl_now_ms();
+		long long due = k->last_ms + every, now = clock_ms();
 		if (now >= due) {
 			if (send_frame(c, CTL_NOOP, "", 0) < 0)
 				break;   /* the channel is gone: the main thread will see it */
 			k->last_ms = now;
 			continue;
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		long long until = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (due - now);
-		ts.tv_sec = (time_t)(until / 1000);
-		ts.tv_nsec = (long)(until % 1000) * 1000000;
+		struct timespec ts = { .tv_sec = (time_t)(due / 1000),   /* (cv: monotonic) */
+		                       .tv_nsec = (long)(due % 1000) * 1000000 };
 		pthread_cond_timedwait(&k->cv, &k->mu, &ts);
 	}
 	pthread_mutex_unlock(&k->mu);
@@ -195,14 +186,14 @@ static int recv_frame(struct ctl *c, uint8_t *type, size_t *len)
 	memset(c->buf + n, 0, 8);
 	*type = h[4];
 	*len = n;
-	c->rx_ms = ctl_now_ms();
+	c->rx_ms = clock_ms();
 	c->rx_bytes += sizeof h + n;
 	return 0;
 }
 
 long long ctl_idle_ms(const struct ctl *c)
 {
-	return ctl_now_ms() - c->rx_ms;
+	return clock_ms() - c->rx_ms;
 }
 
 int ctl_recv(struct ctl *c, uint8_t *type, size_t *len)
@@ -275,7 +266,7 @@ int ctl_set_timeout(struct ctl *c, int timeout_ms)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&k->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	k->last_ms = ctl_now_ms();
+	k->last_ms = clock_ms();
 	c->rx_ms = k->last_ms;
 	c->timeout_ms = timeout_ms;
 	c->ka = k;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/io.h"
 
 int io_read_full(int fd, void *buf, size_t len)
@@ -55,18 +56,11 @@ int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait until fd is ready for events, at most until the deadline. */
 static int wait_ready(int fd, short events, long long deadline)
 {
 	for (;;) {
-		long long left = deadline - now_ms();
+		long long left = deadline - clock_ms();
 		if (left <= 0)
 			return -ETIME;
 		struct pollfd p = { fd, events, 0 };
@@ -83,7 +77,7 @@ int io_xfer_timeout(int fd, void *buf, size_t len, int writing, int timeout_ms)
 	if (timeout_ms <= 0)
 		return writing ? io_write_full(fd, buf, len) : io_read_full(fd, buf, len);
 	uint8_t *p = buf;
-	long long deadline = now_ms() + timeout_ms;   /* reset by every byte */
+	long long deadline = clock_ms() + timeout_ms;   /* reset by every byte */
 	while (len) {
 		int rc = wait_ready(fd, writing ? POLLOUT : POLLIN, deadline);
 		if (rc < 0)
@@ -97,7 +91,7 @@ int io_xfer_timeout(int fd, void *buf, size_t len, int writing, int timeout_ms)
 			return -ECONNRESET;
 		p += n;
 		len -= (size_t)n;
-		deadline = now_ms() + timeout_ms;
+		deadline = clock_ms() + timeout_ms;
 	}
 	return 0;
 }

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/log.h"
@@ -103,13 +104,6 @@ static void *collect_main(void *arg)
 	if (write(h->note, "c", 1) < 0)
 		abort();
 	return NULL;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The whole run. pipe_run() keeps it static: the local hop threads may
@@ -225,8 +219,8 @@ static void teardown(struct seg *g, int n)
 			close(g[i].c.out);
 			g[i].c.out = -1;
 		}
-	double end = now_s() + PIPE_GRACE_MS / 1000.0 + 1;
-	for (int left = n; left > 0 && now_s() < end;) {
+	double end = clock_s() + PIPE_GRACE_MS / 1000.0 + 1;
+	for (int left = n; left > 0 && clock_s() < end;) {
 		left = 0;
 		for (int i = 0; i < n; i++)
 			if (g[i].pid > 0) {
@@ -507,8 +501,8 @@ static int stop_failed(struct run *r)
 {
 	struct seg *g = r->g;
 	int n = r->n, code = r->code;
-	double until = now_s() + 0.3;
-	for (double left; (left = until - now_s()) > 0;) {
+	double until = clock_s() + 0.3;
+	for (double left; (left = until - clock_s()) > 0;) {
 		struct pollfd p[256];
 		for (int i = 0; i < n; i++)
 			p[i] = (struct pollfd){ g[i].done || g[i].pid <= 0 ? -1 : g[i].c.in, POLLIN, 0 };

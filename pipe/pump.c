@@ -13,18 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/exitcode.h"
 #include "common/io.h"
 #include "common/iopool.h"
 #include "common/log.h"
 #include "pipe/pipe.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* A file we may use pread/pwrite on (not a pipe, not O_APPEND). */
 static int positional(int fd)
@@ -156,11 +150,11 @@ static int send_file(struct tp_session *s, int fd, const char *name, struct pump
 int pump_send(struct tp_session *s, int fd, const char *name, struct pump_stats *st)
 {
 	memset(st, 0, sizeof *st);
-	double t0 = now_s();
+	double t0 = clock_s();
 	int rc = positional(fd) ? send_file(s, fd, name, st) : send_pipe(s, fd, name, st);
 	if (rc == 0)
 		rc = tp_finish(s);
-	st->seconds = now_s() - t0;
+	st->seconds = clock_s() - t0;
 	return rc;
 }
 
@@ -296,7 +290,7 @@ static int recv_file(struct tp_session *s, int fd, const char *name, struct pump
 int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats *st)
 {
 	memset(st, 0, sizeof *st);
-	double t0 = now_s();
+	double t0 = clock_s();
 	int file = positional(fd);
 	int rc = file ? recv_file(s, fd, name, st) : recv_pipe(s, fd, name, st);
 	if (rc == 1 && file) {
@@ -311,7 +305,7 @@ int pump_recv(struct tp_session *s, int fd, const char *name, struct pump_stats 
 		if (end >= 0)
 			lseek(fd, end + (off_t)st->bytes, SEEK_SET);
 	}
-	st->seconds = now_s() - t0;
+	st->seconds = clock_s() - t0;
 	if (rc == 1) {
 		tp_verdict(s, 0);
 		return 0;

@@ -22,18 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "sync/recv_int.h"
 
 #define REC_EVERY_CHUNKS 32
 #define REC_EVERY_S 0.5   /* what a killed receiver loses, at most */
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 void recv_partial_load(struct rstate *s)
 {
@@ -202,7 +196,7 @@ static void store(struct rstate *s, struct rfile *f)
 		return;   /* not on disk: not claimed */
 	idx_partial_put(s->parts, f->rec);
 	f->rec_dirty = 0;
-	f->rec_t = now_s();
+	f->rec_t = clock_s();
 }
 
 /* The record of f's temp (fd open), with what it holds already. */
@@ -280,7 +274,7 @@ void recv_partial_verified(struct rstate *s, struct rfile *f, uint32_t k, const 
 		return;
 	f->rec->done[k] = 1;
 	memcpy(f->rec->digest + (size_t)k * IDX_HASH_LEN, digest, IDX_HASH_LEN);
-	if (++f->rec_dirty >= REC_EVERY_CHUNKS || now_s() - f->rec_t >= REC_EVERY_S)
+	if (++f->rec_dirty >= REC_EVERY_CHUNKS || clock_s() - f->rec_t >= REC_EVERY_S)
 		store(s, f);
 }
 

@@ -8,21 +8,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "sync/sync_int.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void progress_start(struct progress *p, const struct role *r, uint64_t bytes, uint64_t files)
 {
 	p->on = r->progress && isatty(STDERR_FILENO) && !(r->o && r->o->quiet);
 	p->human = r->o ? r->o->human : 0;
-	p->t0 = p->last = now_s();
+	p->t0 = p->last = clock_s();
 	p->total_bytes = bytes;
 	p->total_files = files;
 	p->ns = 0;
@@ -80,7 +74,7 @@ void progress_update(struct progress *p, uint64_t bytes, uint64_t files, int fin
 {
 	if (!p->on)
 		return;
-	double t = now_s();
+	double t = clock_s();
 	if (!final && t - p->last < 0.2)
 		return;
 	p->last = t;

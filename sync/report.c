@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "sync/sync_int.h"
 
@@ -312,13 +313,6 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	printf(",\"exit_code\":%d}\n", code);
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 double sync_report_begin(const struct sync_opts *o, int client_sends)
 {
 	if (o->verbose && !o->quiet && !o->json) {
@@ -326,7 +320,7 @@ double sync_report_begin(const struct sync_opts *o, int client_sends)
 		printf("%s file list\n", client_sends ? "sending" : "receiving");
 		fflush(stdout);
 	}
-	return mono_s();
+	return clock_s();
 }
 
 int sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0)
@@ -337,7 +331,7 @@ int sync_report(const struct sync_opts *o, const struct sync_result *res, int co
 int sync_report_hosts(const struct sync_opts *o, const struct sync_result *res, int code,
                       double t0, const char *hosts)
 {
-	double secs = mono_s() - t0;
+	double secs = clock_s() - t0;
 	if (o->json) {
 		json(o, res, code, secs, hosts);
 	} else if (!o->quiet) {

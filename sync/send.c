@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/iopool.h"
@@ -36,13 +37,6 @@ static char *mirror_name(const char *src)
 	return strdup(base);
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The manifest, with the names of its owners unless --numeric-ids (as
  * rsync), then the sender's count of unreadable entries and the run's
  * archive key (made here, into akey); *bytes: its size. */
@@ -58,7 +52,7 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	m->nohash_below = sync_nohash_below(r);
 	if (rc < 0 || (rc = idx_manifest_encode(m, &buf, &len)) < 0)
 		return rc;
-	double t1 = mono_s();
+	double t1 = clock_s();
 	res->flist_bytes = len;
 	/* as rsync: at least 1 ms, so that 0 means "no file list" */
 	res->flist_gen_us = t1 - t0 > 1e-3 ? (uint64_t)((t1 - t0) * 1e6) : 1000;
@@ -67,7 +61,7 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 		rc = ctl_send(c, CTL_MANIFEST, buf + off, n);
 	}
 	free(buf);
-	res->flist_xfer_us = (uint64_t)((mono_s() - t1) * 1e6);
+	res->flist_xfer_us = (uint64_t)((clock_s() - t1) * 1e6);
 	uint8_t e[8 + SYNC_AKEY_LEN + 16];
 	put_u64(e, errors);
 	if (!rc)
@@ -743,7 +737,7 @@ static int take_failed(struct role *r, size_t n)
  * every 20 ms). A frame that is not news is kept for await_done(). */
 static void watch_peer(struct watch *w)
 {
-	double t = mono_s();
+	double t = clock_s();
 	if (!w || w->stop || t < w->next)
 		return;
 	w->next = t + 0.02;
@@ -894,7 +888,7 @@ static int scan_many(struct sstate *s)
 {
 	uint64_t errors = 0;
 	uint8_t ready[4] = { 0, 1, 0, 0 };
-	double t0 = mono_s();
+	double t0 = clock_s();
 	int rc = ctl_send(s->r->ctl, CTL_READY, ready, sizeof ready);
 	if (rc == 0 && (rc = srcs_scan(s->r, &s->ss, &s->m, &errors)) < 0) {
 		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
@@ -969,7 +963,7 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = code;
 		return rc;
 	}
-	double t0 = mono_s();
+	double t0 = clock_s();
 	if ((rc = scan_opts(s, &so)) < 0 || (rc = idx_scan(s->root, &so, &s->m, &st)) < 0) {
 		ctl_error(r->ctl, RD_EXIT_SELECT, "the source cannot be scanned");
 		s->res->code = RD_EXIT_SELECT;

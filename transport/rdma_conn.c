@@ -309,7 +309,7 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		log_err("%s: %s", host, gai_strerror(g));
 		return -EHOSTUNREACH;
 	}
-	int64_t deadline = tp_now_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
+	int64_t deadline = clock_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
 	int rc;
 	for (;;) {
 		struct tp_session *s = tp_rdma_session_new(o, 1);
@@ -339,7 +339,7 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 			return 0;
 		}
 		tp_rdma_session_free(s);
-		if (rc != -ECONNREFUSED || tp_now_ms() >= deadline)
+		if (rc != -ECONNREFUSED || clock_ms() >= deadline)
 			break;
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);

@@ -349,7 +349,7 @@ static int drain_released(struct tp_session *s)
 int tp_rdma_progress(struct tp_session *s, int block, int timeout_ms)
 {
 	struct rdma *r = R(s);
-	int64_t deadline = timeout_ms < 0 ? INT64_MAX : tp_now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : clock_ms() + timeout_ms;
 	for (;;) {
 		int n = poll_cq(s) + (r->sender ? 0 : drain_released(s));
 		/* a peer that closed after its verdict (sender) or after every END
@@ -368,7 +368,7 @@ int tp_rdma_progress(struct tp_session *s, int block, int timeout_ms)
 		n = poll_cq(s);
 		if (n || r->err)
 			return r->err ? r->err : n;
-		int64_t left = deadline == INT64_MAX ? -1 : deadline - tp_now_ms();
+		int64_t left = deadline == INT64_MAX ? -1 : deadline - clock_ms();
 		if (deadline != INT64_MAX && left <= 0)
 			return 0;
 		int rc = wait_once(r, (int)(left > INT32_MAX ? INT32_MAX : left));

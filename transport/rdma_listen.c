@@ -139,7 +139,7 @@ static void cand_fail(struct tp_rdma_listener *l, struct cand *c, int rc)
 		             rc == -EBUSY ? "too many senders at once (the oldest goes)" :
 		             strerror(-rc));
 	c->dying = 1;
-	c->due = tp_now_ms() + (rc == -EACCES ? LINGER_MS : 0);
+	c->due = clock_ms() + (rc == -EACCES ? LINGER_MS : 0);
 }
 
 static struct cand *cand_of_session(struct tp_rdma_listener *l, uint64_t session)
@@ -214,7 +214,7 @@ static int cand_new(struct tp_rdma_listener *l, const struct conn_pd *pd,
 		int rc = tp_rdma_resources(s, id->verbs, pd->streams, nbufs, msg);
 		if (rc == 0) {
 			c->s = s;
-			c->due = tp_now_ms() + TP_GROUP_MS;
+			c->due = clock_ms() + TP_GROUP_MS;
 			snprintf(c->who, sizeof c->who, "%s", who);
 			*out = c;
 			return 0;
@@ -327,7 +327,7 @@ static int on_event(struct tp_rdma_listener *l, struct rdma_cm_event *ev, int *d
 	case RDMA_CM_EVENT_DISCONNECTED:
 		if ((c = cand_of_id(l, ev->id))) {
 			cand_fail(l, c, -ECONNRESET);
-			c->due = tp_now_ms();   /* gone: nothing waits for its AUTH_FAIL */
+			c->due = clock_ms();   /* gone: nothing waits for its AUTH_FAIL */
 		}
 		return 0;
 	default:
@@ -364,7 +364,7 @@ static int cand_step(struct tp_rdma_listener *l, struct cand *c, struct tp_sessi
 	if (!c->s)
 		return 0;
 	int rc = tp_rdma_pump(c->s);
-	int64_t now = tp_now_ms();
+	int64_t now = clock_ms();
 	if (!c->dying && rc < 0)
 		cand_fail(l, c, rc);
 	else if (!c->dying && now >= c->due)

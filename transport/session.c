@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "transport/tp_int.h"
 
@@ -67,7 +68,7 @@ static int poll_ms(int64_t due)
 {
 	if (due == INT64_MAX)
 		return -1;
-	int64_t left = due - tp_now_ms();
+	int64_t left = due - clock_ms();
 	return left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
@@ -79,7 +80,7 @@ static int poll_ms(int64_t due)
  */
 int tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out)
 {
-	int64_t end = timeout_ms < 0 ? INT64_MAX : tp_now_ms() + timeout_ms;
+	int64_t end = timeout_ms < 0 ? INT64_MAX : clock_ms() + timeout_ms;
 	for (;;) {
 		struct pollfd p[TP_TCP_POLL_MAX + TP_RDMA_POLL_MAX];
 		int64_t due = end;
@@ -94,7 +95,7 @@ int tp_accept(struct tp_listener *l, int timeout_ms, struct tp_session **out)
 			return rc < 0 ? rc : 0;
 		if (l->rdma && (rc = tp_rdma_poll_step(l->rdma, p + nt, nr, out)) != 0)
 			return rc < 0 ? rc : 0;
-		if (tp_now_ms() >= end)
+		if (clock_ms() >= end)
 			return -ETIMEDOUT;
 	}
 }
@@ -158,9 +159,7 @@ int tp_connect(const char *host, uint16_t port, const struct tp_opts *o,
  * Time left idle (the sender waiting for its disk) is not saved up. */
 static void pace(struct tp_session *s, uint32_t len)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	double now = clock_s();
 	pthread_mutex_lock(&s->pace_mu);
 	if (s->pace_next < now)
 		s->pace_next = now;
@@ -171,8 +170,7 @@ static void pace(struct tp_session *s, uint32_t len)
 		double d = until - now;
 		struct timespec w = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
 		nanosleep(&w, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+		now = clock_s();
 	}
 }
 

@@ -25,7 +25,7 @@ static int connect_by(int fd, const struct sockaddr *sa, socklen_t len, int64_t 
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	int rc = connect(fd, sa, len) == 0 ? 0 : -errno;
 	if (rc == -EINPROGRESS) {
-		int64_t left = deadline - tp_now_ms();
+		int64_t left = deadline - clock_ms();
 		struct pollfd p = { fd, POLLOUT, 0 };
 		int n;
 		do
@@ -72,7 +72,7 @@ static int connect_one(const char *host, uint16_t port, int64_t deadline, int *o
 			}
 			close(fd);
 		}
-		if ((rc != -ECONNREFUSED && rc != -ENETUNREACH) || tp_now_ms() >= deadline)
+		if ((rc != -ECONNREFUSED && rc != -ENETUNREACH) || clock_ms() >= deadline)
 			break;
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
@@ -123,7 +123,7 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	struct tp_hs hs[TP_MAX_STREAMS];
 	uint64_t session;
 	uint32_t msg_size = o->msg_size ? o->msg_size : TP_DEF_MSG_SIZE;
-	int64_t deadline = tp_now_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
+	int64_t deadline = clock_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
 	tp_random(&session, sizeof session);
 	for (i = 0; i < n; i++) {
 		rc = connect_one(host, port, deadline, &fds[i]);

@@ -63,7 +63,7 @@ struct tcp {
 	int verdict_seen;
 	int verdict;               /* receiver's status */
 	int io_ms;                 /* the I/O timeout; 0: none */
-	int64_t last_io;           /* tp_now_ms() of the last progress (atomic) */
+	int64_t last_io;           /* clock_ms() of the last progress (atomic) */
 	int sealed;                /* every message is sealed (seal[] is set) */
 	struct tp_session *s;
 };
@@ -83,7 +83,7 @@ static void set_err(struct tcp *t, int err)
 static void touch(struct tcp *t)
 {
 	if (t && t->io_ms)
-		__atomic_store_n(&t->last_io, tp_now_ms(), __ATOMIC_RELAXED);
+		__atomic_store_n(&t->last_io, clock_ms(), __ATOMIC_RELAXED);
 }
 
 /*
@@ -102,13 +102,13 @@ static int wait_io(struct tcp *t, int64_t *since)
 	}
 	int64_t last = __atomic_load_n(&t->last_io, __ATOMIC_RELAXED);
 	int64_t due = (last > *since ? last : *since) + t->io_ms;
-	if (tp_now_ms() >= due) {
+	if (clock_ms() >= due) {
 		set_err(t, -ETIME);
 		return -ETIME;
 	}
 	struct timespec ts = { (time_t)(due / 1000), (long)(due % 1000) * 1000000 };
 	pthread_cond_timedwait(&t->cv, &t->mu, &ts);
-	int64_t now = tp_now_ms();
+	int64_t now = clock_ms();
 	if (now > due + OVERSLEPT_MS)
 		*since = now;
 	return 0;
@@ -397,9 +397,9 @@ static void *monitor_main(void *arg)
  * than "went away". t->mu held. */
 static void await_verdict(struct tcp *t)
 {
-	int64_t due = tp_now_ms() + 1000;
+	int64_t due = clock_ms() + 1000;
 	while (t->mon_live && !t->mon_done && (t->err == -EPIPE || t->err == -ECONNRESET) &&
-	       tp_now_ms() < due) {
+	       clock_ms() < due) {
 		struct timespec ts = { (time_t)(due / 1000), (long)(due % 1000) * 1000000 };
 		pthread_cond_timedwait(&t->cv, &t->mu, &ts);
 	}
@@ -480,7 +480,7 @@ static void *reader_main(void *arg)
 static int tcp_get(struct tp_session *s, struct tp_buf **out)
 {
 	struct tcp *t = T(s);
-	int64_t since = tp_now_ms();
+	int64_t since = clock_ms();
 	pthread_mutex_lock(&t->mu);
 	while (t->free_head < 0 && !t->err)
 		wait_io(t, &since);
@@ -533,7 +533,7 @@ static int tcp_finish(struct tp_session *s)
 	t->ending = 1;
 	pthread_cond_broadcast(&t->cv);
 	/* the verdict comes after every END; an early one is an error */
-	int64_t since = tp_now_ms();
+	int64_t since = clock_ms();
 	while (!t->verdict_seen && !t->err)
 		wait_io(t, &since);
 	if (t->err)
@@ -546,7 +546,7 @@ static int tcp_finish(struct tp_session *s)
 static int tcp_recv(struct tp_session *s, struct tp_buf **out)
 {
 	struct tcp *t = T(s);
-	int64_t since = tp_now_ms();
+	int64_t since = clock_ms();
 	pthread_mutex_lock(&t->mu);
 	while (t->ready_head < 0 && t->ended < s->nstreams && !t->err)
 		wait_io(t, &since);
@@ -592,8 +592,8 @@ static int tcp_verdict(struct tp_session *s, int status)
 		 * connection, the verdict unread (its sender saw "went away") */
 		struct pollfd p = { t->st[0].fd, POLLIN, 0 };
 		char junk[65536];
-		int64_t end = tp_now_ms() + 2000;
-		for (int64_t left; (left = end - tp_now_ms()) > 0 && poll(&p, 1, (int)left) >= 0;)
+		int64_t end = clock_ms() + 2000;
+		for (int64_t left; (left = end - clock_ms()) > 0 && poll(&p, 1, (int)left) >= 0;)
 			if ((p.revents & POLLIN) && read(t->st[0].fd, junk, sizeof junk) <= 0)
 				break;
 	}
@@ -655,7 +655,7 @@ int tp_tcp_session(const int *fds, const struct tp_hs *hs, int n, int sender,
 	s->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 0;
 	t->s = s;
 	t->io_ms = s->io_timeout_ms;
-	t->last_io = tp_now_ms();
+	t->last_io = clock_ms();
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_condattr_t ca;   /* timed waits on the monotonic clock */
 	pthread_condattr_init(&ca);

@@ -179,7 +179,7 @@ static void hs_start(struct tp_tcp_listener *l, struct hs *h, int fd, const char
 {
 	memset(h, 0, sizeof *h);
 	h->fd = fd;
-	h->due = tp_now_ms() + TP_HS_MS;
+	h->due = clock_ms() + TP_HS_MS;
 	snprintf(h->who, sizeof h->who, "%s", who);
 	tp_tcp_tune(fd);
 	tp_hs_hello(&h->hello, l->msg_size, 0);
@@ -278,7 +278,7 @@ static struct group *group_for(struct tp_tcp_listener *l, const struct tp_auth *
 	oldest->n = a->streams;
 	oldest->have = 0;
 	oldest->session = a->session;
-	oldest->due = tp_now_ms() + TP_GROUP_MS;
+	oldest->due = clock_ms() + TP_GROUP_MS;
 	for (int i = 0; i < TP_MAX_STREAMS; i++)
 		oldest->fds[i] = -1;
 	return oldest;
@@ -417,7 +417,7 @@ int tp_tcp_poll_step(struct tp_tcp_listener *l, const struct pollfd *p, int n,
 		if (p[k].revents && h->fd == p[k].fd && (rc = hs_step(l, h, out)) != 0)
 			return rc;
 	}
-	int64_t now = tp_now_ms();
+	int64_t now = clock_ms();
 	for (int i = 0; i < HS_MAX; i++)
 		if (l->hs[i].fd >= 0 && now >= l->hs[i].due)
 			hs_drop(l, &l->hs[i], -ETIMEDOUT);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "transport/transport.h"
 
 #define TP_HDR_LEN     32
@@ -204,14 +205,6 @@ int  tp_pool_init(struct tp_session *s, int nbufs, uint32_t msg_size);
 void tp_pool_free(struct tp_session *s);
 /* Buffers for a session of these options: total count, at least 2 per stream. */
 int  tp_pool_count(const struct tp_opts *o, int streams, uint32_t msg_size);
-
-/* Milliseconds on the monotonic clock, for deadlines. */
-static inline int64_t tp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* --- the listener's gate (gate.c) --- */
 
