@@ -40,6 +40,23 @@ int io_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int io_pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got)
+{
+	uint8_t *p = buf;
+	*got = 0;
+	while (*got < len) {
+		ssize_t n = pread(fd, p + *got, len - *got, (off_t)(off + *got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;   /* end of file */
+		*got += (size_t)n;
+	}
+	return 0;
+}
+
 int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const uint8_t *p = buf;

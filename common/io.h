@@ -9,6 +9,10 @@
 
 int io_read_full(int fd, void *buf, size_t len);
 int io_write_full(int fd, const void *buf, size_t len);
+/* len bytes at off of fd into buf (pread), retrying short reads and EINTR;
+ * *got says how many came: fewer than len only at end of file. 0 or a
+ * negative errno (*got: what came before the error). */
+int io_pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got);
 /* All of buf at off of fd (pwrite); a write of nothing is -EIO. */
 int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 /* The same with an inactivity limit: -ETIME when no byte moves for

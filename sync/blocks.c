@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "sync/recv_int.h"
@@ -93,9 +94,10 @@ int recv_blocks_plan(struct rstate *s, const struct idx_entry *e, struct rfile *
 		uint64_t off = (uint64_t)k * IDX_CHUNK_SIZE;
 		if (f->map.how[k] != CH_WHOLE || off >= d->size)
 			continue;
-		ssize_t got = pread(in, buf, chunk_len(d->size, k), (off_t)off);
+		size_t got;
 		uint8_t rec[SYNC_BLOCK_REC];
-		if (got <= 0 || !make_rec(e, k, buf, (uint64_t)got, rec))
+		if (io_pread_full(in, buf, chunk_len(d->size, k), off, &got) < 0 || got == 0 ||
+		    !make_rec(e, k, buf, (uint64_t)got, rec))
 			continue;
 		uint8_t *nb = realloc(f->map.blocks, (size_t)(f->map.nblocks + 1) * SYNC_BLOCK_REC);
 		if (!nb || (!f->bhave && !(f->bhave = calloc(f->map.n, sizeof *f->bhave)))) {
@@ -154,10 +156,14 @@ int recv_blocks_chunk(struct rstate *s, struct rfile *f, const struct idx_entry 
 		if (mask >> b & 1) {
 			memcpy(buf + at, p, bl);
 			p += bl;
-		} else if (pread(in, buf + at, bl, (off_t)(off + at)) != (ssize_t)bl) {
-			recv_fail(s, e->path, "cannot read its unchanged blocks from the old file",
-			          errno ? errno : EIO);
-			return -1;
+		} else {
+			size_t got;
+			int rc = io_pread_full(in, buf + at, bl, off + at, &got);
+			if (rc < 0 || got != bl) {
+				recv_fail(s, e->path, "cannot read its unchanged blocks from the old "
+				          "file", rc < 0 ? -rc : EIO);
+				return -1;
+			}
 		}
 	}
 	STAT_ADD(s->res->matched, len - (m->len - 8));

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "sync/recv_int.h"
 
@@ -49,9 +50,10 @@ static int same_content(int fd, const struct idx_entry *e)
 	int same = buf != NULL;
 	for (uint64_t off = 0, k = 0; same && off < e->size; off += cap, k++) {
 		size_t want = e->size - off < cap ? (size_t)(e->size - off) : cap;
-		ssize_t n = pread(fd, buf, want, (off_t)off);
-		idx_hash_buf(buf, want, h);
-		same = n == (ssize_t)want &&
+		size_t n;
+		same = io_pread_full(fd, buf, want, off, &n) == 0 && n == want;
+		idx_hash_buf(buf, same ? want : 0, h);
+		same = same &&
 		       !memcmp(h, e->nchunks ? e->chunks + k * IDX_HASH_LEN : e->hash, IDX_HASH_LEN);
 	}
 	free(buf);

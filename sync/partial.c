@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/io.h"
 #include "common/log.h"
 #include "sync/recv_int.h"
 
@@ -101,7 +102,9 @@ static int still_there(int fd, uint64_t size, uint32_t k, const uint8_t *want, u
 {
 	uint64_t len = chunk_len(size, k);
 	uint8_t h[IDX_HASH_LEN];
-	if (fd < 0 || pread(fd, buf, len, (off_t)((uint64_t)k * IDX_CHUNK_SIZE)) != (ssize_t)len)
+	size_t got;
+	if (fd < 0 || io_pread_full(fd, buf, len, (uint64_t)k * IDX_CHUNK_SIZE, &got) < 0 ||
+	    got != len)
 		return 0;
 	idx_hash_buf(buf, len, h);
 	return !memcmp(h, want, IDX_HASH_LEN);

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/exitcode.h"
+#include "common/io.h"
 #include "common/iopool.h"
 #include "common/log.h"
 #include "common/rsh.h"
@@ -118,20 +119,6 @@ static int open_planned(struct dircache *dc, int root, const struct idx_entry *e
 	if (fd >= 0)
 		close(fd);
 	return gone ? -1 : -2;   /* -2: a real error (EACCES, EIO...), not a change */
-}
-
-static uint32_t read_full(int fd, uint8_t *buf, uint32_t want, uint64_t off)
-{
-	uint32_t got = 0;
-	while (got < want) {
-		ssize_t n = pread(fd, buf + got, want - got, (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (uint32_t)n;
-	}
-	return got;
 }
 
 #define READ_AHEAD_MAX 8   /* chunks read ahead of the one being sent */
@@ -408,10 +395,12 @@ static int send_next(struct sendq *q, int drop)
 	    (c->m->file_fd = fcntl(c->j.fd, F_DUPFD_CLOEXEC, 0)) < 0) {
 		char shown[4096];
 		c->m->file_fd = -1;   /* no fd left: read it here */
-		if (read_full(c->j.fd, c->m->data, c->len, c->j.off) != c->len) {
+		size_t got;
+		int err = io_pread_full(c->j.fd, c->m->data, c->len, c->j.off, &got);
+		if (err < 0 || got != c->len) {
 			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
-			         strerror(errno ? errno : EIO));
-			q->failed++;
+			         err < 0 ? strerror(-err) : "shrank while being sent");
+			*(err < 0 ? &q->failed : &q->changed) += 1;   /* as send_next() counts */
 			q->bad[c->file] = 1;
 		}
 	}
@@ -500,13 +489,13 @@ static void read_small(struct io_job *j)
 			b->st[k] = fd;
 			continue;
 		}
-		errno = 0;
-		b->st[k] = read_full(fd, b->buf + b->at[k], (uint32_t)e->size, 0) == e->size ? 0 :
-		           errno ? -2 : -3;
+		size_t got;
+		int rc = io_pread_full(fd, b->buf + b->at[k], (size_t)e->size, 0, &got);
+		b->st[k] = rc < 0 ? -2 : got == e->size ? 0 : -3;
 		char shown[4096];
 		if (b->st[k] == -2)
 			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
-			         strerror(errno));
+			         strerror(-rc));
 		if (b->st[k] == 0) {
 			XXH128_canonical_t c;
 			XXH128_canonicalFromHash(&c, XXH3_128bits(b->buf + b->at[k], e->size));
