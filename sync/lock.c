@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,50 @@ struct sync_lock {
 };
 
 static int shared_file = -1;   /* sync_lock_share(): this run's open */
+
+/* A local run's two sides (one process forked from the other after
+ * sync_lock_share()) list here, in memory they share, every directory they
+ * are about to flock, before they take it: a flock in the way is the run's
+ * own other side only when it is listed. No mark in a lock file can prove
+ * that, since a run on another host, in another container (another
+ * /run/lock) or without the lock file leaves no mark this run can see. */
+#define OWN_MAX 1024
+struct own {
+	uint32_t n;   /* entries in use (atomic) */
+	struct { uint64_t dev, ino, pid; } e[OWN_MAX];   /* pid: the side's */
+};
+static struct own *own;
+
+/* List l's directories as this run's (all or none: a list cut short would
+ * prove nothing about what it left out). */
+static void own_add(const struct sync_lock *l)
+{
+	if (!own)
+		return;
+	uint32_t at = __atomic_fetch_add(&own->n, (uint32_t)l->nn, __ATOMIC_SEQ_CST);
+	for (size_t i = 0; i < l->nn && at + i < OWN_MAX; i++) {
+		__atomic_store_n(&own->e[at + i].pid, (uint64_t)getpid(), __ATOMIC_SEQ_CST);
+		__atomic_store_n(&own->e[at + i].dev, (uint64_t)l->n[i].dev, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&own->e[at + i].ino, (uint64_t)l->n[i].ino, __ATOMIC_SEQ_CST);
+	}
+}
+
+/* Is d listed by this run's other side (so the flock in the way may be
+ * its)? Entries are written pid, dev, ino, in that order: a half-written
+ * one shows an old or zero inode, never a wrong match. */
+static int own_has(const struct node *d)
+{
+	if (!own)
+		return 0;
+	uint64_t me = (uint64_t)getpid();
+	uint32_t n = __atomic_load_n(&own->n, __ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < n && i < OWN_MAX; i++)
+		if (__atomic_load_n(&own->e[i].pid, __ATOMIC_SEQ_CST) != me &&
+		    __atomic_load_n(&own->e[i].ino, __ATOMIC_SEQ_CST) == (uint64_t)d->ino &&
+		    __atomic_load_n(&own->e[i].dev, __ATOMIC_SEQ_CST) == (uint64_t)d->dev)
+			return 1;
+	return 0;
+}
 
 /* A run's marks: "writer below" on a writer's ancestors, "reader here" on a
  * reader's root, "run here" on all its directories (so a directory's flock
@@ -132,6 +177,11 @@ void sync_lock_share(void)
 {
 	if (shared_file < 0)
 		shared_file = open_lock_file();
+	if (!own) {
+		void *p = mmap(NULL, sizeof *own, PROT_READ | PROT_WRITE,
+		               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		own = p == MAP_FAILED ? NULL : p;   /* NULL: no exemption, only "busy" */
+	}
 }
 
 void sync_unlock(struct sync_lock *l)
@@ -239,7 +289,8 @@ static int take_flocks(struct sync_lock *l, const char *path, enum sync_lock_mod
 			        strerror(err));
 			return -err;
 		}
-		if (l->file >= 0 && mark(l->file, &l->n[i], MARK_RUN_HERE, 1) == 0) {
+		if (own_has(&l->n[i]) &&
+		    (l->file < 0 || mark(l->file, &l->n[i], MARK_RUN_HERE, 1) == 0)) {
 			/* the flock is our own other side's (a local run whose SRC is
 			 * at or inside its DST, as rsync allows): a reader leaves the
 			 * directory to its writer's exclusive flock; a writer marks
@@ -302,6 +353,7 @@ int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync
 		log_err("%s: cannot lock: %s", log_path(shown, sizeof shown, path), strerror(-rc));
 	}
 	if (rc == 0) {
+		own_add(l);
 		take_marks(l, mode);
 		rc = take_flocks(l, path, mode);
 	}

@@ -304,6 +304,41 @@ refused_by_holder() {
 	cmp "$T/t/sub/big" "$T/t/big"
 }
 
+# hold_flock SH|EX DIR: one process (killed with $HELD) holds DIR's flock,
+# as another run would, until killed; returns once it is held.
+hold_flock() {
+	python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[2], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_SH if sys.argv[1] == "SH" else fcntl.LOCK_EX)
+open(sys.argv[3], "w").close()
+time.sleep(60)' "$1" "$2" "$T/held.$1" &
+	HELD=$!
+	for _ in $(seq 200); do [ -e "$T/held.$1" ] && return 0; sleep 0.025; done
+	echo "the flock on $2 was never taken"; return 1
+}
+
+# A run in another container (another /run/lock), or one that could not
+# open the lock file, leaves its directory flocks but no mark this run can
+# see: such a flock is never taken for the run's own other side. flock(1)
+# stands in for that run.
+@test "nested: a flock on D with no mark of its run (another container) keeps a writer and a reader out (exit 7)" {
+	mkdir -p "$T/src" "$T/D"
+	echo x >"$T/src/x"
+	echo y >"$T/D/y"
+	hold_flock SH "$T/D"
+	run "$RDCP" --sync "$T/src/" "$T/D"          # a writer into D
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[ ! -e "$T/D/x" ]
+	kill "$HELD"; wait "$HELD" || true
+	hold_flock EX "$T/D"
+	run "$RDCP" --sync "$T/D/" "$T/out"          # a reader of D
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[ ! -e "$T/out/y" ]
+	kill "$HELD"; wait "$HELD" || true
+}
+
 @test "a killed run's lock does not outlive it" {
 	lock_holder local
 	pkill -9 -f -- "--sync $T/src $T/dst" || true   # the client and its receiver
