@@ -5,6 +5,7 @@
  * made and sent; (5) the data is taken (take.c); (6) links, deletions,
  * metadata and the index (land.c). The result goes back in DONE.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -573,8 +574,52 @@ static char *dst_name(const char *dst, const char *root_path)
 	return p;
 }
 
-/* The index note naming the SRC a DST was made a mirror of (its name). */
+/* The index note naming the SRC a DST was made a mirror of:
+ * "MAJOR:MINOR:INO:BIRTH:NAME", the DST directory's own identity and SRC's
+ * name, so that a
+ * directory removed and made again under the same path is not taken for
+ * the mirror rdcp made. */
 #define MIRROR_NOTE "mirror_of"
+
+/* The names in directory root, as they are on disk (not as the scan, which
+ * filters and --files-from narrow, saw them), but rdcp's own temp names;
+ * UINT64_MAX when it cannot be listed. */
+static uint64_t top_names(int root)
+{
+	int fd = dup(root);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return UINT64_MAX;
+	}
+	uint64_t n = 0;
+	struct dirent *de;
+	rewinddir(d);
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		     !idx_is_temp_name(de->d_name);
+	closedir(d);
+	return n;
+}
+
+/* The note's value for the DST directory open at root and SRC's name:
+ * malloc'd, or NULL. A directory removed and made again often gets the
+ * freed inode number back: its birth time (where the filesystem keeps one)
+ * tells the two apart. */
+static char *mirror_note(int root, const char *top)
+{
+	struct statx sx;
+	char *v = NULL;
+	if (statx(root, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) < 0)
+		return NULL;
+	int born = (sx.stx_mask & STATX_BTIME) != 0;
+	if (asprintf(&v, "%u:%u:%llu:%lld.%u:%s", sx.stx_dev_major, sx.stx_dev_minor,
+	             (unsigned long long)sx.stx_ino, born ? (long long)sx.stx_btime.tv_sec : 0,
+	             born ? sx.stx_btime.tv_nsec : 0, top) < 0)
+		return NULL;
+	return v;
+}
 
 /*
  * rsync's habit, `--sync --delete A backup/` meaning backup/A, would delete
@@ -590,23 +635,26 @@ static int check_mirror_name(struct rstate *s)
 	unsigned fl = s->r->flags;
 	if (!s->mirror || s->root < 0)
 		return 0;   /* contents asked outright, or a dry run into nothing */
-	uint64_t top = 0;
-	for (size_t i = 0; i < s->dm.n; i++)
-		top += *s->dm.e[i].path && !strchr(s->dm.e[i].path, '/');
+	uint64_t top = top_names(s->root);
+	char *mine = mirror_note(s->root, s->top);
 	if (!top) {
 		/* a new mirror: the note lets the next runs --delete (one that
 		 * cannot be stored costs them only a refusal, said then) */
-		if (!(fl & SYNC_F_DRYRUN))
-			(void)idx_note_set(s->root_path, &s->so, MIRROR_NOTE, s->top);
+		if (!(fl & SYNC_F_DRYRUN) && mine)
+			(void)idx_note_set(s->root_path, &s->so, MIRROR_NOTE, mine);
+		free(mine);
 		return 0;
 	}
-	if (!(fl & SYNC_F_DELETE))
+	if (!(fl & SYNC_F_DELETE)) {
+		free(mine);
 		return 0;
+	}
 	char *name = dst_name(s->r->path, s->root_path), *note = NULL;
 	int ok = name && !strcmp(name, s->top);
-	if (!ok && idx_note_get(s->root_path, &s->so, MIRROR_NOTE, &note) == 0 && note)
-		ok = !strcmp(note, s->top);
+	if (!ok && mine && idx_note_get(s->root_path, &s->so, MIRROR_NOTE, &note) == 0 && note)
+		ok = !strcmp(note, mine);
 	free(note);
+	free(mine);
 	if (ok) {
 		free(name);
 		return 0;

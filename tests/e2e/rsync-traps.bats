@@ -96,6 +96,36 @@ delete_trap() {
 	delete_trap pull
 }
 
+# The note that lets a mirror's re-runs --delete (DST's index: "a mirror of
+# A") must not be had by a DST that was not empty, nor outlive its DST:
+# a run that excluded backup/'s own files (it looked empty through the
+# filter) and a backup/ removed and made again under the same path.
+delete_trap_note() {
+	local mode=$1
+	mk_src "$T/A"
+	mkdir -p "$T/backup"
+	echo precious >"$T/backup/important.doc"
+	sync_in "$mode" --sync --exclude '*.doc' "$T/A" "$T/backup/"
+	refused sync_in "$mode" --sync --delete "$T/A" "$T/backup/"
+	[ "$(cat "$T/backup/important.doc")" = precious ]
+	# a mirror made into an empty DST, then DST made again with a file of its own
+	rm -rf "$T/backup" && mkdir "$T/backup"
+	sync_in "$mode" --sync --delete "$T/A" "$T/backup/"     # new mirror: allowed
+	sync_in "$mode" --sync --delete "$T/A" "$T/backup/"     # its re-run: allowed
+	rm -rf "$T/backup" && mkdir "$T/backup"
+	echo precious >"$T/backup/important.doc"
+	refused sync_in "$mode" --sync --delete "$T/A" "$T/backup/"
+	[ "$(cat "$T/backup/important.doc")" = precious ]
+}
+
+@test "delete trap: the mirror note is not had through a filter, nor by a DST made again (local)" {
+	delete_trap_note local
+}
+
+@test "delete trap: the mirror note is not had through a filter, nor by a DST made again (push)" {
+	delete_trap_note push
+}
+
 # What the rule leaves alone: A into a new or empty DST (and its re-runs,
 # DST's index remembering the mirror), A into x/A, A/ into anything,
 # several SRCs, no --delete.
