@@ -51,10 +51,11 @@ tmp_before=$(tmp_names)
 declare -A lane_s=()
 report() {
 	local name=$1 log=$2 rc=$3 took=$4 lane=${5:-}
-	local p=0 f=0 s=0 line
+	local p=0 f=0 s=0 plan=0 line
 	echo "== $name"
 	while IFS= read -r line; do
 		case "$line" in
+		1..[0-9]*) plan=$((plan + ${line#1..})); echo "   | $line" ;;
 		"ok "*"# skip"*|"ok "*"# SKIP"*|"not ok "*"# SKIP"*|"not ok "*"# skip"*)
 			s=$((s + 1)); echo "   SKIPPED: $line" ;;
 		"ok "*) p=$((p + 1)); echo "   $line" ;;
@@ -67,6 +68,11 @@ report() {
 		# died (crash, missing tool) without saying which test failed
 		f=1; failed_names+=("$name: exited $rc without a failing test line")
 		echo "   not ok - $name exited with status $rc"
+	elif [ $((p + f + s)) -lt "$plan" ]; then
+		# planned more tests than it reported: it stopped part-way
+		local got=$((p + f + s))
+		f=$((f + 1)); failed_names+=("$name: planned $plan tests, reported $got")
+		echo "   not ok - $name planned $plan tests and reported $got"
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	echo "   ($name: ${took} s)"
@@ -192,21 +198,41 @@ lane_asan() {
 		part "asan e2e $b" asan_run 0 bats --tap --timing "tests/e2e/$b.bats"
 	done
 }
+# Each lane ends with a line of its own ("@lane-done"): a lane that died
+# part-way (killed, a shell error) is missing it, and is a failure, not a
+# shorter list of passes.
+LANES_ASKED=${RDCP_SUITE_LANES:-main rdma asan}
+lane_done() {
+	"lane_$1"
+	printf '@lane-done\t-\t0\t0\t%s\n' "$1"   # (not reached if the lane died)
+}
 lanes() {
 	local l
 	for l in rdma asan main; do   # the longest first
-		case " ${RDCP_SUITE_LANES:-main rdma asan} " in *" $l "*) ;; *) continue ;; esac
+		case " $LANES_ASKED " in *" $l "*) ;; *) continue ;; esac
 		if [ -n "${RDCP_SUITE_SERIAL:-}" ]; then
-			"lane_$l"
+			lane_done "$l"
 		else
-			"lane_$l" &
+			lane_done "$l" &
 		fi
 	done
 	wait
 }
+declare -A lane_ok=()
 while IFS=$'\t' read -r name log rc took lane; do
+	if [ "$name" = "@lane-done" ]; then
+		lane_ok[$lane]=1
+		continue
+	fi
 	report "$name" "$log" "$rc" "$took" "$lane"
 done < <(lanes)
+for l in $LANES_ASKED; do
+	if [ -z "${lane_ok[$l]:-}" ]; then
+		fail=$((fail + 1)); failed_names+=("lane $l: ended before its last part (died?)")
+		echo "== lane $l"
+		echo "   not ok - lane $l ended before its last part"
+	fi
+done
 
 # leak_check: the suite wrote nothing outside its directory. An index file
 # in a real cache, written since the suite started, that names a tree of
