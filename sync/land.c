@@ -233,11 +233,12 @@ static int reserve(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 		}
 		k = end + 1;
 	}
-	if (rc == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
+	int err = errno;   /* (before the formatting below can change it) */
+	if (rc == 0 || err == EOPNOTSUPP || err == ENOSYS)
 		return 0;
 	char what[64], b[16];
 	snprintf(what, sizeof what, "no room for its %s", log_bytes(b, want));
-	recv_fail(s, e->path, what, errno);
+	recv_fail(s, e->path, what, err);
 	return -1;
 }
 
