@@ -138,6 +138,7 @@ static int crypt_msg(const struct tp_seal *k, int enc, const uint8_t *hdr, uint8
 	     (enc || len == 0 || EVP_CipherUpdate(c, p, &out, p, (int)len) == 1) &&
 	     EVP_CipherFinal_ex(c, p + len, &out) == 1 &&
 	     (!enc || EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, TP_TAG_LEN, tag) == 1);
+	EVP_CIPHER_CTX_reset(c);   /* no expanded key left behind in the thread's context */
 	return ok ? 0 : -EBADMSG;
 }
 
