@@ -134,7 +134,10 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	f->progress_host = -1;
 	f->chain = calloc((size_t)n, sizeof *f->chain);
 	f->first_addr[0] = 0;
-	f->login_s = o->contimeout >= 0 ? o->contimeout : SYNC_FAN_CONTIMEOUT;
+	/* the limit counts from one spawn of every login at once: the logins
+	 * of hundreds of hosts share this machine's cores and link */
+	f->login_s = o->contimeout >= 0 ? o->contimeout
+	             : SYNC_FAN_CONTIMEOUT + n / SYNC_FAN_CONTIMEOUT_HOSTS;
 	/* every remote shell at once: logins overlap */
 	for (int k = 0; k < n; k++) {
 		h[k].c = (struct ctl){ .in = -1, .out = -1 };

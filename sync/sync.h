@@ -80,6 +80,7 @@ struct sync_rule {
 /* A fan-out's login limit when --contimeout is not given: one host that
  * never answers must not hold the rest for ssh's own (75 s and more) */
 #define SYNC_FAN_CONTIMEOUT 15
+#define SYNC_FAN_CONTIMEOUT_HOSTS 32   /* and a second more per this many hosts */
 
 struct sync_opts {
 	const char *const *srcs;    /* SRC operands: local paths or [user@]host:path */
