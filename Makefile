@@ -12,6 +12,7 @@ BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 DOCDIR  ?= $(PREFIX)/share/doc/rdcp
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 BUILD   ?= build
 CC      ?= cc
@@ -131,7 +132,7 @@ UNITS    := $(notdir $(UNITS_IN:.in=)) rdcp-sync@.timer
 
 install: $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/examples \
-	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR)
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(TMPFILESDIR)
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
 	install -m 644 docs/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 README.md LICENSE $(filter-out docs/benchmarks.md,$(wildcard docs/*.md)) \
@@ -140,13 +141,14 @@ install: $(PROGS)
 	for u in $(UNITS_IN); do sed 's|@BINDIR@|$(BINDIR)|g' $$u \
 	  >$(DESTDIR)$(UNITDIR)/$$(basename $$u .in); done
 	install -m 644 packaging/systemd/rdcp-sync@.timer $(DESTDIR)$(UNITDIR)/
+	install -m 644 packaging/systemd/rdcp.tmpfiles $(DESTDIR)$(TMPFILESDIR)/rdcp.conf
 	install -m 644 packaging/bash-completion/rdcp $(DESTDIR)$(BASHCOMPDIR)/rdcp
 	for p in rdsend rdrecv rdpipe; do ln -sf rdcp $(DESTDIR)$(BASHCOMPDIR)/$$p; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGS)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/*.1)))
-	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) $(DESTDIR)$(TMPFILESDIR)/rdcp.conf
 	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,rdcp rdsend rdrecv rdpipe)
 	rm -rf $(DESTDIR)$(DOCDIR)
 

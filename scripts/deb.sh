@@ -49,6 +49,7 @@ cat >"$stage/DEBIAN/postinst" <<'SH'
 set -e
 if [ "$1" = configure ] && [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
+	systemd-tmpfiles --create rdcp.conf >/dev/null 2>&1 || true   # the lock file
 fi
 SH
 chmod 755 "$stage/DEBIAN/postinst"

@@ -68,6 +68,7 @@ static int shared_file = -1;   /* sync_lock_share(): this run's open */
 #define OWN_MAX 1024
 struct own {
 	uint32_t n;   /* entries in use (atomic) */
+	uint32_t said_foreign;   /* a lock not rdcp's was said (by either side) */
 	struct { uint64_t dev, ino, pid; } e[OWN_MAX];   /* pid: the side's */
 };
 static struct own *own;
@@ -131,6 +132,17 @@ static int mark(int file, const struct node *d, enum mark m, int look)
 	                    .l_start = mark_at(d, m), .l_len = 1 };
 	if (fcntl(file, look ? F_OFD_GETLK : F_OFD_SETLK, &fl) < 0)
 		return -errno;
+	if (look && fl.l_type != F_UNLCK && (fl.l_start != mark_at(d, m) || fl.l_len != 1)) {
+		/* not a mark: a lock over more than the byte (rdcp takes no such
+		 * lock) would make every run meet it. Passed over, said once;
+		 * the directories' flocks still hold */
+		static int said;
+		if (!said++ && !(own && __atomic_exchange_n(&own->said_foreign, 1, __ATOMIC_SEQ_CST)))
+			log_warn("rdcp's lock file holds a lock that is not rdcp's (a byte range "
+			         "of %lld at %lld, process %d): passed over", (long long)fl.l_len,
+			         (long long)fl.l_start, (int)fl.l_pid);
+		return 0;
+	}
 	return look && fl.l_type != F_UNLCK;
 }
 
@@ -139,14 +151,22 @@ static int mark(int file, const struct node *d, enum mark m, int look)
 static int open_lock_file(void)
 {
 	static int said;
-	char path[64] = "/run/lock, /tmp";
+	char path[PATH_MAX] = "/run/lock, /tmp";
 	int fd = -1, err = ENOENT;
-	for (size_t i = 0; i < sizeof lock_dirs / sizeof *lock_dirs && fd < 0; i++) {
+	/* tests: a directory of the suite's own, so a test may poison it */
+	const char *test_dir = getenv("RDCP_TEST_LOCK_DIR");
+	const char *dirs[2] = { lock_dirs[0], lock_dirs[1] };
+	size_t ndirs = 2;
+	if (test_dir && *test_dir) {
+		dirs[0] = test_dir;
+		ndirs = 1;
+	}
+	for (size_t i = 0; i < ndirs && fd < 0; i++) {
 		struct stat st;
-		if (stat(lock_dirs[i], &st) < 0 || !S_ISDIR(st.st_mode) ||
+		if (stat(dirs[i], &st) < 0 || !S_ISDIR(st.st_mode) ||
 		    (st.st_mode & (S_ISVTX | S_IWOTH)) != (S_ISVTX | S_IWOTH))
 			continue;
-		snprintf(path, sizeof path, "%s/%s", lock_dirs[i], LOCK_FILE);
+		snprintf(path, sizeof path, "%s/%s", dirs[i], LOCK_FILE);
 		/* not O_CREAT first: in a sticky directory a file that another user
 		 * made cannot be opened with it (fs.protected_regular); O_NONBLOCK:
 		 * a FIFO planted there must not hang us */
@@ -160,10 +180,12 @@ static int open_lock_file(void)
 				fd = open(path, fl);
 		}
 		err = fd < 0 ? errno : 0;
-		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		/* a file of another user's (not root's) may be theirs, not rdcp's */
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		                (st.st_uid != 0 && st.st_uid != geteuid()))) {
 			close(fd);
 			fd = -1;
-			err = EINVAL;
+			err = EPERM;
 		}
 		break;   /* the first such directory is the host's, whatever happens */
 	}

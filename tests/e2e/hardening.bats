@@ -339,6 +339,44 @@ time.sleep(60)' "$1" "$2" "$T/held.$1" &
 	kill "$HELD"; wait "$HELD" || true
 }
 
+# The host's lock file is open to every user: one who holds a lock over all
+# of it, or who made it first and keeps it, must not stop everyone's runs
+# (nor, by owning it, turn the marks off unseen). A lock directory of the
+# test's own (RDCP_TEST_LOCK_DIR) stands for /run/lock.
+@test "attack: a lock held over all of rdcp's lock file: passed over, said once, the run goes on" {
+	mkdir -p "$T/src" "$T/locks"
+	chmod 1777 "$T/locks"
+	echo x >"$T/src/x"
+	export RDCP_TEST_LOCK_DIR=$T/locks
+	"$RDCP" --sync "$T/src/" "$T/dst0"       # makes the lock file
+	[ -f "$T/locks/rdcp.lock" ]
+	python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.lockf(fd, fcntl.LOCK_SH, 0, 0, 0)
+open(sys.argv[2], "w").close()
+time.sleep(60)' "$T/locks/rdcp.lock" "$T/held" &
+	local holder=$!
+	for _ in $(seq 200); do [ -e "$T/held" ] && break; sleep 0.025; done
+	run "$RDCP" --sync "$T/src/" "$T/dst"
+	echo "$output"
+	kill "$holder"; wait "$holder" || true
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/dst/x")" = x ]
+	[ "$(grep -c "a lock that is not rdcp's" <<<"$output")" -le 1 ]
+}
+@test "attack: rdcp's lock file made first by another user: not used, said, the run goes on" {
+	mkdir -p "$T/src" "$T/locks"
+	chmod 1777 "$T/locks"
+	echo x >"$T/src/x"
+	touch "$T/locks/rdcp.lock"
+	chown nobody "$T/locks/rdcp.lock" || skip "SKIPPED LOUDLY: cannot chown to nobody (needs root)"
+	RDCP_TEST_LOCK_DIR=$T/locks run "$RDCP" --sync "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/dst/x")" = x ]
+	[[ "$output" == *"cannot open rdcp's lock file: Operation not permitted"* ]]
+}
+
 @test "a killed run's lock does not outlive it" {
 	lock_holder local
 	pkill -9 -f -- "--sync $T/src $T/dst" || true   # the client and its receiver

@@ -20,7 +20,7 @@ BUILD_DIR=$(dirname "$RDCP")
 	         /usr/share/doc/rdcp/copyright /usr/share/doc/rdcp/README.md \
 	         /usr/share/doc/rdcp/examples/example.conf \
 	         /usr/lib/systemd/system/rdcp-sync@.service /usr/lib/systemd/system/rdcp-sync@.timer \
-	         /usr/lib/systemd/system/rdcp-watch@.service \
+	         /usr/lib/systemd/system/rdcp-watch@.service /usr/lib/tmpfiles.d/rdcp.conf \
 	         /usr/share/bash-completion/completions/rdcp; do
 		grep -qx "$f" "$T/files" || { echo "not in the package: $f"; false; }
 	done
