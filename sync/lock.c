@@ -132,10 +132,12 @@ static int mark(int file, const struct node *d, enum mark m, int look)
 	                    .l_start = mark_at(d, m), .l_len = 1 };
 	if (fcntl(file, look ? F_OFD_GETLK : F_OFD_SETLK, &fl) < 0)
 		return -errno;
-	if (look && fl.l_type != F_UNLCK && (fl.l_start != mark_at(d, m) || fl.l_len != 1)) {
-		/* not a mark: a lock over more than the byte (rdcp takes no such
-		 * lock) would make every run meet it. Passed over, said once;
-		 * the directories' flocks still hold */
+	if (look && fl.l_type != F_UNLCK && (fl.l_len == 0 || fl.l_len > MARKS)) {
+		/* not rdcp's: its marks are single bytes, which the kernel
+		 * merges into one lock only for one directory's few adjacent
+		 * marks; a lock to the end of the file or over more would make
+		 * every run meet it. Passed over, said once; the directories'
+		 * flocks still hold */
 		static int said;
 		if (!said++ && !(own && __atomic_exchange_n(&own->said_foreign, 1, __ATOMIC_SEQ_CST)))
 			log_warn("rdcp's lock file holds a lock that is not rdcp's (a byte range "

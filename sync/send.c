@@ -1108,7 +1108,9 @@ static int connect_data(struct sstate *s)
 		char why[400];
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
 		         cd.port);
-		if (r->is_client && rc != -ETIME)   /* the one we can fix: the address */
+		/* the one we can fix: the address (a receiver that answered and
+		 * then closed was reached: the transport said why, in one line) */
+		if (r->is_client && rc != -ETIME && rc != -ECONNRESET)
 			log_err("%s: %s (if the far side is reached at another address, such as "
 			        "its IPoIB or RoCE address, give it with --data-addr)", why,
 			        strerror(-rc));

@@ -143,7 +143,8 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 				        "have the same key", host, port);
 			else if (rc == -ECONNRESET)
 				log_err("%s port %u: the receiver closed the connection during "
-				        "the handshake (not the allowed peer, or overloaded)", host, port);
+				        "the handshake (it ended, is overloaded, or this host is not "
+				        "its allowed peer)", host, port);
 			else
 				log_err("%s port %u: handshake failed: %s", host, port,
 				        rc == -EPROTO ? "the peer does not speak the rdcp protocol"

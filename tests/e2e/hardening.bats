@@ -732,7 +732,7 @@ kill_far_at() {
 			fi
 			[ "$got" -eq 10 ]
 			[ "$(wc -l <"$T/err")" -eq 1 ]
-			grep -Eq "^rdcp: (the receiver on localhost ended before it finished \(killed by signal 9(: remote shell exit 137)?\)|lost the connection to the receiver after .*: it went away)$" "$T/err"
+			grep -Eq "^rdcp: (the receiver on localhost ended before it finished \(killed by signal 9(: remote shell exit 137)?\)|lost the connection to the receiver after .*: it went away|localhost port [0-9]+: the receiver closed the connection during the handshake \(it ended, .*\))$" "$T/err"
 			[ ! -s "$T/out" ]
 			# every file there is SRC's, whole
 			[ -z "$(find "$T/dst" -name '.rdcp-tmp-*' 2>/dev/null)" ]
