@@ -206,9 +206,13 @@ lane_done() {
 	"lane_$1"
 	printf '@lane-done\t-\t0\t0\t%s\n' "$1"   # (not reached if the lane died)
 }
+# The soft-RoCE VM runs last, on its own: its tests wait on emulated time
+# (TCG), and starved by the other lanes they missed their windows (CI,
+# session 19: a fan-out kill that never found its victim in 10 s, a
+# terminal prompt past its 20 s).
 lanes() {
 	local l
-	for l in rdma asan main; do   # the longest first
+	for l in asan main; do
 		case " $LANES_ASKED " in *" $l "*) ;; *) continue ;; esac
 		if [ -n "${RDCP_SUITE_SERIAL:-}" ]; then
 			lane_done "$l"
@@ -217,6 +221,7 @@ lanes() {
 		fi
 	done
 	wait
+	case " $LANES_ASKED " in *" rdma "*) lane_done rdma ;; esac
 }
 declare -A lane_ok=()
 while IFS=$'\t' read -r name log rc took lane; do

@@ -145,7 +145,8 @@ pipe_case() {
 	p=$(recv_port "$T/recv.err")
 	# a pseudo-terminal (script) on which the key is typed a moment later
 	(sleep 0.5; printf 'tty-secret\n') | env -u RDCP_KEY timeout 20 script -qec \
-		"$SEND --transport $TRANSPORT $ADDR $p - $T/in" /dev/null >"$T/tty.out"
+		"$SEND --transport $TRANSPORT $ADDR $p - $T/in" /dev/null >"$T/tty.out" ||
+		kill "$rpid"   # (rdrecv must not outlive a failed sender: bats would wait on it)
 	wait "$rpid"
 	cmp "$T/in" "$T/out"
 	cat "$T/tty.out"
