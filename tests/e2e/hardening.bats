@@ -319,8 +319,8 @@ time.sleep(60)' "$1" "$2" "$T/held.$1" &
 
 # A run in another container (another /run/lock), or one that could not
 # open the lock file, leaves its directory flocks but no mark this run can
-# see: such a flock is never taken for the run's own other side. flock(1)
-# stands in for that run.
+# see: such a flock is never taken for the run's own other side.
+# hold_flock (one process holding the directory's flock) stands in for it.
 @test "nested: a flock on D with no mark of its run (another container) keeps a writer and a reader out (exit 7)" {
 	mkdir -p "$T/src" "$T/D"
 	echo x >"$T/src/x"
