@@ -189,16 +189,49 @@ static void mark_checked(int fd)
 	pthread_mutex_unlock(&checked_mu);
 }
 
-/* Check an opened database: NULL if usable, else why not (static text). */
+static const char db_busy[] = "held by another process for 10 s";
+
+static int is_busy(int rc)
+{
+	return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
+/* Put the database in WAL mode. Turning a new file to WAL takes an
+ * exclusive lock for which SQLite runs no busy handler: runs that open one
+ * new index at once (eight first runs from one SRC) find it locked by each
+ * other, so this waits and tries again, as the busy timeout would, for up
+ * to 10 s. A file already in WAL mode takes no lock here. SQLITE_OK, or
+ * SQLite's code. */
+static int db_wal(sqlite3 *h)
+{
+	int rc = SQLITE_BUSY;
+	for (unsigned ms = 1, waited = 0; waited < 10000; waited += ms, ms = ms < 100 ? ms * 2 : 100) {
+		sqlite3_stmt *s;
+		if ((rc = sqlite3_prepare_v2(h, "PRAGMA journal_mode=WAL", -1, &s, NULL)) == SQLITE_OK) {
+			rc = sqlite3_step(s);   /* a row: the mode it is in now */
+			if (rc == SQLITE_ROW)
+				rc = SQLITE_OK;
+			sqlite3_finalize(s);
+		}
+		if (!is_busy(rc))
+			return rc;
+		sqlite3_sleep((int)ms);
+	}
+	return rc;
+}
+
+/* Check an opened database: NULL if usable, else why not (static text;
+ * db_busy: another process holds it, which is no damage). */
 static const char *db_verify(struct idx_db *db, int *fresh)
 {
 	int64_t app = 0, ver = 0, tables = 0;
+	int rc;
 	*fresh = 0;
-	if (sqlite3_exec(db->h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK ||
-	    db_int(db->h, "PRAGMA application_id", &app) != SQLITE_OK ||
-	    db_int(db->h, "PRAGMA user_version", &ver) != SQLITE_OK ||
-	    db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK)
-		return "not a readable SQLite database";
+	if ((rc = db_wal(db->h)) != SQLITE_OK ||
+	    (rc = db_int(db->h, "PRAGMA application_id", &app)) != SQLITE_OK ||
+	    (rc = db_int(db->h, "PRAGMA user_version", &ver)) != SQLITE_OK ||
+	    (rc = db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables)) != SQLITE_OK)
+		return is_busy(rc) ? db_busy : "not a readable SQLite database";
 	if (app == 0 && ver == 0 && tables == 0) {
 		*fresh = 1;
 		return NULL;
@@ -336,6 +369,10 @@ int idx_db_open(const char *path, const char *root, struct idx_db **out)
 	if (db_connect(db) < 0)
 		goto fail;
 	const char *why = db_verify(db, &fresh);
+	if (why == db_busy) {   /* in use, not damaged: never removed for it */
+		log_err("index %s: %s", path, why);
+		goto fail;
+	}
 	if (why) {
 		if (idx_db_reset(db, why) < 0)
 			goto fail;

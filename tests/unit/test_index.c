@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/acl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -402,6 +403,80 @@ static void test_corrupt_index_rebuilt(void **state)
 	close(fd);
 	scan_twice_expect_full_rehash(f, &good);
 	idx_manifest_free(&good);
+}
+
+/* Eight processes open one new index at once (eight first runs from one
+ * SRC). Turning the new file to WAL takes a lock SQLite waits for with no
+ * busy handler: a process that met another's lock there used to read "not
+ * a readable SQLite database", remove the index under the others and
+ * rebuild it. Here the lock is held for 300 ms by a connection of the
+ * test's own (as a first run's conversion holds it) while eight processes
+ * open the index: each must wait its turn, store its scan and say
+ * nothing. (The old code failed 2 runs in 5 with one try.) */
+static void test_first_opens_race(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%d", i);
+		put_big(root, name, 1 << 20, (unsigned)i);
+	}
+	close(root);
+	settle();
+	for (int round = 0; round < 3; round++) {   /* it is a race: three tries */
+		snprintf(f->db, sizeof f->db, "%s/index-%d.db", f->dir, round);
+		/* the processes are made first: a child of a process with a lock
+		 * open in SQLite would take that lock for its own */
+		int go[2];
+		assert_int_equal(pipe(go), 0);
+		char err[400];
+		pid_t kids[8];
+		for (int k = 0; k < 8; k++) {
+			snprintf(err, sizeof err, "%s/err-%d-%d", f->dir, round, k);
+			if ((kids[k] = fork()) == 0) {
+				char c;
+				close(go[1]);
+				int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+				dup2(e, 2);
+				if (read(go[0], &c, 1) != 1)
+					_exit(2);
+				struct idx_manifest m = { 0 };
+				struct idx_stats st;
+				struct idx_scan_opts o = { .index_path = f->db, .threads = 1 };
+				int rc = idx_scan(f->tree, &o, &m, &st);
+				_exit(rc == 0 && st.stored ? 0 : 1);
+			}
+			assert_true(kids[k] > 0);
+		}
+		close(go[0]);
+		sqlite3 *holder;
+		assert_int_equal(sqlite3_open(f->db, &holder), SQLITE_OK);
+		assert_int_equal(sqlite3_exec(holder, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+		assert_int_equal(write(go[1], "gogogogo", 8), 8);
+		close(go[1]);
+		usleep(300 * 1000);
+		assert_int_equal(sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+		sqlite3_close(holder);
+		for (int k = 0; k < 8; k++) {
+			int ws;
+			assert_int_equal(waitpid(kids[k], &ws, 0), kids[k]);
+			snprintf(err, sizeof err, "%s/err-%d-%d", f->dir, round, k);
+			char line[512] = "";
+			int e = open(err, O_RDONLY);
+			ssize_t n = read(e, line, sizeof line - 1);
+			close(e);
+			if (n > 0)
+				fail_msg("process %d said: %.*s", k, (int)n, line);
+			assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+		}
+	}
+	/* one index, whole: a scan now reads no file again */
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 4);
+	idx_manifest_free(&m);
 }
 
 /* A scan of some roots (idx_scan_opts.roots) brings their rows up to date
@@ -930,6 +1005,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_incremental_rescan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_hash_definition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_index_rebuilt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_opens_race, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_scan_keeps_index, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notes_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roots_scan_racy_rows, setup, teardown),
