@@ -143,10 +143,22 @@ pipe_case() {
 	RDCP_KEY=tty-secret "$RECV" --transport "$TRANSPORT" 0 - "$T/out" 2>"$T/recv.err" &
 	local rpid=$!
 	p=$(recv_port "$T/recv.err")
-	# a pseudo-terminal (script) on which the key is typed a moment later
-	(sleep 0.5; printf 'tty-secret\n') | env -u RDCP_KEY timeout 20 script -qec \
-		"$SEND --transport $TRANSPORT $ADDR $p - $T/in" /dev/null >"$T/tty.out" ||
-		kill "$rpid"   # (rdrecv must not outlive a failed sender: bats would wait on it)
+	# a pseudo-terminal (script) on which the key is typed once the prompt
+	# is there: rdsend flushes what was typed before it turned echo off, as
+	# ssh does (a fixed delay lost that race in the slow VM)
+	mkfifo "$T/kbd"
+	env -u RDCP_KEY timeout 60 script -qec \
+		"$SEND --transport $TRANSPORT $ADDR $p - $T/in" /dev/null <"$T/kbd" >"$T/tty.out" &
+	local spid=$! i src=0 kb
+	exec {kb}>"$T/kbd"
+	for i in $(seq 600); do
+		grep -q "key (KEY '-'" "$T/tty.out" && break
+		sleep 0.1
+	done
+	printf 'tty-secret\n' >&"$kb"
+	wait "$spid" || { src=$?; kill "$rpid"; }   # (rdrecv must not outlive a failed sender)
+	exec {kb}>&-
+	[ "$src" -eq 0 ]
 	wait "$rpid"
 	cmp "$T/in" "$T/out"
 	cat "$T/tty.out"
