@@ -100,15 +100,37 @@ static int open_file(struct dircache *c, int root, const char *path)
 	return c->fd < 0 ? -1 : sync_open_beneath(c->fd, slash + 1, O_RDONLY);
 }
 
-/* Open a planned file and check it is still what the scan saw; -1 (with a
+/* Is the file open on fd, as fstat(2) gave st, still the one the scan saw
+ * (e): 1, or that file grown in place (the same inode, larger): 2? A live
+ * tree's files grow while they are sent (a recording, a log): the part the
+ * scan saw is sent, read only up to its size, and checked against the
+ * scan's hashes as it is read (a large file's chunks: send_next(); a small
+ * file's whole: held_still()), so a part rewritten as it grew is caught
+ * here, not sent. A file the scan did not read (IDX_F_NOHASH) has no hash:
+ * its first e->size bytes are sent as they are read, as rsync sends what
+ * it reads. 0: neither. */
+static int same_or_grown(const struct stat *st, const struct idx_entry *e)
+{
+	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size < e->size)
+		return 0;
+	if ((uint64_t)st->st_size == e->size)
+		return 1;
+	return st->st_dev == e->dev && st->st_ino == e->ino ? 2 : 0;
+}
+
+/* Open a planned file and check it is still what the scan saw, or that
+ * file grown (same_or_grown(), into *grown if not NULL); -1 (with a
  * warning) if it vanished or changed, -2 if it cannot be read. */
 static int open_planned(struct dircache *dc, int root, const struct idx_entry *e,
-                        struct sync_fails *fails)
+                        struct sync_fails *fails, int *grown)
 {
 	char shown[4096];
 	int fd = open_file(dc, root, e->path);
 	struct stat st;
-	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size)
+	int same = fd >= 0 && fstat(fd, &st) == 0 ? same_or_grown(&st, e) : 0;
+	if (grown)
+		*grown = same == 2;
+	if (same)
 		return fd;
 	int err = fd < 0 ? errno : 0;
 	int gone = fd >= 0 || err == ENOENT || err == ENOTDIR || err == ELOOP;
@@ -136,7 +158,8 @@ struct chunk_rd {
 	const uint8_t *rec;  /* CH_BLOCKS: the receiver's block record */
 	uint32_t len;        /* its bytes */
 	const uint8_t *want; /* its digest, taken unread under --append
-	                        (IDX_F_ASSUMED): checked as it is read */
+	                        (IDX_F_ASSUMED), or of a file that grew since
+	                        the scan: checked as it is read */
 	int stale;           /* and it was not what was read */
 };
 
@@ -187,6 +210,7 @@ struct sendq {
 		uint64_t off;    /* its next chunk */
 		uint64_t end;    /* the end of its last chunk to send */
 		uint32_t brec;   /* its next block record (CTL_CHUNKS) */
+		int grown;       /* it grew since the scan (same_or_grown()) */
 	} slot[FILES_IN_FLIGHT];
 	int nslots, cur;
 	uint8_t *bad;            /* index -> its read failed: its chunks are
@@ -227,7 +251,7 @@ static int open_next(struct sendq *q, struct openf *o)
 	const struct idx_entry *e = &q->m->e[i];
 	*o = (struct openf){ .bi = q->bi++ };
 	o->end = map_end(q->bmap[o->bi], e->size);
-	o->fd = open_planned(&q->dc, root_of(q, i), e, q->res->fails);
+	o->fd = open_planned(&q->dc, root_of(q, i), e, q->res->fails, &o->grown);
 	if (o->fd >= 0 && o->end == 0) {   /* it is all in DST's old version */
 		close(o->fd);
 		o->fd = -1;
@@ -341,7 +365,7 @@ static int queue_reads(struct sendq *q)
 		/* a chunk whose digest --append took unread is read and checked
 		 * here (the receiver would refuse it, run after run) */
 		uint32_t k = (uint32_t)(o->off / IDX_CHUNK_SIZE);
-		c->want = (e->flags & IDX_F_ASSUMED) && !c->hole
+		c->want = ((e->flags & IDX_F_ASSUMED) || o->grown) && !c->hole
 		          ? (e->nchunks ? e->chunks + (size_t)k * IDX_HASH_LEN : e->hash) : NULL;
 		c->stale = 0;
 		/* a whole chunk over plain TCP is not read here: the kernel sends
@@ -377,6 +401,15 @@ static int send_next(struct sendq *q, int drop)
 		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path), why);
 		sync_fails_add(q->res->fails, e->path, why, !c->j.err);
 		*(c->j.err ? &q->failed : &q->changed) += 1;
+		q->bad[c->file] = 1;
+	}
+	if (!drop && !q->bad[c->file] && c->stale && !(e->flags & IDX_F_ASSUMED)) {
+		/* grown since the scan, and the part the scan saw rewritten */
+		char shown[4096];
+		log_warn("%s: changed while being sent; not sent",
+		         log_path(shown, sizeof shown, e->path));
+		sync_fails_add(q->res->fails, e->path, "changed while being sent", 1);
+		q->changed++;
 		q->bad[c->file] = 1;
 	}
 	if (!drop && !q->bad[c->file] && c->stale) {
@@ -456,18 +489,23 @@ struct smallq {
 	uint32_t ns, si;                  /* how many; the next one to batch */
 };
 
-/* Is what was read from fd the file the scan saw (e), which is what the
- * manifest told the receiver? Its hash, if the scan had it; else (it was
- * not read: IDX_F_NOHASH) its stat as the read ends. Such a file was
- * settled when scanned (ctime a minute old, IDX_SETTLED_S): any write
- * since, one during the read included, stamps it with a later ctime. */
+/* Is what was read from fd (its first e->size bytes) the file the scan saw
+ * (e), which is what the manifest told the receiver? Its hash, if the scan
+ * had it; else (it was not read: IDX_F_NOHASH) its stat as the read ends.
+ * Such a file was settled when scanned (ctime a minute old, IDX_SETTLED_S):
+ * any write since, one during the read included, stamps it with a later
+ * ctime; one that only grew it (same inode, larger: same_or_grown()) is
+ * sent as read. */
 static int held_still(int fd, const struct idx_entry *e, const uint8_t *hash)
 {
 	if (!(e->flags & IDX_F_NOHASH))
 		return !memcmp(hash, e->hash, IDX_HASH_LEN);
 	struct stat st;
-	return fstat(fd, &st) == 0 && (uint64_t)st.st_size == e->size &&
-	       st.st_dev == e->dev && st.st_ino == e->ino &&
+	if (fstat(fd, &st) < 0 || st.st_dev != e->dev || st.st_ino != e->ino)
+		return 0;
+	if ((uint64_t)st.st_size > e->size)
+		return 1;
+	return (uint64_t)st.st_size == e->size &&
 	       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == e->mtime_ns &&
 	       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == e->ctime_ns;
 }
@@ -484,7 +522,7 @@ static void read_small(struct io_job *j)
 			b->st[k] = -4;
 			continue;
 		}
-		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e, b->q->res->fails);
+		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e, b->q->res->fails, NULL);
 		if (fd < 0) {
 			b->st[k] = fd;
 			continue;
