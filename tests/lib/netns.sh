@@ -12,12 +12,14 @@ netns_down() {
 	local ns p=${NETNS_PREFIX:-rdpt}
 	for ns in $(ip netns list 2>/dev/null | awk -v p="^$p-" '$1 ~ p {print $1}'); do
 		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-		ip netns del "$ns"
+		ip netns del "$ns" || :
 	done
 	# a namespace whose last process is still dying keeps its veth a moment
+	# (and may take it away between the listing and the del: no error, as
+	# bats runs this under set -e)
 	for ns in $(ip -o link show 2>/dev/null | awk -F': ' -v p="$p-v" \
 		'index($2, p) == 1 { split($2, a, "@"); print a[1] }'); do
-		ip link del "$ns" 2>/dev/null
+		ip link del "$ns" 2>/dev/null || :
 	done
 	ip link del "$p-br" 2>/dev/null
 	return 0
