@@ -500,6 +500,18 @@ static int decode_type_fields(struct wire_rd *r, const struct idx_manifest *out,
 			memcpy(e->hash, h, IDX_HASH_LEN);
 		e->nchunks = idx_nchunks(e->size);
 		*chunks = rd_take(r, (size_t)e->nchunks * IDX_HASH_LEN);
+		if (r->bad)
+			return 0;
+		/* a large file's hash is its chunks' (idx_hash_combine()): one
+		 * that is not would be stored in DST's index beside content its
+		 * chunks verified (fuzz_receiver's find, seed hash-not-chunks) */
+		if (!nohash && e->nchunks) {
+			uint8_t h2[IDX_HASH_LEN];
+			idx_hash_combine(*chunks, e->nchunks, h2);
+			if (memcmp(h2, e->hash, IDX_HASH_LEN))
+				return why_bad(why, path, "has a file hash that is not the one of "
+				               "its chunk digests");
+		}
 		return check_hlink(out, index, e, path, why);
 	}
 	case IDX_LNK:

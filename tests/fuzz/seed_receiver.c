@@ -232,6 +232,42 @@ int main(int argc, char **argv)
 		save(&o, "raw-manifest");
 	}
 
+	/* a large file whose hash is not its chunk digests' (libFuzzer's find
+	 * from raw-manifest): its chunks verify, and the receiver once landed
+	 * it with that hash for DST's index; the decoder refuses it now */
+	{
+		struct idx_manifest m = { 0 };
+		uint8_t *zeros = calloc(1, CH), digests[2 * IDX_HASH_LEN];
+		if (!zeros)
+			return 1;
+		idx_hash_buf(zeros, CH, digests);
+		idx_hash_buf(zeros, 1, digests + IDX_HASH_LEN);
+		struct idx_entry e[] = {
+			{ .path = "", .type = IDX_DIR, .mode = 0755 },
+			{ .path = "a", .type = IDX_REG, .size = CH + 1, .mode = 0644,
+			  .nchunks = 2, .chunks = digests },
+		};
+		idx_hash_combine(digests, 2, e[1].hash);
+		e[1].hash[0] ^= 1;
+		uint8_t *enc, b[4];
+		size_t len;
+		m.nohash_below = (uint32_t)(SYNC_SMALL & ~(uint64_t)1023);
+		for (size_t k = 0; k < 2; k++)
+			idx_manifest_add(&m, &e[k]);
+		if (idx_manifest_encode(&m, &enc, &len) < 0)
+			return 1;
+		u8(&o, RI_F_RAW);
+		put_u32(b, (uint32_t)len);
+		put(&o, b, 4);
+		put(&o, enc, len);
+		msg(&o, 2, 0, (uint32_t)CH, 0);
+		msg(&o, 2, CH, 1, 0);
+		save(&o, "hash-not-chunks");
+		free(enc);
+		free(zeros);
+		idx_manifest_free(&m);
+	}
+
 	/* DST has an older file: 8 MiB of zeros where 12 MiB of zeros come
 	 * (two chunks kept, one asked for: a chunk map, CTL_CHUNKS), and one
 	 * of 4 MiB + 1 where 4 MiB + 1 of 'q' come (nothing to reuse: whole) */

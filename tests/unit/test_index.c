@@ -910,6 +910,41 @@ static void test_manifest_size_bound(void **state)
 	idx_manifest_free(&m);
 }
 
+/* A large file's hash must be its chunk digests' (idx_hash_combine()): a
+ * sender whose file hash is not would land content its chunks verified
+ * with that hash stored beside it in DST's index (fuzz_receiver found it:
+ * seed hash-not-chunks). The decoder refuses it and names it. */
+static void test_manifest_hash_is_chunks(void **state)
+{
+	(void)state;
+	struct idx_manifest m = { 0 };
+	uint8_t digests[2 * IDX_HASH_LEN];
+	for (size_t i = 0; i < sizeof digests; i++)
+		digests[i] = (uint8_t)i;
+	struct idx_entry root = { .path = "", .type = IDX_DIR, .mode = 0755 };
+	struct idx_entry f = { .path = "f", .type = IDX_REG, .mode = 0644,
+	                       .size = IDX_CHUNK_SIZE + 1, .nchunks = 2, .chunks = digests };
+	idx_hash_combine(digests, 2, f.hash);
+	assert_int_equal(idx_manifest_add(&m, &root), 0);
+	assert_int_equal(idx_manifest_add(&m, &f), 0);
+	uint8_t *buf;
+	size_t len;
+	assert_int_equal(idx_manifest_encode(&m, &buf, &len), 0);
+	struct idx_manifest back = { 0 };
+	struct idx_why why = { { 0 } };
+	assert_int_equal(idx_manifest_decode(buf, len, &back, &why), 0);   /* honest */
+	idx_manifest_free(&back);
+	uint8_t *at = memmem(buf, len, f.hash, IDX_HASH_LEN);
+	assert_non_null(at);
+	at[3] ^= 1;   /* the file's hash, one bit off its chunks' */
+	assert_int_equal(idx_manifest_decode(buf, len, &back, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "'f'"));
+	assert_non_null(strstr(why.text, "file hash that is not the one of its chunk digests"));
+	idx_manifest_free(&back);
+	free(buf);
+	idx_manifest_free(&m);
+}
+
 /* An index of version 1 (before the extra column) or 2 is brought forward in
  * place: its rows stay trusted, nothing is hashed again. */
 static void test_index_v1_migrated(void **state)
@@ -1016,6 +1051,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trust_prefix, setup, teardown),
 		cmocka_unit_test(test_meta_changes),
 		cmocka_unit_test(test_manifest_size_bound),
+		cmocka_unit_test(test_manifest_hash_is_chunks),
 	};
 	return cmocka_run_group_tests_name("index", tests, NULL, NULL);
 }
