@@ -477,6 +477,8 @@ struct small_rd {
 	                                     (the run had failed); -5: not the
 	                                     hash the index gave (said) */
 	uint8_t hash[SMALL_BATCH_FILES][IDX_HASH_LEN];   /* of what was read */
+	uint8_t reread[SMALL_BATCH_FILES];   /* 1: read whole, rewritten since
+	                                        the scan at its size (sent as read) */
 	uint8_t *buf;
 	const int *stop;                  /* set: the run failed, read no more */
 };
@@ -510,8 +512,47 @@ static int held_still(int fd, const struct idx_entry *e, const uint8_t *hash)
 	       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == e->ctime_ns;
 }
 
+#define REREAD_TRIES 3   /* reads of a small file that moves while read */
+
+static int stat_same(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Read a small file's first e->size bytes into buf and hash them: 0 when
+ * the file stood still during the read (the same stat before and after:
+ * *size its size), 1 when it moved, -3 when it came short (shrank), else
+ * -errno. */
+static int read_once(int fd, const struct idx_entry *e, uint8_t *buf,
+                     uint8_t hash[IDX_HASH_LEN], uint64_t *size)
+{
+	struct stat a, z;
+	size_t got;
+	if (fstat(fd, &a) < 0)
+		return -errno;
+	int rc = io_pread_full(fd, buf, (size_t)e->size, 0, &got);
+	if (rc < 0)
+		return rc;
+	if (got != e->size)
+		return -3;
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, e->size));
+	memcpy(hash, c.digest, IDX_HASH_LEN);
+	if (fstat(fd, &z) < 0)
+		return -errno;
+	*size = (uint64_t)z.st_size;
+	return stat_same(&a, &z) ? 0 : 1;
+}
+
 /* On an I/O thread: open, check, read and hash a batch's files, in order,
- * with a directory cache of its own (files come directory by directory). */
+ * with a directory cache of its own (files come directory by directory).
+ * A file whose bytes are not the ones the scan saw was rewritten since:
+ * read again (a few tries, a moment apart) until a read during which it
+ * stood still at the scanned size, and that is sent, as read (as rsync
+ * sends what it reads; its tag is of those bytes). One that never stands
+ * still, or that stands still at another size, is named and not sent. */
 static void read_small(struct io_job *j)
 {
 	struct small_rd *b = (struct small_rd *)j;
@@ -527,22 +568,31 @@ static void read_small(struct io_job *j)
 			b->st[k] = fd;
 			continue;
 		}
-		size_t got;
-		int rc = io_pread_full(fd, b->buf + b->at[k], (size_t)e->size, 0, &got);
-		b->st[k] = rc < 0 ? -2 : got == e->size ? 0 : -3;
 		char shown[4096];
-		if (b->st[k] == -2)
-			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
-			         strerror(-rc));
-		if (b->st[k] == 0) {
-			XXH128_canonical_t c;
-			XXH128_canonicalFromHash(&c, XXH3_128bits(b->buf + b->at[k], e->size));
-			memcpy(b->hash[k], c.digest, IDX_HASH_LEN);
-			if (!held_still(fd, e, b->hash[k])) {
+		b->reread[k] = 0;
+		for (int t = 0;; t++) {
+			uint64_t size = 0;
+			int rc = read_once(fd, e, b->buf + b->at[k], b->hash[k], &size);
+			b->st[k] = rc == -3 ? -3 : rc < 0 ? -2 : 0;
+			if (rc < 0) {
+				if (rc != -3)
+					log_warn("%s: %s; not sent",
+					         log_path(shown, sizeof shown, e->path), strerror(-rc));
+				break;
+			}
+			if (held_still(fd, e, b->hash[k]))
+				break;   /* what the scan saw (or that file, grown) */
+			if (rc == 0 && size == e->size) {
+				b->reread[k] = 1;   /* rewritten at its size, still now */
+				break;
+			}
+			if (t + 1 == REREAD_TRIES) {
 				log_warn("%s: changed while being sent; not sent",
 				         log_path(shown, sizeof shown, e->path));
 				b->st[k] = (e->flags & IDX_F_NOHASH) ? -1 : -5;
+				break;
 			}
+			usleep(10000u << (2 * t));   /* 10 ms, then 40 ms */
 		}
 		close(fd);
 	}
@@ -580,6 +630,18 @@ static int small_left(const struct smallq *sq)
 	return sq->count || sq->si < sq->ns;
 }
 
+/* SRC's index forgets entry i's row: its content is not the row's hash,
+ * whatever its stat says, so the next scan reads it. */
+static void forget_row(struct sendq *q, uint32_t i, const struct idx_entry *e)
+{
+	if ((q->ss->n ? srcs_forget(q->ss, i, e->path)
+	              : idx_forget(q->root_path, &q->iso, e->path)) < 0) {
+		char shown[4096];
+		log_warn("%s: SRC's index could not forget it; the next run may say so "
+		         "again", log_path(shown, sizeof shown, e->path));
+	}
+}
+
 /* The next small file into the archive, its batch read first if need be.
  * 0 or an error. */
 static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
@@ -604,16 +666,14 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 		q->res->bytes += e->size;
 		if (q->sent)
 			q->sent[i] = 1;
+		/* sent as re-read: the row's hash is not of what it holds now */
+		if (b->reread[k] && !(e->flags & IDX_F_NOHASH))
+			forget_row(q, i, e);
 	} else if (b->st[k] == -5) {
 		q->changed++;
 		/* its stat is the row's, its content not (a write that stamped
 		 * nothing): the next scan reads it */
-		if ((q->ss->n ? srcs_forget(q->ss, i, e->path)
-		              : idx_forget(q->root_path, &q->iso, e->path)) < 0) {
-			char shown[4096];
-			log_warn("%s: SRC's index could not forget it; the next run may say so "
-			         "again", log_path(shown, sizeof shown, e->path));
-		}
+		forget_row(q, i, e);
 	} else if (b->st[k] == -3) {
 		char shown[4096];
 		log_warn("%s: shrank while being sent; not sent",

@@ -79,6 +79,51 @@ grown_files() {
 	same "$T/src" "$T/dst"
 }
 
+# A small file rewritten after the scan at its size (a state file saved in
+# place): its bytes are not the scan's, so it is read again, and the read
+# during which it stood still is sent as it now is, exit 0, --delete on.
+# DST gets the scan's mtime with it (as rsync, which sends what it reads
+# under the file list's mtime): the next run sees the newer mtime and
+# sends it again, so the mirror is exact then.
+rewritten_small() {
+	local mode=$1
+	mkdir -p "$T/src" "$T/dst"
+	head -c 2000 /dev/urandom >"$T/src/state"
+	echo kept >"$T/src/other"
+	echo stale >"$T/dst/stale"
+	touch -d @1500000000 "$T/src/state"
+	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" --sync --delete "$T/src/" "$T/dst" \
+		>"$T/out" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	head -c 2000 /dev/urandom >"$T/src/state"   # new bytes, a new mtime
+	rm "$T/pause"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	[ ! -s "$T/err" ]
+	cmp "$T/src/state" "$T/dst/state"           # as it now is, not the old bytes
+	[ "$(stat -c %Y "$T/dst/state")" -eq 1500000000 ]   # the scan's mtime
+	[ ! -e "$T/dst/stale" ]
+	sync_in "$mode" --sync --delete "$T/src/" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+@test "live: a small file rewritten after the scan at its size is read again and sent as it now is, exit 0 (local)" {
+	rewritten_small local
+}
+@test "live: a small file rewritten after the scan at its size is read again and sent as it now is, exit 0 (push)" {
+	rewritten_small push
+}
+@test "live: a small file rewritten after the scan at its size is read again and sent as it now is, exit 0 (pull)" {
+	rewritten_small pull
+}
+@test "live: a small file rewritten after the scan at its size, hashed by the scan, is sent as it now is (local)" {
+	unset RDCP_TEST_SETTLED_S   # the scan hashes it: the hash tells
+	rewritten_small local
+}
+
 # What did change is still caught: a small file whose scanned part was
 # rewritten as it grew (hash known), and a large one whose first chunk was:
 # named, not landed as the old file's, exit 24 (a vanished-class change, so
