@@ -552,7 +552,9 @@ static int read_once(int fd, const struct idx_entry *e, uint8_t *buf,
  * read again (a few tries, a moment apart) until a read during which it
  * stood still at the scanned size, and that is sent, as read (as rsync
  * sends what it reads; its tag is of those bytes). One that never stands
- * still, or that stands still at another size, is named and not sent. */
+ * still, or that stands still at another size, is named and not sent; so
+ * is one whose hash the manifest gave the receiver (-c, a fan-out), which
+ * would refuse other bytes. */
 static void read_small(struct io_job *j)
 {
 	struct small_rd *b = (struct small_rd *)j;
@@ -582,8 +584,10 @@ static void read_small(struct io_job *j)
 			}
 			if (held_still(fd, e, b->hash[k]))
 				break;   /* what the scan saw (or that file, grown) */
-			if (rc == 0 && size == e->size) {
-				b->reread[k] = 1;   /* rewritten at its size, still now */
+			/* rewritten at its size, still now: sent as read, unless
+			 * the receiver has the scan's hash of it (-c, a fan-out) */
+			if (rc == 0 && size == e->size && e->size < b->q->m->nohash_below) {
+				b->reread[k] = 1;
 				break;
 			}
 			if (t + 1 == REREAD_TRIES) {

@@ -80,6 +80,41 @@ fan() { "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" "$@"; }
 	[ "$(json_field bytes_total_sent <"$T/json2")" -lt 200000 ]
 }
 
+# Live trees: files written between the scan and the reads. Every host
+# gets the scanned part of a file that grew (its hashes are in the file
+# list each host checks); a small file rewritten at its size cannot be
+# sent as it now is (the hosts have the scan's hash of it): named, exit 24.
+@test "fan-out: files that grew after the scan land their scanned part on every host; one rewritten at its size is named, exit 24" {
+	mk_rsh
+	mkdir -p "$T/src"
+	head -c 1000 /dev/urandom >"$T/src/log"
+	head -c $((5 * 1048576 + 3)) /dev/urandom >"$T/src/rec"
+	head -c 2000 /dev/urandom >"$T/src/state"
+	RDCP_TEST_PAUSE=$T/pause fan --sync "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" \
+		2>"$T/err" &
+	local pid=$! rc=0
+	for _ in $(seq 400); do [ -e "$T/pause" ] && break; sleep 0.025; done
+	[ -e "$T/pause" ]
+	head -c 700 /dev/urandom >>"$T/src/log"
+	head -c 1048576 /dev/urandom >>"$T/src/rec"
+	head -c 2000 /dev/urandom >"$T/src/state"
+	rm "$T/pause"
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ]
+	grep -q "state: changed while being sent; not sent" "$T/err"
+	! grep -q "log\|rec" "$T/err"
+	local d
+	for d in d1 d2; do
+		[ "$(stat -c %s "$T/$d/log")" -eq 1000 ] && cmp -n 1000 "$T/src/log" "$T/$d/log"
+		[ "$(stat -c %s "$T/$d/rec")" -eq $((5 * 1048576 + 3)) ]
+		cmp -n $((5 * 1048576 + 3)) "$T/src/rec" "$T/$d/rec"
+		[ ! -e "$T/$d/state" ]
+	done
+	fan --sync "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2"
+	for d in d1 d2; do same "$T/src" "$T/$d"; done
+}
+
 @test "fan-out: -i names each host's changes; -n changes nothing anywhere" {
 	mk_rsh
 	mk_tree "$T/src"

@@ -124,6 +124,31 @@ rewritten_small() {
 	rewritten_small local
 }
 
+# With -c the file list carries every small file's hash and the receiver
+# checks what lands against it: a file rewritten at its size is then named
+# and left for the next run (exit 24), not refused as damaged (23).
+@test "live: with -c, a small file rewritten after the scan at its size is named, not sent, exit 24; a grown one lands its scanned part" {
+	mkdir -p "$T/src"
+	head -c 2000 /dev/urandom >"$T/src/state"
+	head -c 1000 /dev/urandom >"$T/src/log"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -c "$T/src" "$T/dst" 2>"$T/err" &
+	local pid=$!
+	wait_for "$T/pause"
+	head -c 2000 /dev/urandom >"$T/src/state"
+	head -c 500 /dev/urandom >>"$T/src/log"
+	rm "$T/pause"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 24 ]
+	grep -q "state: changed while being sent; not sent" "$T/err"
+	! grep -q "log" "$T/err"
+	[ ! -e "$T/dst/state" ]
+	prefix_of "$T/src/log" "$T/dst/log" 1000
+	"$RDCP" --sync -c "$T/src" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
 # What did change is still caught: a small file whose scanned part was
 # rewritten as it grew (hash known), and a large one whose first chunk was:
 # named, not landed as the old file's, exit 24 (a vanished-class change, so
