@@ -220,6 +220,30 @@ static int db_wal(sqlite3 *h)
 	return rc;
 }
 
+/* The file's application id, version and number of schema objects, read
+ * in one statement: one read transaction, so a run that makes the new
+ * index meanwhile (db_create()) is seen whole or not at all, never as
+ * tables without the id ("not an rdcp index", then removed under it).
+ * SQLITE_OK or SQLite's code. */
+static int db_head(sqlite3 *h, int64_t *app, int64_t *ver, int64_t *tables)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(h, "SELECT (SELECT application_id FROM pragma_application_id),"
+	                            " (SELECT user_version FROM pragma_user_version),"
+	                            " (SELECT count(*) FROM sqlite_master)", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*app = sqlite3_column_int64(s, 0);
+		*ver = sqlite3_column_int64(s, 1);
+		*tables = sqlite3_column_int64(s, 2);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
 /* Check an opened database: NULL if usable, else why not (static text;
  * db_busy: another process holds it, which is no damage). */
 static const char *db_verify(struct idx_db *db, int *fresh)
@@ -227,10 +251,7 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	int64_t app = 0, ver = 0, tables = 0;
 	int rc;
 	*fresh = 0;
-	if ((rc = db_wal(db->h)) != SQLITE_OK ||
-	    (rc = db_int(db->h, "PRAGMA application_id", &app)) != SQLITE_OK ||
-	    (rc = db_int(db->h, "PRAGMA user_version", &ver)) != SQLITE_OK ||
-	    (rc = db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables)) != SQLITE_OK)
+	if ((rc = db_wal(db->h)) != SQLITE_OK || (rc = db_head(db->h, &app, &ver, &tables)) != SQLITE_OK)
 		return is_busy(rc) ? db_busy : "not a readable SQLite database";
 	if (app == 0 && ver == 0 && tables == 0) {
 		*fresh = 1;
