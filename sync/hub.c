@@ -104,7 +104,7 @@ static int take_common(struct fan *f, struct fhost *h, uint8_t type, size_t n)
 		print_lines(h, h->c.buf, n);
 		return 1;
 	}
-	if (type == CTL_PROGRESS && n == 16) {
+	if (type == CTL_PROGRESS && n == PROGRESS_LEN) {   /* forwarded as it is */
 		if (f->progress_host == h - f->h) {
 			pthread_mutex_lock(&f->smu);
 			ctl_send(&f->sc, CTL_PROGRESS, h->c.buf, n);

@@ -204,9 +204,8 @@ static void flush_locked(struct rstate *s)
 			break;
 	}
 	if (landed) {
-		uint8_t b[16];
-		put_u64(b, files);
-		put_u64(b + 8, bytes);
+		uint8_t b[PROGRESS_LEN];
+		progress_encode(b, &(struct progress_msg){ .files = files, .bytes = bytes });
 		if (recv_ctl_send(s, CTL_PROGRESS, b, sizeof b) == 0)
 			s->landed_said = files;
 	}

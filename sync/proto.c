@@ -1,6 +1,6 @@
-/* The sync's own control messages (docs/protocol.md): HELLO, CTL_DATA and
- * the DONE results, encoded and decoded field by field. Every decoder takes
- * peer input and bounds it. */
+/* The sync's own control messages (docs/protocol.md): HELLO, READY,
+ * MANIFEST_END, CTL_DATA, PROGRESS, SENT and the DONE results, encoded and
+ * decoded field by field. Every decoder takes peer input and bounds it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,5 +288,79 @@ int relay_msg_decode(const uint8_t *buf, size_t len, struct relay_msg *m, const 
 		return *why = "has bytes after its end", -EPROTO;
 	if (m->has_alt && !m->has_next)
 		return *why = "has a host to re-link to but no next host", -EPROTO;
+	return 0;
+}
+
+size_t ready_encode(uint8_t b[4 + READY_NAME_MAX], const struct ready_msg *m)
+{
+	uint16_t l = m->name_len > READY_NAME_MAX ? READY_NAME_MAX : m->name_len;
+	b[0] = m->kind;
+	b[1] = m->is_dir;
+	put_u16(b + 2, l);
+	memcpy(b + 4, m->name, l);
+	return 4 + (size_t)l;
+}
+
+int ready_decode(const uint8_t *b, size_t n, struct ready_msg *m)
+{
+	size_t l = n >= 4 ? get_u16(b + 2) : 0;
+	if (n < 4 || n != 4 + l)
+		return -EPROTO;
+	m->kind = b[0];
+	m->is_dir = b[1];
+	m->name_len = (uint16_t)l;
+	if (l > READY_NAME_MAX)
+		l = READY_NAME_MAX;
+	memcpy(m->name, b + 4, l);
+	m->name[l] = '\0';
+	return m->name_len > READY_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+void manifest_end_encode(uint8_t b[MANIFEST_END_LEN], const struct manifest_end_msg *m)
+{
+	put_u64(b, m->errors);
+	memcpy(b + 8, m->akey, SYNC_AKEY_LEN);
+	put_u64(b + 8 + SYNC_AKEY_LEN, m->gen_us);
+	put_u64(b + 16 + SYNC_AKEY_LEN, m->xfer_us);
+}
+
+int manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m)
+{
+	if (n != MANIFEST_END_LEN)
+		return -EPROTO;
+	m->errors = get_u64(b);
+	memcpy(m->akey, b + 8, SYNC_AKEY_LEN);
+	m->gen_us = get_u64(b + 8 + SYNC_AKEY_LEN);
+	m->xfer_us = get_u64(b + 16 + SYNC_AKEY_LEN);
+	return 0;
+}
+
+void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m)
+{
+	put_u64(b, m->unsent);
+	put_u64(b + 8, m->unreadable);
+}
+
+int sent_decode(const uint8_t *b, size_t n, struct sent_msg *m)
+{
+	if (n != SENT_LEN || get_u64(b + 8) > get_u64(b))
+		return -EPROTO;
+	m->unsent = get_u64(b);
+	m->unreadable = get_u64(b + 8);
+	return 0;
+}
+
+void progress_encode(uint8_t b[PROGRESS_LEN], const struct progress_msg *m)
+{
+	put_u64(b, m->files);
+	put_u64(b + 8, m->bytes);
+}
+
+int progress_decode(const uint8_t *b, size_t n, struct progress_msg *m)
+{
+	if (n != PROGRESS_LEN)
+		return -EPROTO;
+	m->files = get_u64(b);
+	m->bytes = get_u64(b + 8);
 	return 0;
 }

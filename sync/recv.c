@@ -102,13 +102,15 @@ static int read_manifest(struct rstate *s)
 			s->res->code = sync_peer_error(c, n, "the sender failed: ");
 			break;
 		}
-		if (type == CTL_MANIFEST_END && n == 8 + SYNC_AKEY_LEN + 16) {
-			s->sender_errors = get_u64(c->buf);
-			memcpy(s->akey, c->buf + 8, SYNC_AKEY_LEN);
-			explicit_bzero(c->buf + 8, SYNC_AKEY_LEN);
+		struct manifest_end_msg me;
+		if (type == CTL_MANIFEST_END && manifest_end_decode(c->buf, n, &me) == 0) {
+			s->sender_errors = me.errors;
+			memcpy(s->akey, me.akey, SYNC_AKEY_LEN);
+			explicit_bzero(me.akey, SYNC_AKEY_LEN);
+			explicit_bzero(c->buf, n);
 			/* the sender's figures, for --stats (shown, never acted on) */
-			s->res->flist_gen_us = get_u64(c->buf + 8 + SYNC_AKEY_LEN);
-			s->res->flist_xfer_us = get_u64(c->buf + 16 + SYNC_AKEY_LEN);
+			s->res->flist_gen_us = me.gen_us;
+			s->res->flist_xfer_us = me.xfer_us;
 			rc = 0;
 			break;
 		}
@@ -255,32 +257,34 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	return *only && s->root_path ? 0 : -ENOMEM;
 }
 
-/* READY (n bytes at b, zeros after them): named (0 or 1), is dir (0 or 1),
- * and one plain name when named, else none. 0 or -EPROTO (said). */
-static int ready_check(struct rstate *s, uint8_t type, const uint8_t *b, size_t n)
+/* READY (n bytes at b) into m: what it sends, checked (kind, one plain
+ * name when named, none else). 0 or -EPROTO (said). */
+static int ready_check(struct rstate *s, uint8_t type, const uint8_t *b, size_t n,
+                       struct ready_msg *m)
 {
 	char shown[300];
 	if (type != CTL_READY)
 		return recv_reject(s, "the sender's first message is not READY (type %u)", type);
-	size_t l = n >= 4 ? get_u16(b + 2) : 0;
-	const char *name = (const char *)b + 4;   /* the frame's zeros end it */
-	if (n < 4 || n != 4 + l)
+	int rc = ready_decode(b, n, m);
+	if (rc == -EPROTO)
 		return recv_reject(s, "the sender's READY is malformed (%zu bytes)", n);
+	const char *name = m->name;
+	size_t l = m->name_len;
 	log_path(shown, sizeof shown, name);
-	if (b[0] > READY_MIRROR || b[1] > 1)
+	if (m->kind > READY_MIRROR || m->is_dir > 1)
 		return recv_reject(s, "the sender's READY has flags out of range");
-	if (b[0] == READY_CONTENTS && l)
+	if (m->kind == READY_CONTENTS && l)
 		return recv_reject(s, "the sender's READY names '%s' but sends a directory's "
 		                   "contents", shown);
-	if (b[0] == READY_CONTENTS)
+	if (m->kind == READY_CONTENTS)
 		return 0;
 	if (l == 0)
 		return recv_reject(s, "the sender's READY says it sends one entry but names none");
-	if (memchr(name, '\0', l))
+	if (memchr(name, '\0', l < READY_NAME_MAX ? l : READY_NAME_MAX))
 		return recv_reject(s, "the sender's top name has a NUL byte: '%s'", shown);
-	if (l > 255)
+	if (rc == -ENAMETOOLONG)
 		return recv_reject(s, "the sender's top name is over 255 bytes: '%s'", shown);
-	if (memchr(name, '/', l) || !strcmp(name, ".") || !strcmp(name, ".."))
+	if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
 		return recv_reject(s, "the sender's top name is not one plain name: '%s'", shown);
 	return 0;
 }
@@ -305,14 +309,15 @@ static int read_ready(struct rstate *s)
 			s->res->errors = 1;   /* its SRC failed (--json: one error, unnamed) */
 		return -ECANCELED;
 	}
-	if (rc < 0 || (rc = ready_check(s, type, c->buf, n)) < 0)
+	struct ready_msg m;
+	if (rc < 0 || (rc = ready_check(s, type, c->buf, n, &m)) < 0)
 		return rc;
-	s->named = c->buf[0] == READY_NAMED;
-	s->mirror = c->buf[0] == READY_MIRROR;
-	s->top = strndup((char *)c->buf + 4, get_u16(c->buf + 2));
+	s->named = m.kind == READY_NAMED;
+	s->mirror = m.kind == READY_MIRROR;
+	s->top = strndup(m.name, m.name_len);
 	if (!s->top)
 		return -ENOMEM;
-	if ((rc = choose_root(s, s->named, c->buf[1], s->top, &s->only, &s->mapto)) < 0)
+	if ((rc = choose_root(s, s->named, m.is_dir, s->top, &s->only, &s->mapto)) < 0)
 		s->res->code = rc == -EIO ? RD_EXIT_FILEIO : RD_EXIT_SELECT;
 	return rc;
 }
@@ -476,11 +481,12 @@ static int read_sent(struct rstate *s)
 		s->res->code = sync_peer_error(c, n, "the sender failed: ");
 		return -ECANCELED;
 	}
-	if (type != CTL_SENT || n != 16 || get_u64(b + 8) > get_u64(b))
+	struct sent_msg sm;
+	if (type != CTL_SENT || sent_decode(b, n, &sm) < 0)
 		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
 		                   "%zu bytes)", type, n);
-	s->unsent = get_u64(b);
-	uint64_t unread = get_u64(b + 8);
+	s->unsent = sm.unsent;
+	uint64_t unread = sm.unreadable;
 	if (s->gap && s->incomplete) {
 		/* past a gap the sender's counts (of every host's files) cannot
 		 * tell what was lost from what vanished: the client's next round

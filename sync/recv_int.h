@@ -122,7 +122,7 @@ struct rstate {
 	int gap;                 /* the stream lost data on the way (re-linked):
 	                            the archive is dropped from there on */
 	uint64_t gap_short;      /* files incomplete for that: exit 10, retried */
-	uint8_t early_sent[16];  /* the sender's SENT, come during that wait */
+	uint8_t early_sent[SENT_LEN];   /* the sender's SENT, come during that wait */
 	int has_early_sent;
 	uint32_t shift;          /* sender index = our index + shift */
 	uint64_t actions;        /* changes made to DST (0: its index is current) */

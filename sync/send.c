@@ -63,15 +63,16 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	}
 	free(buf);
 	res->flist_xfer_us = (uint64_t)((clock_s() - t1) * 1e6);
-	uint8_t e[8 + SYNC_AKEY_LEN + 16];
-	put_u64(e, errors);
+	struct manifest_end_msg me = { .errors = errors, .gen_us = res->flist_gen_us,
+	                               .xfer_us = res->flist_xfer_us };
+	uint8_t e[MANIFEST_END_LEN];
 	if (!rc)
 		rc = cr_random(akey, SYNC_AKEY_LEN);
-	memcpy(e + 8, akey, SYNC_AKEY_LEN);
-	put_u64(e + 8 + SYNC_AKEY_LEN, res->flist_gen_us);
-	put_u64(e + 16 + SYNC_AKEY_LEN, res->flist_xfer_us);
+	memcpy(me.akey, akey, SYNC_AKEY_LEN);
+	manifest_end_encode(e, &me);
 	rc = rc ? rc : ctl_send(c, CTL_MANIFEST_END, e, sizeof e);
 	explicit_bzero(e, sizeof e);
+	explicit_bzero(me.akey, sizeof me.akey);
 	return rc;
 }
 
@@ -805,8 +806,9 @@ static int take_news(struct watch *w, uint8_t type, size_t n)
 		fflush(stdout);
 		return 1;
 	}
-	if (type == CTL_PROGRESS && n == 16) {
-		w->landed = get_u64(w->r->ctl->buf);
+	struct progress_msg pm;
+	if (type == CTL_PROGRESS && progress_decode(w->r->ctl->buf, n, &pm) == 0) {
+		w->landed = pm.files;
 		return 1;
 	}
 	return 0;
@@ -978,9 +980,10 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 static int scan_many(struct sstate *s)
 {
 	uint64_t errors = 0;
-	uint8_t ready[4] = { 0, 1, 0, 0 };
+	const struct ready_msg rm = { .kind = READY_CONTENTS, .is_dir = 1 };
+	uint8_t ready[4 + READY_NAME_MAX];
 	double t0 = clock_s();
-	int rc = ctl_send(s->r->ctl, CTL_READY, ready, sizeof ready);
+	int rc = ctl_send(s->r->ctl, CTL_READY, ready, ready_encode(ready, &rm));
 	if (rc == 0 && (rc = srcs_scan(s->r, &s->ss, &s->m, &errors)) < 0) {
 		int code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
 		ctl_error(s->r->ctl, code, rc == -EWOULDBLOCK ? "a source is being written by "
@@ -1027,13 +1030,14 @@ static int scan_and_send(struct sstate *s)
 		base = mirror_name(r->path);
 	const char *name = s->only ? s->only : base ? base : "";
 	size_t tl = strlen(name);
-	uint8_t ready[4 + 256];
-	ready[0] = s->only ? READY_NAMED : base ? READY_MIRROR : READY_CONTENTS;
-	ready[1] = (uint8_t)is_dir;
-	put_u16(ready + 2, (uint16_t)(tl > 255 ? 255 : tl));
-	memcpy(ready + 4, name, tl > 255 ? 255 : tl);
+	struct ready_msg rm = { .kind = s->only ? READY_NAMED : base ? READY_MIRROR
+	                                                          : READY_CONTENTS,
+	                        .is_dir = (uint8_t)is_dir,
+	                        .name_len = (uint16_t)(tl > READY_NAME_MAX ? READY_NAME_MAX : tl) };
+	memcpy(rm.name, name, rm.name_len);
 	free(base);
-	if ((rc = ctl_send(r->ctl, CTL_READY, ready, 4 + (tl > 255 ? 255 : tl))) < 0)
+	uint8_t ready[4 + READY_NAME_MAX];
+	if ((rc = ctl_send(r->ctl, CTL_READY, ready, ready_encode(ready, &rm))) < 0)
 		return rc;
 	/* not while another run writes into SRC: what we read would be a mix */
 	int lockfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1265,9 +1269,9 @@ static int send_data(struct sstate *s)
 		return rc;
 	}
 	/* what could not be sent, before the receiver decides on deletions */
-	uint8_t sent[16];
-	put_u64(sent, q.changed + q.failed);
-	put_u64(sent + 8, q.failed);
+	uint8_t sent[SENT_LEN];
+	sent_encode(sent, &(struct sent_msg){ .unsent = q.changed + q.failed,
+	                                      .unreadable = q.failed });
 	s->res->errors = q.changed;   /* await_done turns this into exit 24 */
 	s->res->vanished = q.changed;   /* --json's: the receiver's DONE has no such count */
 	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */

@@ -508,6 +508,56 @@ enum { READY_CONTENTS = 0,   /* a directory's contents ("A/", "."), no name */
        READY_NAMED = 1,      /* one named entry, the name given */
        READY_MIRROR = 2 };   /* --sync of "A" (no trailing '/'): A's contents,
                                 its name given for --delete's check */
+#define READY_NAME_MAX 255   /* one name */
+
+/* The fixed control messages (docs/protocol.md), each a struct with an
+ * encoder into a buffer of its length and a decoder of peer input: 0, or
+ * -EPROTO when the bytes are not one (the caller says why, naming the
+ * peer). The frame is sent and received by the caller (ctl_send()). */
+
+/* READY, sender -> receiver: what is sent, a directory's contents or one
+ * named entry (u8 kind, u8 is dir, u16 name length, the name). */
+struct ready_msg {
+	uint8_t kind;        /* READY_*; the decoder leaves range checks to the caller */
+	uint8_t is_dir;
+	uint16_t name_len;   /* at most READY_NAME_MAX when encoded */
+	char name[READY_NAME_MAX + 1];   /* NUL-terminated (may hold NULs of its own) */
+};
+/* The encoded length: 4 + name_len. The decoder: -ENAMETOOLONG for a
+ * well-formed READY whose name is over READY_NAME_MAX (name_len says how
+ * long; name holds its start, for the message). */
+size_t ready_encode(uint8_t b[4 + READY_NAME_MAX], const struct ready_msg *m);
+int    ready_decode(const uint8_t *b, size_t n, struct ready_msg *m);
+
+/* MANIFEST_END, sender -> receiver: u64 entries the scan could not read,
+ * the run's archive key, u64 list generation and transfer times (us). */
+struct manifest_end_msg {
+	uint64_t errors;
+	uint8_t akey[SYNC_AKEY_LEN];
+	uint64_t gen_us, xfer_us;
+};
+#define MANIFEST_END_LEN (8 + SYNC_AKEY_LEN + 16)
+void manifest_end_encode(uint8_t b[MANIFEST_END_LEN], const struct manifest_end_msg *m);
+int  manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m);
+
+/* SENT, sender -> receiver after the data: u64 planned files not sent,
+ * u64 of them unreadable (the rest vanished or changed); never more
+ * unreadable than not sent. */
+struct sent_msg {
+	uint64_t unsent, unreadable;
+};
+#define SENT_LEN 16
+void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m);
+int  sent_decode(const uint8_t *b, size_t n, struct sent_msg *m);
+
+/* PROGRESS, receiver -> sender during the data: u64 files landed, u64
+ * their bytes (the sender's --progress). */
+struct progress_msg {
+	uint64_t files, bytes;
+};
+#define PROGRESS_LEN 16
+void progress_encode(uint8_t b[PROGRESS_LEN], const struct progress_msg *m);
+int  progress_decode(const uint8_t *b, size_t n, struct progress_msg *m);
 
 /* Send the HELLO that gives the server its role, with o's options; paths:
  * its path, and for a sender the other SRCs (npath in all). 0 or an
