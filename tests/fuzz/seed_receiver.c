@@ -68,6 +68,30 @@ static void msg(struct buf *o, uint64_t id, uint64_t off, uint32_t len, uint8_t 
 	u8(o, how);
 }
 
+/* A raw manifest section (RI_F_RAW): the n entries e encoded as a sender
+ * would (with nohash_below), for inputs the structured form cannot make.
+ * 0 or -1. */
+static int raw_manifest(struct buf *o, const struct idx_entry *e, size_t n,
+                        uint32_t nohash_below)
+{
+	struct idx_manifest m = { .nohash_below = nohash_below };
+	uint8_t *enc, b[4];
+	size_t len;
+	for (size_t k = 0; k < n; k++)
+		if (idx_manifest_add(&m, &e[k]) < 0)
+			return -1;
+	int rc = idx_manifest_encode(&m, &enc, &len);
+	idx_manifest_free(&m);
+	if (rc < 0)
+		return -1;
+	u8(o, RI_F_RAW);
+	put_u32(b, (uint32_t)len);
+	put(o, b, 4);
+	put(o, enc, len);
+	free(enc);
+	return 0;
+}
+
 /* A message whose payload is the given bytes. */
 static void msg_bytes(struct buf *o, uint64_t id, uint64_t off, const void *p, uint32_t len)
 {
@@ -236,7 +260,6 @@ int main(int argc, char **argv)
 	 * from raw-manifest): its chunks verify, and the receiver once landed
 	 * it with that hash for DST's index; the decoder refuses it now */
 	{
-		struct idx_manifest m = { 0 };
 		uint8_t *zeros = calloc(1, CH), digests[2 * IDX_HASH_LEN];
 		if (!zeros)
 			return 1;
@@ -249,23 +272,12 @@ int main(int argc, char **argv)
 		};
 		idx_hash_combine(digests, 2, e[1].hash);
 		e[1].hash[0] ^= 1;
-		uint8_t *enc, b[4];
-		size_t len;
-		m.nohash_below = (uint32_t)(SYNC_SMALL & ~(uint64_t)1023);
-		for (size_t k = 0; k < 2; k++)
-			idx_manifest_add(&m, &e[k]);
-		if (idx_manifest_encode(&m, &enc, &len) < 0)
+		if (raw_manifest(&o, e, 2, (uint32_t)(SYNC_SMALL & ~(uint64_t)1023)) < 0)
 			return 1;
-		u8(&o, RI_F_RAW);
-		put_u32(b, (uint32_t)len);
-		put(&o, b, 4);
-		put(&o, enc, len);
 		msg(&o, 2, 0, (uint32_t)CH, 0);
 		msg(&o, 2, CH, 1, 0);
 		save(&o, "hash-not-chunks");
-		free(enc);
 		free(zeros);
-		idx_manifest_free(&m);
 	}
 
 	/* DST has an older file: 8 MiB of zeros where 12 MiB of zeros come
@@ -355,29 +367,17 @@ int main(int argc, char **argv)
 	/* a manifest the receiver must refuse between stages: an entry under
 	 * a symlink (check_tree) */
 	{
-		struct idx_manifest m = { 0 };
 		struct idx_entry e[] = {
 			{ .path = "", .type = IDX_DIR, .mode = 0755 },
 			{ .path = "l", .type = IDX_LNK, .mode = 0777, .link = "/etc" },
 			{ .path = "l/passwd", .type = IDX_REG, .size = 10, .mode = 0644,
 			  .flags = IDX_F_NOHASH },
 		};
-		uint8_t *enc, b[4];
-		size_t len;
-		m.nohash_below = 64 << 10;
-		for (size_t k = 0; k < 3; k++)
-			idx_manifest_add(&m, &e[k]);
-		if (idx_manifest_encode(&m, &enc, &len) < 0)
+		if (raw_manifest(&o, e, 3, 64 << 10) < 0)
 			return 1;
-		u8(&o, RI_F_RAW);
-		put_u32(b, (uint32_t)len);
-		put(&o, b, 4);
-		put(&o, enc, len);
 		const struct afile fs[] = { { 2, 10, 'p' } };
 		archive(&o, fs, 1);
 		save(&o, "entry-under-symlink");
-		free(enc);
-		idx_manifest_free(&m);
 	}
 	return 0;
 }
