@@ -4,9 +4,21 @@
 # pause, RDCP_TEST_PAUSE), as a recording or a log does in a busy tree.
 load helpers
 
-wait_for() {
-	for _ in $(seq 400); do [ -e "$1" ] && return 0; sleep 0.025; done
-	echo "the sender never paused at $1"; return 1
+# paused CMD...: CMD in the background, its output in $T/out and $T/err,
+# until the sender's test pause has begun (after the scan, before the
+# reads); SRC may then be changed. resumed: the run goes on; its exit
+# status in $RC, its output shown.
+paused() {
+	RDCP_TEST_PAUSE=$T/pause "$@" >"$T/out" 2>"$T/err" &
+	PID=$!
+	for _ in $(seq 400); do [ -e "$T/pause" ] && return 0; sleep 0.025; done
+	echo "the sender never paused at $T/pause"; return 1
+}
+resumed() {
+	rm "$T/pause"
+	RC=0
+	wait "$PID" || RC=$?
+	cat "$T/out" "$T/err"
 }
 
 # prefix_of A B N: B's bytes are A's first N bytes
@@ -26,17 +38,11 @@ grown_files() {
 	head -c $((9 * 1048576 + 100)) /dev/urandom >"$T/src/rec"
 	echo kept >"$T/src/other"
 	echo stale >"$T/dst/stale"
-	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" --sync --delete "$@" "$T/src/" "$T/dst" \
-		>"$T/out" 2>"$T/err" &
-	local pid=$!
-	wait_for "$T/pause"
+	paused sync_in "$mode" --sync --delete "$@" "$T/src/" "$T/dst"
 	head -c 5000 /dev/urandom >>"$T/src/log"
 	head -c $((3 * 1048576)) /dev/urandom >>"$T/src/rec"
-	rm "$T/pause"
-	local rc=0
-	wait "$pid" || rc=$?
-	cat "$T/out" "$T/err"
-	[ "$rc" -eq 0 ]
+	resumed
+	[ "$RC" -eq 0 ]
 	[ ! -s "$T/err" ]                     # nothing said: nothing went wrong
 	prefix_of "$T/src/log" "$T/dst/log" 1000
 	prefix_of "$T/src/rec" "$T/dst/rec" $((9 * 1048576 + 100))
@@ -64,15 +70,10 @@ grown_files() {
 	head -c $((6 * 1048576)) /dev/urandom >"$T/src/cam1"
 	cp "$T/src/cam1" "$T/dst/cam1"
 	head -c $((2 * 1048576 + 7)) /dev/urandom >>"$T/src/cam1"
-	RDCP_TEST_PAUSE=$T/pause sync_in push --sync --append "$T/src" "$T/dst" 2>"$T/err" &
-	local pid=$!
-	wait_for "$T/pause"
+	paused sync_in push --sync --append "$T/src" "$T/dst"
 	head -c 1048576 /dev/urandom >>"$T/src/cam1"
-	rm "$T/pause"
-	local rc=0
-	wait "$pid" || rc=$?
-	cat "$T/err"
-	[ "$rc" -eq 0 ]
+	resumed
+	[ "$RC" -eq 0 ]
 	[ ! -s "$T/err" ]
 	prefix_of "$T/src/cam1" "$T/dst/cam1" $((8 * 1048576 + 7))
 	sync_in push --sync --append "$T/src" "$T/dst"
@@ -92,16 +93,10 @@ rewritten_small() {
 	echo kept >"$T/src/other"
 	echo stale >"$T/dst/stale"
 	touch -d @1500000000 "$T/src/state"
-	RDCP_TEST_PAUSE=$T/pause sync_in "$mode" --sync --delete "$T/src/" "$T/dst" \
-		>"$T/out" 2>"$T/err" &
-	local pid=$!
-	wait_for "$T/pause"
+	paused sync_in "$mode" --sync --delete "$T/src/" "$T/dst"
 	head -c 2000 /dev/urandom >"$T/src/state"   # new bytes, a new mtime
-	rm "$T/pause"
-	local rc=0
-	wait "$pid" || rc=$?
-	cat "$T/out" "$T/err"
-	[ "$rc" -eq 0 ]
+	resumed
+	[ "$RC" -eq 0 ]
 	[ ! -s "$T/err" ]
 	cmp "$T/src/state" "$T/dst/state"           # as it now is, not the old bytes
 	[ "$(stat -c %Y "$T/dst/state")" -eq 1500000000 ]   # the scan's mtime
@@ -131,16 +126,11 @@ rewritten_small() {
 	mkdir -p "$T/src"
 	head -c 2000 /dev/urandom >"$T/src/state"
 	head -c 1000 /dev/urandom >"$T/src/log"
-	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -c "$T/src" "$T/dst" 2>"$T/err" &
-	local pid=$!
-	wait_for "$T/pause"
+	paused "$RDCP" --sync -c "$T/src" "$T/dst"
 	head -c 2000 /dev/urandom >"$T/src/state"
 	head -c 500 /dev/urandom >>"$T/src/log"
-	rm "$T/pause"
-	local rc=0
-	wait "$pid" || rc=$?
-	cat "$T/err"
-	[ "$rc" -eq 24 ]
+	resumed
+	[ "$RC" -eq 24 ]
 	grep -q "state: changed while being sent; not sent" "$T/err"
 	! grep -q "log" "$T/err"
 	[ ! -e "$T/dst/state" ]
@@ -158,16 +148,11 @@ rewritten_small() {
 	mkdir -p "$T/src"
 	head -c 1000 /dev/urandom >"$T/src/log"
 	head -c $((5 * 1048576)) /dev/urandom >"$T/src/rec"
-	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync "$T/src" "$T/dst" 2>"$T/err" &
-	local pid=$!
-	wait_for "$T/pause"
+	paused "$RDCP" --sync "$T/src" "$T/dst"
 	head -c 3000 /dev/urandom >"$T/src/log"                        # rewritten, longer
 	head -c $((6 * 1048576)) /dev/urandom >"$T/src/rec.new" && mv "$T/src/rec.new" "$T/src/rec"
-	rm "$T/pause"
-	local rc=0
-	wait "$pid" || rc=$?
-	cat "$T/err"
-	[ "$rc" -eq 24 ] || [ "$rc" -eq 23 ]
+	resumed
+	[ "$RC" -eq 24 ] || [ "$RC" -eq 23 ]
 	grep -q "log: changed while being sent; not sent" "$T/err"
 	grep -q "rec: " "$T/err"
 	[ ! -e "$T/dst/log" ] && [ ! -e "$T/dst/rec" ]
