@@ -14,6 +14,7 @@
 #define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "index/idx_int.h"
@@ -138,13 +139,24 @@ static int db_int(sqlite3 *h, const char *sql, int64_t *v)
 	return rc;
 }
 
+/* Why an index is not used when another process holds it past the busy
+ * timeout: not damage, so never a reason to remove it. */
+static const char db_busy[] = "held by another process for 10 s";
+
+static int is_busy(int rc)
+{
+	return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
 /* Bring an index of version 1 or 2 forward, in one transaction: another
  * process may be doing the same at once (it then finds the version new).
- * The version it has after. */
+ * The version it has after; -1 when another process held it past the busy
+ * timeout (no damage: never a reason to rebuild it). */
 static int64_t db_migrate(sqlite3 *h, int64_t ver)
 {
-	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return ver;
+	int rc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return is_busy(rc) ? -1 : ver;
 	int64_t now = ver;
 	if (db_int(h, "PRAGMA user_version", &now) == SQLITE_OK) {
 		if (now == 1 && sqlite3_exec(h, migrate_1, NULL, NULL, NULL) == SQLITE_OK)
@@ -189,13 +201,6 @@ static void mark_checked(int fd)
 	pthread_mutex_unlock(&checked_mu);
 }
 
-static const char db_busy[] = "held by another process for 10 s";
-
-static int is_busy(int rc)
-{
-	return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-}
-
 /* Put the database in WAL mode. Turning a new file to WAL takes an
  * exclusive lock for which SQLite runs no busy handler: runs that open one
  * new index at once (eight first runs from one SRC) find it locked by each
@@ -205,7 +210,8 @@ static int is_busy(int rc)
 static int db_wal(sqlite3 *h)
 {
 	int rc = SQLITE_BUSY;
-	for (unsigned ms = 1, waited = 0; waited < 10000; waited += ms, ms = ms < 100 ? ms * 2 : 100) {
+	long long end = clock_ms() + 10000;
+	for (unsigned ms = 1; clock_ms() < end; ms = ms < 100 ? ms * 2 : 100) {
 		sqlite3_stmt *s;
 		if ((rc = sqlite3_prepare_v2(h, "PRAGMA journal_mode=WAL", -1, &s, NULL)) == SQLITE_OK) {
 			rc = sqlite3_step(s);   /* a row: the mode it is in now */
@@ -261,26 +267,31 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 		return "not an rdcp index";
 	if (ver == 1 || ver == 2)
 		ver = db_migrate(db->h, ver);
+	if (ver < 0)
+		return db_busy;
 	if (ver != DB_VERSION)
 		return "written by another version of rdcp";
 	sqlite3_stmt *s;
 	if (!was_checked(db->hold)) {
-		if (sqlite3_prepare_v2(db->h, "PRAGMA quick_check", -1, &s, NULL) != SQLITE_OK)
-			return "damaged";
-		int ok = sqlite3_step(s) == SQLITE_ROW &&
+		if ((rc = sqlite3_prepare_v2(db->h, "PRAGMA quick_check", -1, &s, NULL)) != SQLITE_OK)
+			return is_busy(rc) ? db_busy : "damaged";
+		rc = sqlite3_step(s);
+		int ok = rc == SQLITE_ROW &&
 		         strcmp((const char *)sqlite3_column_text(s, 0), "ok") == 0;
 		sqlite3_finalize(s);
 		if (!ok)
-			return "damaged";
+			return is_busy(rc) ? db_busy : "damaged";
 		mark_checked(db->hold);
 	}
-	if (sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key='root'", -1, &s,
-	                       NULL) != SQLITE_OK)
-		return "damaged";
+	if ((rc = sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key='root'", -1, &s,
+	                             NULL)) != SQLITE_OK)
+		return is_busy(rc) ? db_busy : "damaged";
 	const char *why = "damaged";
-	if (sqlite3_step(s) == SQLITE_ROW) {
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *r = (const char *)sqlite3_column_text(s, 0);
 		why = r && strcmp(r, db->root) == 0 ? NULL : "made for another tree";
+	} else if (is_busy(rc)) {
+		why = db_busy;
 	}
 	sqlite3_finalize(s);
 	return why;

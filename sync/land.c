@@ -447,7 +447,9 @@ static int link_current(const struct rstate *s, size_t i, int follower)
 }
 
 /* Make entry e as tmp in pd: a symlink, a hard link to its leader, a fifo
- * or a device. 0, -1 with errno, or 1 when it is not ours to make. */
+ * or a device. 0, -1 with errno, 1 when it is not ours to make, or 2 for a
+ * hard link whose leader never arrived (its failure, or the sender's word
+ * that it vanished or changed, was counted and said: not one more). */
 static int make_entry(struct rstate *s, const struct idx_entry *e, int follower, int pd,
                       const char *tmp)
 {
@@ -461,10 +463,8 @@ static int make_entry(struct rstate *s, const struct idx_entry *e, int follower,
 		return mknodat(pd, tmp, (e->type == IDX_CHR ? S_IFCHR : S_IFBLK) | 0600, e->rdev);
 	}
 	const struct idx_entry *leader = &s->sm.e[e->hlink - 1];
-	if (!s->written[e->hlink - 1] && !idx_manifest_find(&s->dm, leader->path)) {
-		errno = ENOENT;   /* the leader never arrived */
-		return -1;
-	}
+	if (!s->written[e->hlink - 1] && !idx_manifest_find(&s->dm, leader->path))
+		return 2;   /* the leader never arrived: its failure was counted */
 	const char *lname;
 	int ld = recv_open_parent(s->root, leader->path, &lname);
 	if (ld < 0)

@@ -2,7 +2,8 @@
  * --remove-source-files, as rsync: once the receiver has landed a file (or
  * found DST already holding it), the sender removes it from SRC: every
  * non-directory (regular files, symlinks, specials), never a directory,
- * and not one that changed since the scan (type, size or mtime differ).
+ * and not one that changed since the scan (type, size, mtime, device or
+ * inode differ).
  *
  * The receiver says which entries in CTL_LANDED (docs/protocol.md), after
  * everything landed and before DONE. That is peer input, and here it can
@@ -83,7 +84,8 @@ static int type_of(mode_t m)
 	       S_ISFIFO(m) ? IDX_FIFO : S_ISCHR(m) ? IDX_CHR : S_ISBLK(m) ? IDX_BLK : IDX_SOCK;
 }
 
-/* Remove entry e (under root), unless it changed since the scan. */
+/* Remove entry e (under root), unless it changed since the scan (another
+ * file in its place included: a hard link's leader renamed over). */
 static void remove_one(struct src_remover *rm, int root, const struct idx_entry *e)
 {
 	char shown[4096];
@@ -98,6 +100,7 @@ static void remove_one(struct src_remover *rm, int root, const struct idx_entry 
 	if (rc < 0) {
 		log_warn("%s: cannot remove the source file: %s", shown, strerror(errno));
 	} else if (type_of(st.st_mode) != e->type || mt != e->mtime_ns ||
+	           st.st_dev != (dev_t)e->dev || st.st_ino != (ino_t)e->ino ||
 	           (e->type == IDX_REG && (uint64_t)st.st_size != e->size)) {
 		log_warn("%s: changed since it was sent; the source file is not removed", shown);
 	} else if (unlinkat(pd, name, 0) < 0) {

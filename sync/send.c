@@ -492,28 +492,30 @@ struct smallq {
 	uint32_t ns, si;                  /* how many; the next one to batch */
 };
 
-/* Is what was read from fd (its first e->size bytes) the file the scan saw
- * (e), which is what the manifest told the receiver? Its hash, if the scan
- * had it; else (it was not read: IDX_F_NOHASH) its stat as the read ends.
- * Such a file was settled when scanned (ctime a minute old, IDX_SETTLED_S):
- * any write since, one during the read included, stamps it with a later
- * ctime; one that only grew it (same inode, larger: same_or_grown()) is
- * sent as read. */
-static int held_still(int fd, const struct idx_entry *e, const uint8_t *hash)
+/* Is what was just read of a small file (its first e->size bytes, hash;
+ * z: its stat after the read; still: it stood still during the read) the
+ * file the scan saw (e), which is what the manifest told the receiver?
+ * Its hash, if the scan had it (for a file that grew: of the part the scan
+ * saw). Else (it was not read: IDX_F_NOHASH) its stat: such a file was
+ * settled when scanned (ctime a minute old, IDX_SETTLED_S), and any write
+ * since, one during the read included, stamps it with a later ctime; one
+ * that only grew it (same inode, larger) is taken as read when it stood
+ * still during the read, as rsync takes what it reads. */
+static int scanned_bytes(const struct idx_entry *e, const uint8_t *hash, const struct stat *z,
+                         int still)
 {
 	if (!(e->flags & IDX_F_NOHASH))
 		return !memcmp(hash, e->hash, IDX_HASH_LEN);
-	struct stat st;
-	if (fstat(fd, &st) < 0 || st.st_dev != e->dev || st.st_ino != e->ino)
+	if (z->st_dev != e->dev || z->st_ino != e->ino)
 		return 0;
-	if ((uint64_t)st.st_size > e->size)
-		return 1;
-	return (uint64_t)st.st_size == e->size &&
-	       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == e->mtime_ns &&
-	       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == e->ctime_ns;
+	if ((uint64_t)z->st_size > e->size)
+		return still;
+	return (uint64_t)z->st_size == e->size &&
+	       (int64_t)z->st_mtim.tv_sec * 1000000000 + z->st_mtim.tv_nsec == e->mtime_ns &&
+	       (int64_t)z->st_ctim.tv_sec * 1000000000 + z->st_ctim.tv_nsec == e->ctime_ns;
 }
 
-#define REREAD_TRIES 3   /* reads of a small file that moves while read */
+#define REREAD_TRIES 4   /* reads of a small file that moves while read */
 
 static int stat_same(const struct stat *a, const struct stat *b)
 {
@@ -522,14 +524,14 @@ static int stat_same(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Read a small file's first e->size bytes into buf and hash them: 0 when
- * the file stood still during the read (the same stat before and after:
- * *size its size), 1 when it moved, -3 when it came short (shrank), else
- * -errno. */
+/* Read a small file's first e->size bytes into buf and hash them, its stat
+ * after the read into *z: 0 when the file stood still during the read
+ * (the same stat before and after), 1 when it moved, -3 when it came short
+ * (shrank), else -errno. */
 static int read_once(int fd, const struct idx_entry *e, uint8_t *buf,
-                     uint8_t hash[IDX_HASH_LEN], uint64_t *size)
+                     uint8_t hash[IDX_HASH_LEN], struct stat *z)
 {
-	struct stat a, z;
+	struct stat a;
 	size_t got;
 	if (fstat(fd, &a) < 0)
 		return -errno;
@@ -541,21 +543,23 @@ static int read_once(int fd, const struct idx_entry *e, uint8_t *buf,
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, e->size));
 	memcpy(hash, c.digest, IDX_HASH_LEN);
-	if (fstat(fd, &z) < 0)
+	if (fstat(fd, z) < 0)
 		return -errno;
-	*size = (uint64_t)z.st_size;
-	return stat_same(&a, &z) ? 0 : 1;
+	return stat_same(&a, z) ? 0 : 1;
 }
 
 /* On an I/O thread: open, check, read and hash a batch's files, in order,
  * with a directory cache of its own (files come directory by directory).
  * A file whose bytes are not the ones the scan saw was rewritten since:
- * read again (a few tries, a moment apart) until a read during which it
- * stood still at the scanned size, and that is sent, as read (as rsync
- * sends what it reads; its tag is of those bytes). One that never stands
- * still, or that stands still at another size, is named and not sent; so
- * is one whose hash the manifest gave the receiver (-c, a fan-out), which
- * would refuse other bytes. */
+ * read again (a few tries, a moment apart) until two reads in a row during
+ * which it stood still, the same inode at the scanned size, give the same
+ * bytes (a stat's stamps can stay put through writes within one clock
+ * tick), and that is sent, as read (as rsync sends what it reads; its tag
+ * is of those bytes). One that never stands still, another file in its
+ * place (a hard link's leader renamed over would land that file under
+ * its links), or one at another size, is named and not sent; so is one
+ * whose hash the manifest gave the receiver (-c, a fan-out), which would
+ * refuse other bytes. */
 static void read_small(struct io_job *j)
 {
 	struct small_rd *b = (struct small_rd *)j;
@@ -572,10 +576,12 @@ static void read_small(struct io_job *j)
 			continue;
 		}
 		char shown[4096];
+		uint8_t prev[IDX_HASH_LEN];
+		int have_prev = 0;
 		b->reread[k] = 0;
 		for (int t = 0;; t++) {
-			uint64_t size = 0;
-			int rc = read_once(fd, e, b->buf + b->at[k], b->hash[k], &size);
+			struct stat z;
+			int rc = read_once(fd, e, b->buf + b->at[k], b->hash[k], &z);
 			b->st[k] = rc == -3 ? -3 : rc < 0 ? -2 : 0;
 			if (rc < 0) {
 				if (rc != -3)
@@ -583,21 +589,27 @@ static void read_small(struct io_job *j)
 					         log_path(shown, sizeof shown, e->path), strerror(-rc));
 				break;
 			}
-			if (held_still(fd, e, b->hash[k]))
+			if (scanned_bytes(e, b->hash[k], &z, rc == 0))
 				break;   /* what the scan saw (or that file, grown) */
-			/* rewritten at its size, still now: sent as read, unless
-			 * the receiver has the scan's hash of it (-c, a fan-out) */
-			if (rc == 0 && size == e->size && e->size < b->q->m->nohash_below) {
+			/* rewritten in place at its size, still now: sent as read
+			 * once two reads agree, unless the receiver has the scan's
+			 * hash of it (-c, a fan-out) */
+			int again = rc == 0 && (uint64_t)z.st_size == e->size && z.st_dev == e->dev &&
+			            z.st_ino == e->ino && e->size < b->q->m->nohash_below;
+			if (again && have_prev && !memcmp(prev, b->hash[k], IDX_HASH_LEN)) {
 				b->reread[k] = 1;
 				break;
 			}
+			have_prev = again;
+			memcpy(prev, b->hash[k], IDX_HASH_LEN);
 			if (t + 1 == REREAD_TRIES) {
 				log_warn("%s: changed while being sent; not sent",
 				         log_path(shown, sizeof shown, e->path));
+				sync_fails_add(b->q->res->fails, e->path, "changed while being sent", 1);
 				b->st[k] = (e->flags & IDX_F_NOHASH) ? -1 : -5;
 				break;
 			}
-			usleep(10000u << (2 * t));   /* 10 ms, then 40 ms */
+			usleep(10000u << (2 * t));   /* 10, 40, 160 ms */
 		}
 		close(fd);
 	}

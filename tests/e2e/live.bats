@@ -150,12 +150,35 @@ rewritten_small() {
 	head -c $((5 * 1048576)) /dev/urandom >"$T/src/rec"
 	paused "$RDCP" --sync "$T/src" "$T/dst"
 	head -c 3000 /dev/urandom >"$T/src/log"                        # rewritten, longer
-	head -c $((6 * 1048576)) /dev/urandom >"$T/src/rec.new" && mv "$T/src/rec.new" "$T/src/rec"
+	# in place: the first chunk overwritten, then more appended (same inode)
+	head -c 4096 /dev/urandom | dd of="$T/src/rec" conv=notrunc status=none
+	head -c 1048576 /dev/urandom >>"$T/src/rec"
 	resumed
-	[ "$RC" -eq 24 ] || [ "$RC" -eq 23 ]
+	[ "$RC" -eq 24 ]
 	grep -q "log: changed while being sent; not sent" "$T/err"
-	grep -q "rec: " "$T/err"
+	grep -q "rec: changed while being sent; not sent" "$T/err"   # by the sender, not refused
+	! grep -q "does not match" "$T/err"                          # by the receiver (23)
 	[ ! -e "$T/dst/log" ] && [ ! -e "$T/dst/rec" ]
 	"$RDCP" --sync "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
+}
+
+# Another file renamed over a hard link's leader after the scan, at the
+# same size: it is not the file the scan saw, so it is not sent as read
+# (its links would land it; --remove-source-files would then remove the
+# one name that still held the old bytes). Named, exit 24; SRC keeps both
+# names, DST gets neither.
+@test "live: a hard link's leader replaced by another file of its size is named, not sent; --remove-source-files keeps its links" {
+	mkdir -p "$T/src"
+	head -c 3000 /dev/urandom >"$T/src/a"
+	ln "$T/src/a" "$T/src/b"
+	cp "$T/src/a" "$T/old"
+	paused "$RDCP" --sync -H --remove-source-files "$T/src" "$T/dst"
+	head -c 3000 /dev/urandom >"$T/new" && mv "$T/new" "$T/src/a"
+	resumed
+	[ "$RC" -eq 24 ]
+	grep -q "changed while being sent; not sent" "$T/err"
+	cmp "$T/old" "$T/src/b"                          # the old bytes' one name is kept
+	[ -e "$T/src/a" ]
+	[ ! -e "$T/dst/a" ] && [ ! -e "$T/dst/b" ]
 }
