@@ -77,7 +77,7 @@ int recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, str
 	return 0;
 }
 
-int recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+static int inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
@@ -110,7 +110,7 @@ const char *recv_left_as(const struct rfile *f, int written)
 	                             : "it is left as it was";
 }
 
-void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f)
+static void inplace_finish(struct rstate *s, size_t i, struct rfile *f)
 {
 	const struct idx_entry *e = &s->sm.e[i];
 	if (ftruncate(f->fd, (off_t)e->size) < 0) {
@@ -128,6 +128,13 @@ void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f)
 	}
 	recv_drop_file(f);
 }
+
+/* DST's file itself: chunks written where they belong once verified, the
+ * file cut to size at the end (recv_inplace_plan() chose it). */
+const struct recv_write_ops recv_write_inplace = {
+	.open = inplace_open,
+	.finish = inplace_finish,
+};
 
 int recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n)
 {

@@ -242,20 +242,25 @@ static int reserve(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 	return -1;
 }
 
-/* The temp file in f->dirfd (already open). */
+static const struct recv_write_ops *ops_of(const struct rfile *f)
+{
+	return f->ops ? f->ops : &recv_write_temp;
+}
+
+/* What the file's data is written into, in f->dirfd (already open). */
 int recv_create_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
-	/* An unnamed file in the target directory (O_TMPFILE): nothing of it
-	 * can be seen, or be left behind, until it is linked in whole. Where
-	 * the filesystem cannot, a named temp file. */
+	f->tmp[0] = f->resume ? f->tmp[0] : 0;
+	return ops_of(f)->open(s, e, f);
+}
+
+/* An unnamed file in the target directory (O_TMPFILE): nothing of it can
+ * be seen, or be left behind, until it is linked in whole. Where the
+ * filesystem cannot, a named temp file. */
+int recv_temp_open(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+{
 	if (no_tmpfile < 0)
 		no_tmpfile = getenv("RDCP_TEST_NO_TMPFILE") != NULL;
-	f->tmp[0] = f->resume ? f->tmp[0] : 0;
-	if (f->inplace)
-		return recv_inplace_open(s, e, f);
-	if (f->track)   /* --partial: named and recorded, or an earlier run's */
-		return recv_partial_temp(s, e, f);   /* not reserved: what stays of a cut-off
-		                                        run holds only what came */
 	/* unnamed, it can have its mode from the start (a named temp is the
 	 * user's alone until it is complete) */
 	f->fd = no_tmpfile ? -1 : openat(f->dirfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC,
@@ -299,7 +304,8 @@ int recv_open_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 
 void recv_drop_file(struct rfile *f)
 {
-	if (f->fd >= 0 && f->track && !f->done) {
+	const struct recv_write_ops *ops = ops_of(f);
+	if (f->fd >= 0 && ops->keep && ops->keep(f)) {
 		/* --partial: kept, with its fd, for recv_partial_end() to store */
 	} else if (f->fd >= 0) {
 		close(f->fd);
@@ -377,13 +383,14 @@ static int link_in(struct rfile *f, const char *name)
 /* All chunks in and verified: metadata, then into place. */
 void recv_finish_file(struct rstate *s, size_t i, struct rfile *f)
 {
+	ops_of(f)->finish(s, i, f);
+}
+
+void recv_temp_finish(struct rstate *s, size_t i, struct rfile *f)
+{
 	const struct idx_entry *e = &s->sm.e[i];
 	const char *name = strrchr(e->path, '/');
 	name = name ? name + 1 : e->path;
-	if (f->inplace) {
-		recv_inplace_finish(s, i, f);
-		return;
-	}
 	if (f->map.how && recv_fill_basis(s, e, f) < 0) {   /* said */
 		f->failed = 1;
 		recv_drop_file(f);
@@ -422,13 +429,19 @@ void recv_landed(struct rstate *s, size_t i, struct rfile *f)
 	const struct idx_entry *e = &s->sm.e[i];
 	f->done = 1;
 	s->written[i] = 1;
-	recv_partial_landed(s, f);
+	if (ops_of(f)->landed)
+		ops_of(f)->landed(s, f);
 	if (!f->existed)
 		STAT_ADD(s->res->created[SYNC_K_REG], 1);
 	recv_item(s, '>', e, recv_item_bits(s, e, f->existed ? idx_manifest_find(&s->dm,
 	          e->path) : NULL, 1));
 	STAT_ADD(s->res->files, 1);   /* after its line: --progress counts landed files */
 }
+
+const struct recv_write_ops recv_write_temp = {
+	.open = recv_temp_open,
+	.finish = recv_temp_finish,
+};
 
 /* Is sender entry i (a link, special or hard-link follower) already what
  * DST has? */

@@ -246,7 +246,7 @@ static int reopen(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 	return -1;
 }
 
-int recv_partial_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
+static int partial_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 {
 	if (f->resume) {
 		if (reopen(s, e, f) < 0)
@@ -271,7 +271,8 @@ int recv_partial_temp(struct rstate *s, const struct idx_entry *e, struct rfile 
 	return 0;
 }
 
-void recv_partial_verified(struct rstate *s, struct rfile *f, uint32_t k, const uint8_t *digest)
+static void partial_verified(struct rstate *s, struct rfile *f, uint32_t k,
+                             const uint8_t *digest)
 {
 	if (!f->rec || k >= f->rec->n)
 		return;
@@ -281,7 +282,7 @@ void recv_partial_verified(struct rstate *s, struct rfile *f, uint32_t k, const 
 		store(s, f);
 }
 
-void recv_partial_landed(struct rstate *s, struct rfile *f)
+static void partial_landed(struct rstate *s, struct rfile *f)
 {
 	if (!f->rec)
 		return;
@@ -290,6 +291,22 @@ void recv_partial_landed(struct rstate *s, struct rfile *f)
 	free(f->rec);
 	f->rec = NULL;
 }
+
+static int partial_keep(const struct rfile *f)
+{
+	return !f->done;   /* the temp stays, recorded, for the next run */
+}
+
+/* A named temp, an earlier run's or new, its verified chunks recorded (not
+ * reserved: what stays of a cut-off run holds only what came); landed
+ * through the temp file's link or rename (recv_partial_plan() chose it). */
+const struct recv_write_ops recv_write_partial = {
+	.open = partial_temp,
+	.verified = partial_verified,
+	.finish = recv_temp_finish,
+	.landed = partial_landed,
+	.keep = partial_keep,
+};
 
 void recv_partial_end(struct rstate *s)
 {

@@ -85,6 +85,8 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	if (recv_partial_plan(s, i, rf) < 0 ||   /* --partial: an earlier run's temp */
 	    recv_blocks_plan(s, e, rf) < 0)      /* changed chunks: by 64 KiB blocks */
 		return -ENOMEM;
+	rf->ops = rf->inplace ? &recv_write_inplace : rf->track ? &recv_write_partial
+	                                                       : &recv_write_temp;
 	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
 		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
 		s->res->files++;   /* would be: as rsync -n --stats counts them */

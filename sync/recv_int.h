@@ -46,7 +46,43 @@ struct recv_dircache {
 	int fd;              /* -1: empty */
 };
 
+struct rstate;
+struct rfile;
+
+/* How a planned file is written, chosen at plan time (want_file() in
+ * plan.c, into rfile.ops), as rdma-core picks a provider's ops: into an
+ * unnamed or temp file linked or renamed into place (land.c), DST's file
+ * itself (--inplace, --append: inplace.c), or a named temp recorded chunk
+ * by chunk (--partial: partial.c). land.c and take.c call only these, so
+ * no option's file is called from the core, and a new way to write (a live
+ * file appended in place) is one more table. */
+struct recv_write_ops {
+	/* f->fd opened to write e's data into (f->dirfd is open): 0, or -1
+	 * (said) */
+	int  (*open)(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+	/* chunk k is verified and written (NULL: nothing to note) */
+	void (*verified)(struct rstate *s, struct rfile *f, uint32_t k, const uint8_t *digest);
+	/* every asked-for chunk is in: metadata, then into place; calls
+	 * recv_landed() once it is, and recv_drop_file() */
+	void (*finish)(struct rstate *s, size_t i, struct rfile *f);
+	/* f is in place (NULL: nothing more) */
+	void (*landed)(struct rstate *s, struct rfile *f);
+	/* f is given up with its fd open: 1 keeps the fd and the file (a
+	 * --partial temp, stored at the end), 0 closes it and removes a temp
+	 * (NULL: 0) */
+	int  (*keep)(const struct rfile *f);
+};
+extern const struct recv_write_ops recv_write_temp;      /* land.c */
+extern const struct recv_write_ops recv_write_inplace;   /* inplace.c */
+extern const struct recv_write_ops recv_write_partial;   /* partial.c */
+/* land.c's temp file, for the tables that differ from it in a step: open
+ * (O_TMPFILE, else a named temp) and finish (linked or renamed into place,
+ * over DST's old file, a backup first with -b). */
+int  recv_temp_open(struct rstate *s, const struct idx_entry *e, struct rfile *f);
+void recv_temp_finish(struct rstate *s, size_t i, struct rfile *f);
+
 struct rfile {
+	const struct recv_write_ops *ops;   /* how it is written (NULL: not planned) */
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
 	int dir_lent;        /* dirfd is a small-file writer thread's, not to close */
@@ -214,12 +250,10 @@ int  recv_blocks_chunk(struct rstate *s, struct rfile *f, const struct idx_entry
  * that DST has as the regular file d, after recv_chunk_plan(): 0 (f set
  * up, f->inplace when DST's file is written in place), 1 to leave it
  * alone (--append: DST's is as long), -1 refused (said, counted), or
- * -ENOMEM. open: DST's file for writing, checked to be what the scan saw;
- * 0 or -1 (said). finish: every asked-for chunk is in: cut to size,
+ * -ENOMEM. Its files are written by recv_write_inplace: open DST's file
+ * for writing, checked to be what the scan saw; finish: cut to size,
  * metadata, done. */
 int  recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
-int  recv_inplace_open(struct rstate *s, const struct idx_entry *e, struct rfile *f);
-void recv_inplace_finish(struct rstate *s, size_t i, struct rfile *f);
 /* The index row of what --append left on disk for sender entry e, into n
  * (a copy of e): the f->unchecked chunks kept unread have DST's digests as
  * its scan read them, the rest the sender's, each verified as it came;
@@ -238,17 +272,15 @@ const char *recv_left_as(const struct rfile *f, int written);
  * i, reuse an earlier run's temp (chunks it verified that still match the
  * sender's are not asked for) and record this one; 0 or -ENOMEM. sweep:
  * after the plan, remove the temps (by inode) and records nothing reuses.
- * temp: f's temp file, named, reused or new, recorded; 0 or -1 (said).
- * verified: chunk k of f is in, with digest; stored every 32 chunks or
- * half second after fdatasync. landed: f is in place, its record goes. end: the
- * run is over: what is still in flight is stored, for the next run. */
+ * Its files are written by recv_write_partial: a temp named, reused or
+ * new, recorded; each verified chunk noted and stored every 32 chunks or
+ * half second after fdatasync; landed: the record goes; given up: the temp
+ * kept. end: the run is over: what is still in flight is stored, for the
+ * next run. */
 void recv_partial_load(struct rstate *s);
 int  recv_partial_kept(const struct rstate *s, const char *dir, const char *name, uint64_t ino);
 int  recv_partial_plan(struct rstate *s, size_t i, struct rfile *f);
 void recv_partial_sweep(struct rstate *s);
-int  recv_partial_temp(struct rstate *s, const struct idx_entry *e, struct rfile *f);
-void recv_partial_verified(struct rstate *s, struct rfile *f, uint32_t k, const uint8_t *digest);
-void recv_partial_landed(struct rstate *s, struct rfile *f);
 void recv_partial_end(struct rstate *s);
 
 /* take.c: receive the planned files' data over the transport. */

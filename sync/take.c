@@ -194,7 +194,8 @@ static void chunk_end(struct cjob *c)
 		fail_file(f);
 	} else {
 		STAT_ADD(s->res->bytes, c->kind != SYNC_MSG_WHOLE ? c->m->len - 8 : c->m->len);
-		recv_partial_verified(s, f, c->k, chunk_digest(e, c->k));
+		if (f->ops && f->ops->verified)
+			f->ops->verified(s, f, c->k, chunk_digest(e, c->k));
 		if (++f->got == f->need)
 			recv_finish_file(s, c->i, f);
 	}
