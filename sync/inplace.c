@@ -13,7 +13,7 @@
  * the prefix chunks against the sender's digests (DST's come from its
  * index) and refuses the file when they differ. DST's index then holds
  * the digests of what is on disk: under --append, its own for the prefix
- * (recv_append_row()), never the sender's for bytes nobody compared.
+ * (append_row(), the row hook), never the sender's for bytes nobody compared.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -129,14 +129,13 @@ static void inplace_finish(struct rstate *s, size_t i, struct rfile *f)
 	recv_drop_file(f);
 }
 
-/* DST's file itself: chunks written where they belong once verified, the
- * file cut to size at the end (recv_inplace_plan() chose it). */
-const struct recv_write_ops recv_write_inplace = {
-	.open = inplace_open,
-	.finish = inplace_finish,
-};
-
-int recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n)
+/* The index row of what --append left on disk for sender entry e, into n
+ * (a copy of e): the f->unchecked chunks kept unread have DST's digests as
+ * its scan read them, the rest the sender's, each verified as it came;
+ * n->chunks is then malloc'd, the caller's. 0 (n->chunks untouched when
+ * there was nothing unchecked), 1 when DST's digests are not known (no row
+ * may vouch for the file), -ENOMEM. */
+static int append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n)
 {
 	const struct idx_entry *d = f->basis;
 	if (!f->unchecked)
@@ -154,3 +153,11 @@ int recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx
 	idx_hash_combine(c, e->nchunks, n->hash);
 	return 0;
 }
+
+/* DST's file itself: chunks written where they belong once verified, the
+ * file cut to size at the end (recv_inplace_plan() chose it). */
+const struct recv_write_ops recv_write_inplace = {
+	.open = inplace_open,
+	.finish = inplace_finish,
+	.row = append_row,
+};

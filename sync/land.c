@@ -873,7 +873,7 @@ void recv_save_index(struct rstate *s)
 		n.ctime_ns = r.ctime_ns;
 		/* --append kept DST's own start: the row has the digests of
 		 * what is on disk, or is no row at all (its hash unknown) */
-		int rc = f ? recv_append_row(f, e, &n) : 0;
+		int rc = f && f->ops && f->ops->row ? f->ops->row(f, e, &n) : 0;
 		if (rc < 0)
 			break;   /* ENOMEM: what is stored so far is true */
 		if (rc > 0)

@@ -71,6 +71,11 @@ struct recv_write_ops {
 	 * --partial temp, stored at the end), 0 closes it and removes a temp
 	 * (NULL: 0) */
 	int  (*keep)(const struct rfile *f);
+	/* DST's index row of landed sender entry e, into n (a copy of e), when
+	 * what is on disk is not all the sender's: 0 (n->chunks malloc'd if
+	 * changed: the caller's), 1 when no row may vouch for it, -ENOMEM
+	 * (NULL: the sender's row is the truth, as every chunk was verified) */
+	int  (*row)(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n);
 };
 extern const struct recv_write_ops recv_write_temp;      /* land.c */
 extern const struct recv_write_ops recv_write_inplace;   /* inplace.c */
@@ -254,13 +259,6 @@ int  recv_blocks_chunk(struct rstate *s, struct rfile *f, const struct idx_entry
  * for writing, checked to be what the scan saw; finish: cut to size,
  * metadata, done. */
 int  recv_inplace_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
-/* The index row of what --append left on disk for sender entry e, into n
- * (a copy of e): the f->unchecked chunks kept unread have DST's digests as
- * its scan read them, the rest the sender's, each verified as it came;
- * n->chunks is then malloc'd, the caller's. 0 (n->chunks untouched when
- * there was nothing unchecked), 1 when DST's digests are not known (no row
- * may vouch for the file), -ENOMEM. */
-int  recv_append_row(const struct rfile *f, const struct idx_entry *e, struct idx_entry *n);
 /* The end of a line saying f failed: "it is left as it was", or, for a
  * file written in place once anything of it was written (written), that
  * DST's file is now damaged. */
