@@ -545,7 +545,6 @@ static void test_pause(struct watch *w)
 	}
 }
 
-/* The planned files over the data session, then the receiver's verdict. */
 /* sendq_run()'s hooks: --progress from the plan's size, and while the
  * data goes, the receiver's lines and landed count. */
 static void data_start(void *ctx, uint64_t total, uint32_t files)
@@ -561,6 +560,8 @@ static void data_tick(void *ctx, uint64_t bytes)
 	progress_update(&s->w.pg, bytes, s->w.landed, 0);
 }
 
+/* The planned files over the data session, then SENT: what could not be
+ * sent, before the receiver decides on deletions. */
 static int send_data(struct sstate *s)
 {
 	int rootfd = s->ss.n ? -1 : open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
