@@ -148,6 +148,12 @@ static int is_busy(int rc)
 	return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
 }
 
+/* Why a read that failed with rc did: db_busy, or what it otherwise means. */
+static const char *busy_or(int rc, const char *why)
+{
+	return is_busy(rc) ? db_busy : why;
+}
+
 /* Bring an index of version 1 or 2 forward, in one transaction: another
  * process may be doing the same at once (it then finds the version new).
  * The version it has after; -1 when another process held it past the busy
@@ -258,7 +264,7 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	int rc;
 	*fresh = 0;
 	if ((rc = db_wal(db->h)) != SQLITE_OK || (rc = db_head(db->h, &app, &ver, &tables)) != SQLITE_OK)
-		return is_busy(rc) ? db_busy : "not a readable SQLite database";
+		return busy_or(rc, "not a readable SQLite database");
 	if (app == 0 && ver == 0 && tables == 0) {
 		*fresh = 1;
 		return NULL;
@@ -274,18 +280,18 @@ static const char *db_verify(struct idx_db *db, int *fresh)
 	sqlite3_stmt *s;
 	if (!was_checked(db->hold)) {
 		if ((rc = sqlite3_prepare_v2(db->h, "PRAGMA quick_check", -1, &s, NULL)) != SQLITE_OK)
-			return is_busy(rc) ? db_busy : "damaged";
+			return busy_or(rc, "damaged");
 		rc = sqlite3_step(s);
 		int ok = rc == SQLITE_ROW &&
 		         strcmp((const char *)sqlite3_column_text(s, 0), "ok") == 0;
 		sqlite3_finalize(s);
 		if (!ok)
-			return is_busy(rc) ? db_busy : "damaged";
+			return busy_or(rc, "damaged");
 		mark_checked(db->hold);
 	}
 	if ((rc = sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key='root'", -1, &s,
 	                             NULL)) != SQLITE_OK)
-		return is_busy(rc) ? db_busy : "damaged";
+		return busy_or(rc, "damaged");
 	const char *why = "damaged";
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *r = (const char *)sqlite3_column_text(s, 0);

@@ -52,10 +52,10 @@ static int open_file(struct dircache *c, int root, const char *path)
  * tree's files grow while they are sent (a recording, a log): the part the
  * scan saw is sent, read only up to its size, and checked against the
  * scan's hashes as it is read (a large file's chunks: send_next(); a small
- * file's whole: held_still()), so a part rewritten as it grew is caught
- * here, not sent. A file the scan did not read (IDX_F_NOHASH) has no hash:
- * its first e->size bytes are sent as they are read, as rsync sends what
- * it reads. 0: neither. */
+ * file's whole: read_small()), so a part rewritten as it grew is caught
+ * there, not sent. A file the scan did not read (IDX_F_NOHASH) has no hash:
+ * its first e->size bytes are sent as read once it stood still during a
+ * read, as rsync sends what it reads. 0: neither. */
 static int same_or_grown(const struct stat *st, const struct idx_entry *e)
 {
 	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size < e->size)
@@ -452,16 +452,14 @@ static int stat_same(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Read a small file's first e->size bytes into buf and hash them, its stat
- * after the read into *z: 0 when the file stood still during the read
- * (the same stat before and after), 1 when it moved, -3 when it came short
+/* Read a small file's first e->size bytes into buf and hash them, taking
+ * its stat before into *a if a is not NULL: 0, -3 when it came short
  * (shrank), else -errno. */
 static int read_once(int fd, const struct idx_entry *e, uint8_t *buf,
-                     uint8_t hash[IDX_HASH_LEN], struct stat *z)
+                     uint8_t hash[IDX_HASH_LEN], struct stat *a)
 {
-	struct stat a;
 	size_t got;
-	if (fstat(fd, &a) < 0)
+	if (a && fstat(fd, a) < 0)
 		return -errno;
 	int rc = io_pread_full(fd, buf, (size_t)e->size, 0, &got);
 	if (rc < 0)
@@ -471,9 +469,7 @@ static int read_once(int fd, const struct idx_entry *e, uint8_t *buf,
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, e->size));
 	memcpy(hash, c.digest, IDX_HASH_LEN);
-	if (fstat(fd, z) < 0)
-		return -errno;
-	return stat_same(&a, z) ? 0 : 1;
+	return 0;
 }
 
 /* On an I/O thread: open, check, read and hash a batch's files, in order,
@@ -508,8 +504,17 @@ static void read_small(struct io_job *j)
 		int have_prev = 0;
 		b->reread[k] = 0;
 		for (int t = 0;; t++) {
-			struct stat z;
-			int rc = read_once(fd, e, b->buf + b->at[k], b->hash[k], &z);
+			/* the first read takes no stat before it (most files are
+			 * what the scan saw): a later one must show it stood still */
+			struct stat a, z;
+			int rc = read_once(fd, e, b->buf + b->at[k], b->hash[k], t ? &a : NULL);
+			if (rc == 0 && !(e->flags & IDX_F_NOHASH) &&
+			    !memcmp(b->hash[k], e->hash, IDX_HASH_LEN)) {
+				b->st[k] = 0;   /* what the scan saw (or that file, grown) */
+				break;
+			}
+			if (rc == 0 && fstat(fd, &z) < 0)
+				rc = -errno;
 			b->st[k] = rc == -3 ? -3 : rc < 0 ? -2 : 0;
 			if (rc < 0) {
 				if (rc != -3)
@@ -517,12 +522,13 @@ static void read_small(struct io_job *j)
 					         log_path(shown, sizeof shown, e->path), strerror(-rc));
 				break;
 			}
-			if (scanned_bytes(e, b->hash[k], &z, rc == 0))
-				break;   /* what the scan saw (or that file, grown) */
+			int still = t && stat_same(&a, &z);
+			if (scanned_bytes(e, b->hash[k], &z, still))
+				break;
 			/* rewritten in place at its size, still now: sent as read
 			 * once two reads agree, unless the receiver has the scan's
 			 * hash of it (-c, a fan-out) */
-			int again = rc == 0 && (uint64_t)z.st_size == e->size && z.st_dev == e->dev &&
+			int again = still && (uint64_t)z.st_size == e->size && z.st_dev == e->dev &&
 			            z.st_ino == e->ino && e->size < b->q->m->nohash_below;
 			if (again && have_prev && !memcmp(prev, b->hash[k], IDX_HASH_LEN)) {
 				b->reread[k] = 1;
