@@ -69,12 +69,12 @@ mk() {
 	mkdir -p "$T/src/small"
 	for i in $(seq 50); do echo "$i" >"$T/src/small/f$i"; done
 	head -c 100000000 /dev/urandom >"$T/src/big"
-	# 40 MB/s, so that the middle host can be killed while the data flows
-	("$RDCP" --sync --json -P --bwlimit 40M --transport rdma -e "$LRSH" --rdcp-path "$RDCP" \
+	# 25 MB/s, so that the middle host can be killed while the data flows
+	("$RDCP" --sync --json -P --bwlimit 25M --transport rdma -e "$LRSH" --rdcp-path "$RDCP" \
 		"$T/src/" "$ADDR:$T/d1" "$ADDR:$T/d2" "$ADDR:$T/d3" >"$T/json" 2>"$T/err") &
 	local pid=$! victim= i p
 	# the middle host: the server with a temp file open in d2
-	for ((i = 0; i < 200 && !victim; i++)); do
+	for ((i = 0; i < 400 && !victim; i++)); do
 		sleep 0.05
 		for p in $(pgrep -f -- '--server'); do
 			if ls -l "/proc/$p/fd" 2>/dev/null | grep -q "$T/d2/"; then victim=$p; fi
@@ -82,8 +82,14 @@ mk() {
 	done
 	# (no victim: the run is stopped, not left to hold bats' output open)
 	[ -n "$victim" ] || { kill "$pid"; wait "$pid"; false; }
-	sleep 0.8
-	kill -9 "$victim"
+	# killed once it has written 20 MB of the 100 (its temp file is sized
+	# up front; a fixed sleep after a slow find once killed it after its end)
+	for ((i = 0; i < 400; i++)); do
+		[ "$(awk '/^wchar/ { print $2 }' "/proc/$victim/io" 2>/dev/null || echo 0)" \
+			-lt 20000000 ] || break
+		sleep 0.02
+	done
+	kill -9 "$victim" || :
 	local got=0
 	wait "$pid" || got=$?
 	cat "$T/err" "$T/json"
