@@ -60,7 +60,10 @@ enum ctl_type {
 	CTL_FAILED,         /* the far side -> client, with --json (not a fan-out's):
 	                       what failed there (sync/fails.c); a receiver sends
 	                       it before DONE, a sender after SENT */
-	CTL_LAST = CTL_FAILED,
+	/* sync --watch (a receiver given --watch only) */
+	CTL_ROUND,          /* client -> server, after a round's end: another
+	                       round follows (empty), its paths in FILES */
+	CTL_LAST = CTL_ROUND,
 };
 
 struct ctl {

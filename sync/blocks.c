@@ -11,7 +11,9 @@
  *
  * Used for a file with at least one unchanged chunk, or of one chunk (a
  * file rewritten through is cheaper sent whole than read twice), not with
- * --append (past the old end there is nothing to compare) or -W.
+ * -W. Under --append it is the chunk that holds DST's old end: its blocks
+ * up to there are compared, the rest sent, so a file that grew costs its
+ * new bytes and one block, not the chunk again (--watch of a recording).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -77,12 +79,11 @@ int recv_blocks_plan(struct rstate *s, const struct idx_entry *e, struct rfile *
 	uint32_t have = 0;
 	/* a fan-out (--relay): the blocks would be made against this host's old
 	 * file, and every host of the chain gets the same message */
-	if (!f->map.how || !d || f->intemp || (s->r->flags & (SYNC_F_APPEND | SYNC_F_DRYRUN)) ||
-	    s->r->o->relay)
+	if (!f->map.how || !d || f->intemp || (s->r->flags & SYNC_F_DRYRUN) || s->r->o->relay)
 		return 0;
 	for (uint32_t k = 0; k < f->map.n; k++)
 		have += f->map.how[k] == CH_HAVE;
-	if (!have && f->map.n != 1)
+	if (!have && f->map.n != 1 && !(s->r->flags & SYNC_F_APPEND))
 		return 0;
 	uint8_t *buf = scratch(s);
 	int in = buf ? recv_basis(s, e, f) : -1;
@@ -113,7 +114,7 @@ int recv_blocks_plan(struct rstate *s, const struct idx_entry *e, struct rfile *
 	return 0;
 }
 
-uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec)
+uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec, int frugal)
 {
 	uint64_t have = get_u64(rec), mask = 0, size = 0;
 	for (uint32_t b = 0; b < nblocks(len); b++) {
@@ -124,7 +125,7 @@ uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec)
 		mask |= UINT64_C(1) << b;
 		size += bl;
 	}
-	if (size > BLOCKS_MAX_SHARE * len)
+	if (size > (frugal ? len - 1 : BLOCKS_MAX_SHARE * len))
 		return 0;   /* whole: cheaper than the receiver's reads */
 	uint32_t out = 0;
 	for (uint32_t b = 0; b < nblocks(len); b++) {

@@ -13,14 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
 #include "sync/sync_int.h"
+#include "sync/watch.h"
 
 struct endpoint {
 	char *host;   /* NULL: local */
@@ -145,6 +148,11 @@ struct interrupt {
 	pid_t far;
 	struct ctl *c;
 	int fired;   /* the run is being stopped: its result is 20, not its own */
+	/* --watch: a signal between two rounds ends the watch cleanly (exit 0);
+	 * one during a round (busy) stops it as above */
+	pthread_mutex_t mu;
+	struct sync_watch *watch;
+	int busy, stopping;
 };
 
 static int gone_within(pid_t pid, int ms)
@@ -163,7 +171,19 @@ static void *interrupt_main(void *arg)
 	int sig;
 	if (sigwait(&in->set, &sig) != 0)
 		return NULL;
+	pthread_mutex_lock(&in->mu);
+	struct sync_watch *w = in->watch;
+	int idle = w && !in->busy;
+	if (idle)
+		in->stopping = sig;
+	pthread_mutex_unlock(&in->mu);
+	if (idle) {
+		sync_watch_stop(w);
+		return NULL;
+	}
 	__atomic_store_n(&in->fired, 1, __ATOMIC_SEQ_CST);
+	if (in->far <= 0)   /* --watch, not connected */
+		_exit(RD_EXIT_SIGNAL);
 	log_err("interrupted by %s: stopping the other side", sigabbrev_np(sig));
 	shutdown(in->c->out, SHUT_RDWR);   /* a socketpair (local) */
 	close(in->c->out);                 /* the remote shell's stdin */
@@ -320,6 +340,249 @@ static int fanout_at(const struct sync_opts *o)
 	return first >= 1 && first < o->nsrc ? first : 0;
 }
 
+/* --watch: what it needs, said before anything starts. 0 or an exit code. */
+static int watch_check(const struct sync_opts *o, const struct endpoint *src,
+                       const struct endpoint *dst)
+{
+	size_t l = strlen(src->path);
+	struct stat st;
+	const char *why = NULL;
+	if (src->host)
+		why = "--watch watches a local SRC: run rdcp on the host that has it";
+	else if (o->nsrc > 1)
+		why = "--watch takes one SRC";
+	else if (!(o->flags & SYNC_F_RECURSIVE))
+		why = "--watch mirrors a tree: add -r (or -a)";
+	else if (o->files_from)
+		why = "--watch and --files-from do not go together: --watch finds what changed";
+	else if (o->flags & SYNC_F_DRYRUN)
+		why = "--watch and -n/--dry-run do not go together";
+	else if (o->flags & SYNC_F_REMOVE_SOURCE)
+		why = "--watch and --remove-source-files do not go together yet";
+	if (why) {
+		log_err("%s", why);
+		return RD_EXIT_USAGE;
+	}
+	if (stat(src->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_err("--watch: %s: %s", src->path, errno && !S_ISREG(st.st_mode)
+		        ? strerror(errno) : "not a directory (--watch watches a directory)");
+		return RD_EXIT_SELECT;
+	}
+	if (!l || src->path[l - 1] != '/') {
+		log_err("--watch mirrors a directory's contents: write SRC as '%s/' (and DST "
+		        "as '%s%s/%s' to keep its name there)", src->path, dst->host ? "host:" : "",
+		        dst->path, src->path);
+		return RD_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* A code after which the watch connects again: the far side or the way to
+ * it went away, or another rdcp held DST for a while. */
+static int reconnects(int code)
+{
+	return code == RD_EXIT_CONN || code == RD_EXIT_PROTO || code == RD_EXIT_TIMEOUT ||
+	       code == RD_EXIT_START || code == RD_EXIT_LOCKED;
+}
+
+/* One --watch connection: the far side, its channel, the frames it sent. */
+struct wconn {
+	pid_t pid;
+	struct ctl c;
+	uint64_t frames;
+};
+
+/* Start the far side (the remote shell's login, or a fork). 0 or an exit
+ * code (said). */
+static int wconn_open(struct wconn *wc, const struct sync_opts *o, const char *remote)
+{
+	*wc = (struct wconn){ .pid = -1, .c = { .in = -1, .out = -1 } };
+	if ((wc->pid = remote ? spawn_remote(o, remote, &wc->c) : spawn_local(&wc->c)) < 0) {
+		log_err("cannot start the other side: %s", strerror(errno));
+		return RD_EXIT_START;
+	}
+	if (remote && await_login(o, remote, &wc->c) < 0) {
+		kill(wc->pid, SIGKILL);
+		waitpid(wc->pid, NULL, 0);
+		close(wc->c.out);
+		close(wc->c.in);
+		wc->pid = -1;
+		return RD_EXIT_START;
+	}
+	ctl_set_timeout(&wc->c, o->timeout * 1000);
+	return 0;
+}
+
+/* End it: the channel's end tells the server the watch is over. failed:
+ * do not wait for it long (reap()). */
+static void wconn_close(struct wconn *wc, int failed)
+{
+	if (wc->pid < 0)
+		return;
+	ctl_free(&wc->c);
+	close(wc->c.out);
+	if (wc->c.in != wc->c.out)
+		close(wc->c.in);
+	int status;
+	reap(wc->pid, &status, failed);
+	wc->pid = -1;
+}
+
+/* One round: the whole tree (first, or after events were lost), or the
+ * batch's paths. Its code; what it did in *res. */
+static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpoint *src,
+                       const struct endpoint *dst, const char *remote, const char **paths,
+                       const struct sync_watch_batch *b, int first, struct sync_result *res)
+{
+	char *all[] = { "" };
+	struct role r = { .ctl = &wc->c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
+	                  .srcs = paths, .nsrc = 1, .verbose = o->verbose,
+	                  .progress = o->progress, .timeout = o->timeout,
+	                  .fails = o->json ? sync_fails_new() : NULL };
+	if (!remote && r.tp.kind == TP_AUTO)
+		r.tp.kind = TP_TCP;
+	int rc;
+	uint64_t tx = wc->c.tx_bytes, rx = wc->c.rx_bytes;   /* the round's own, below */
+	*res = (struct sync_result){ 0 };
+	if (first) {
+		o->round = 0;
+		o->files_from = NULL;
+		rc = play(o, &r, (struct endpoint *)src, (struct endpoint *)dst, remote, res);
+	} else {
+		o->round = 1;
+		o->files_from = "-";
+		o->files = b->whole ? all : b->paths;
+		o->nfiles = b->whole ? 1 : b->n;
+		rc = ctl_send(&wc->c, CTL_ROUND, "", 0);
+		if (rc == 0)
+			rc = sync_files_send(&wc->c, o);
+		r.path = src->path;
+		r.connect_addr = o->data_addr ? o->data_addr
+		                 : remote ? rsh_bare_host(remote) : "127.0.0.1";
+		if (rc == 0)
+			sync_sender(&r, res);
+		o->files = NULL;
+		o->nfiles = 0;
+	}
+	wc->frames += r.frames;
+	res->ctl_tx = wc->c.tx_bytes - tx;
+	res->ctl_rx = wc->c.rx_bytes - rx;
+	int code = (int)res->code;
+	if (!code && rc < 0)
+		code = rc == -ETIME ? RD_EXIT_TIMEOUT : RD_EXIT_CONN;
+	res->fails = r.fails;
+	return code;
+}
+
+/* Is the watch being ended (a signal between rounds)? Else mark us busy:
+ * a signal from now on stops the round (exit 20). */
+static int watch_busy(struct interrupt *in, int busy)
+{
+	pthread_mutex_lock(&in->mu);
+	int stopping = in->stopping;
+	if (!stopping)
+		in->busy = busy;
+	pthread_mutex_unlock(&in->mu);
+	return stopping;
+}
+
+/* The report of a round: -v's summary, --json's object (with the round and
+ * the age of its oldest change when it landed). */
+static void watch_report(struct sync_opts *o, struct sync_result *res, int code, double t0,
+                         unsigned round, long long first_ms)
+{
+	res->round = round;
+	res->lag_s = first_ms ? (double)(clock_ms() - first_ms) / 1000 : -1;
+	sync_report(o, res, code, t0);
+	sync_fails_free(res->fails);
+	res->fails = NULL;
+}
+
+/* rdcp --sync --watch SRC/ [host:]DST: a whole sync, then a round for each
+ * batch of changes, over one login; a lost far side is started again
+ * (with a backoff) and the next round is a whole one. Ends with a signal
+ * between rounds (exit 0), or with a round's failure that another cannot
+ * mend (its code). */
+static int watch_client(struct sync_opts *o, const struct endpoint *src,
+                        const struct endpoint *dst, const char **paths)
+{
+	const char *remote = dst->host;
+	struct sync_watch *w;
+	static struct interrupt in;
+	int code = watch_check(o, src, dst);
+	if (code)
+		return code;
+	signal(SIGPIPE, SIG_IGN);
+	if (!o->no_index)
+		idx_cache_dir_warn();
+	if (!remote)
+		sync_lock_share();
+	/* signals first: the watch's thread must not take them */
+	pthread_mutex_init(&in.mu, NULL);
+	in.far = -1;
+	catch_interrupts(&in);
+	/* watched before the first sync: what changes during it is not missed */
+	if (sync_watch_open(&w, src->path, o->watch, o->watch_poll_s) < 0)
+		return RD_EXIT_SELECT;
+	if (o->verbose && !o->quiet && !o->json && o->watch == SYNC_WATCH_EVENTS)
+		printf("watching %zu directories under %s\n", sync_watch_dirs(w), src->path);
+	pthread_mutex_lock(&in.mu);
+	in.watch = w;
+	pthread_mutex_unlock(&in.mu);
+	unsigned round = 0, backoff = 1;
+	int connected = 0;
+	struct wconn wc = { .pid = -1 };
+	struct sync_watch_batch b = { 0 };
+	while (!watch_busy(&in, 1)) {
+		double t0 = sync_report_begin(o, 1);
+		struct sync_result res = { 0 };
+		int first = wc.pid < 0;
+		if (first) {
+			in.far = -1;
+			if ((code = wconn_open(&wc, o, remote)) == 0) {
+				in.far = wc.pid;
+				in.c = &wc.c;
+			}
+		}
+		if (!code)
+			code = watch_round(o, &wc, src, dst, remote, paths, &b, first, &res);
+		watch_report(o, &res, code, t0, round++, b.first_ms);
+		sync_watch_batch_free(&b);
+		int per_file = code == RD_EXIT_PARTIAL || code == RD_EXIT_VANISHED ||
+		               code == RD_EXIT_DEL_LIMIT || code == RD_EXIT_FILEIO;
+		if (code && !per_file && !reconnects(code))
+			break;   /* the options or the trees: another round would fail too */
+		if (code && !per_file) {
+			wconn_close(&wc, 1);
+			if (!connected)
+				break;   /* it never worked: say so now, not retry forever */
+			log_warn("--watch: the connection to %s was lost (exit %d): connecting "
+			         "again in %u s", remote ? remote : "the receiver", code, backoff);
+			watch_busy(&in, 0);
+			for (unsigned t = 0; t < backoff * 10 && !watch_busy(&in, 0); t++)
+				usleep(100000);
+			backoff = backoff < 32 ? 2 * backoff : 60;
+			code = 0;
+			continue;
+		}
+		connected = 1;
+		backoff = 1;
+		code = 0;
+		watch_busy(&in, 0);
+		if (sync_watch_next(w, &b) != 0)
+			break;   /* a signal: the watch ends */
+	}
+	int stopped = in.stopping;
+	wconn_close(&wc, code != 0);
+	sync_watch_close(w);
+	if (stopped) {
+		if (o->verbose && !o->quiet && !o->json)
+			printf("watch ended by SIG%s\n", sigabbrev_np(stopped));
+		return RD_EXIT_OK;
+	}
+	return code;
+}
+
 int sync_client(struct sync_opts *o)
 {
 	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
@@ -338,6 +601,11 @@ int sync_client(struct sync_opts *o)
 	    parse_sources(o, &src, paths) < 0) {
 		free_endpoints(o, paths, &src, &dst);
 		return RD_EXIT_USAGE;
+	}
+	if (o->watch) {
+		code = watch_client(o, &src, &dst, paths);
+		free_endpoints(o, paths, &src, &dst);
+		return code;
 	}
 	double t0 = sync_report_begin(o, !src.host);
 	const char *remote = src.host ? src.host : dst.host;

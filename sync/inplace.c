@@ -48,8 +48,8 @@ static int append_map(struct rstate *s, const struct idx_entry *e, const struct 
 	chunk_map_free(&f->map);
 	f->need = n - keep;
 	f->unchecked = verify ? 0 : keep;
-	if (!keep)
-		return 0;   /* no whole chunk to keep: all of it, in place */
+	if (!d->size)
+		return 0;   /* nothing to keep: all of it, in place */
 	if (!(f->map.how = malloc(n)))
 		return -ENOMEM;
 	f->map.n = f->map.filled = n;

@@ -16,6 +16,7 @@
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "sync/sync_int.h"
+#include "sync/watch.h"
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_DELETE, OPT_TRANSPORT, OPT_DATA_ADDR, OPT_RDCP_PATH, OPT_SERVER,
@@ -26,7 +27,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_BWLIMIT, OPT_IGNORE_EXISTING, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_LINK_DEST,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
-       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT };
+       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT, OPT_WATCH };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -89,6 +90,8 @@ static const struct opt_def defs[] = {
 	{ { "append", no_argument, NULL, OPT_APPEND }, FAR },
 	{ { "append-verify", no_argument, NULL, OPT_APPEND_VERIFY }, FAR },
 	{ { "sparse", no_argument, NULL, 'S' }, FAR },
+	/* far too: the receiver takes round after round (CTL_ROUND) */
+	{ { "watch", optional_argument, NULL, OPT_WATCH }, FAR },
 	/* transport */
 	{ { "streams", required_argument, NULL, OPT_STREAMS }, FAR },
 	{ { "transport", required_argument, NULL, OPT_TRANSPORT }, FAR },
@@ -336,6 +339,28 @@ static int take_rule(int c, struct sync_args *a)
 	return -2;
 }
 
+/* --watch (events), --watch=poll, --watch=poll:SECONDS. */
+static int watch_arg(struct sync_opts *o, const char *arg)
+{
+	o->watch = SYNC_WATCH_EVENTS;
+	o->watch_poll_s = SYNC_WATCH_POLL_S;
+	if (!arg || !strcmp(arg, "events"))
+		return 0;
+	if (strncmp(arg, "poll", 4) || (arg[4] && arg[4] != ':')) {
+		log_err("--watch=%s: write --watch (the kernel's events), --watch=poll or "
+		        "--watch=poll:SECONDS (for a filesystem that sends none, e.g. NFS)", arg);
+		return -1;
+	}
+	o->watch = SYNC_WATCH_POLL;
+	if (!arg[4])
+		return 0;
+	long long n = number("watch=poll", arg + 5, 1, 86400);
+	if (n < 0)
+		return -1;
+	o->watch_poll_s = (int)n;
+	return 0;
+}
+
 static int take_value(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
@@ -407,6 +432,8 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_DATA_ADDR: o->data_addr = optarg; return -1;
 	case OPT_HOSTS: o->hosts = optarg; return -1;
 	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
+	case OPT_WATCH:
+		return watch_arg(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
 	}
 	return -2;   /* not ours */
 }

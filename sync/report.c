@@ -310,6 +310,13 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	sync_json_str(stdout, res->transport ? res->transport : "none");
 	if (hosts)
 		printf(",\"hosts\":%s", hosts);
+	if (o->watch) {
+		printf(",\"round\":%u,\"lag_seconds\":", res->round);
+		if (res->lag_s >= 0)
+			printf("%.3f", res->lag_s);
+		else
+			printf("null");
+	}
 	printf(",\"exit_code\":%d}\n", code);
 }
 

@@ -275,6 +275,9 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 			return rc;
 		so->roots = s->roots;
 		so->nroots = s->nroots;
+		/* a --watch round's path may be gone since its event: its absence
+		 * is the change (the receiver deletes it, with --delete) */
+		so->roots_optional = o->round;
 	}
 	return 0;
 }
@@ -570,6 +573,7 @@ static int send_data(struct sstate *s)
 	const struct sendq_args a = {
 		.ts = s->ts, .root = rootfd, .ss = &s->ss, .m = &s->m, .res = s->res,
 		.sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
+		.append = (s->r->flags & SYNC_F_APPEND) != 0,
 		.files = tp_sends_files(s->ts), .root_path = s->root, .akey = s->akey,
 		.iso = { .only = s->only, .no_index = s->r->o->no_index },
 		.start = data_start, .tick = data_tick, .ctx = s };

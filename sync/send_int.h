@@ -20,6 +20,8 @@ struct sendq_args {
 	struct sync_result *res;       /* bytes sent, --json's failures */
 	uint8_t *sent;                 /* --remove-source-files: index -> sent whole */
 	int sparse;                    /* -S: zero blocks as a mask, holes not read */
+	int append;                    /* --append: a grown file's last chunk as
+	                                  the blocks past DST's end, never whole */
 	int files;                     /* the transport sends file ranges (plain TCP) */
 	const char *root_path;         /* SRC (one SRC): its index, to forget a row */
 	const uint8_t *akey;           /* the archive key: entry tags */

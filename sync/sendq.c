@@ -101,6 +101,7 @@ struct chunk_rd {
 	int last;            /* the file's last chunk: its fd is closed with it */
 	int hole;            /* -S: all of it is a hole (not read) */
 	int sparse;          /* -S: zero blocks left out of the message */
+	int frugal;          /* --append: only the blocks the receiver lacks */
 	int fromfile;        /* not read: sent from the page cache (sendfile) */
 	const uint8_t *rec;  /* CH_BLOCKS: the receiver's block record */
 	uint32_t len;        /* its bytes */
@@ -146,6 +147,7 @@ struct sendq {
 	                            dropped (the receiver sees it incomplete) */
 	uint8_t *sent;           /* --remove-source-files: index -> sent whole */
 	int sparse;              /* -S: zero blocks as a mask, holes not read */
+	int append;              /* --append: blocks_pack()'s frugal */
 	int files;               /* the transport sends file ranges (plain TCP) */
 	const char *root_path;   /* SRC (one SRC): its index, to forget a row */
 	const uint8_t *akey;     /* the archive key: entry tags */
@@ -243,7 +245,7 @@ static void shape(struct chunk_rd *c)
 	if (c->hole) {
 		put_u64(c->m->data, 0);   /* no block: the mask alone */
 		n = 8;
-	} else if (c->rec && (n = blocks_pack(c->m->data, c->len, c->rec))) {
+	} else if (c->rec && (n = blocks_pack(c->m->data, c->len, c->rec, c->frugal))) {
 		kind = SYNC_MSG_BLOCKS;
 	} else if (c->sparse) {
 		n = sparse_pack(c->m->data, c->len);
@@ -291,6 +293,7 @@ static int queue_reads(struct sendq *q)
 		         ? cm->blocks + (size_t)o->brec++ * SYNC_BLOCK_REC : NULL;
 		/* a hole is not read: a job of no bytes keeps the ring's order */
 		c->sparse = q->sparse;
+		c->frugal = q->append;
 		/* a chunk whose digest --append took unread is read and checked
 		 * here (the receiver would refuse it, run after run) */
 		uint32_t k = (uint32_t)(o->off / IDX_CHUNK_SIZE);
@@ -732,7 +735,7 @@ int sendq_run(const struct sendq_args *a, const uint32_t *plan, const struct chu
 {
 	struct sendq q = { .ts = a->ts, .dc = { NULL, -1, -1 }, .root = a->root, .ss = a->ss,
 	                   .m = a->m, .res = a->res, .a = a, .sent = a->sent,
-	                   .sparse = a->sparse, .files = a->files, .root_path = a->root_path,
+	                   .sparse = a->sparse, .append = a->append, .files = a->files, .root_path = a->root_path,
 	                   .akey = a->akey, .iso = a->iso };
 	int rc = send_all(&q, plan, maps, nplan);
 	free(q.dc.dir);

@@ -145,6 +145,40 @@ static void play(struct role *r, int role, const char *addr, int local,
 	sync_sender(r, res);
 }
 
+/* --watch: round after round, each for the paths that changed, until the
+ * client ends the control channel (its watch ended: exit 0). A round that
+ * failed is the client's to judge; we wait for the next. */
+static int rounds(struct role *r, struct sync_opts *o, int local)
+{
+	for (;;) {
+		uint8_t type;
+		size_t n;
+		if (sync_recv(r, "client", &type, &n) < 0)
+			return 0;   /* the client is gone: what landed stays */
+		if (type != CTL_ROUND) {
+			log_err("the client sent a message of type %u between two --watch rounds",
+			        type);
+			return RD_EXIT_PROTO;
+		}
+		for (size_t i = 0; i < o->nfiles; i++)
+			free(o->files[i]);
+		free(o->files);
+		o->files = NULL;
+		o->nfiles = 0;
+		o->files_from = "-";
+		o->round = 1;
+		if (sync_files_recv(r, o) < 0) {
+			ctl_error(r->ctl, RD_EXIT_PROTO, "the server could not read a --watch "
+			          "round's paths (see above)");
+			return RD_EXIT_PROTO;
+		}
+		struct sync_result res = { 0 };
+		sync_fails_free(r->fails);
+		r->fails = o->json && !o->relay ? sync_fails_new() : NULL;
+		play(r, ROLE_RECEIVER, "", local, &res);
+	}
+}
+
 int sync_serve(int local)
 {
 	struct ctl c = { .in = STDIN_FILENO, .out = STDOUT_FILENO };
@@ -201,6 +235,8 @@ int sync_serve(int local)
 	if (!code) {
 		play(&r, h.role, h.addr, local, &res);
 		code = (int)res.code;
+		if (o->watch && h.role == ROLE_RECEIVER)
+			code = rounds(&r, &a.o, local);
 	}
 	free(srcs);
 	sync_fails_free(r.fails);

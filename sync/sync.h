@@ -127,6 +127,11 @@ struct sync_opts {
 	                               host; NAME: the client's name for this host,
 	                               in our messages */
 	const char *relay_name;
+	int watch;                  /* --watch: SYNC_WATCH_EVENTS or _POLL
+	                               (sync/watch.h); the server: take rounds */
+	int watch_poll_s;           /* --watch=poll:S */
+	int round;                  /* a --watch round after the first: its
+	                               paths are in files (a server's too) */
 	char **fwd;                 /* the far side's options, --name[=value] */
 	int nfwd;
 };

@@ -158,8 +158,9 @@ uint32_t sparse_pack(uint8_t *buf, uint32_t len);
 /* sync/blocks.c, the sender: the read chunk buf of len bytes as a
  * SYNC_MSG_BLOCKS payload in place, given the receiver's block record rec
  * (its blocks that differ, then their mask); its new length, or 0 (buf
- * untouched) when it is better sent whole. */
-uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec);
+ * untouched) when it is better sent whole (frugal: only when every block
+ * differs; the link is what costs, as under --append). */
+uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec, int frugal);
 int  sparse_check(const void *data, uint32_t mlen, uint64_t len, uint64_t *mask);
 void sparse_hash(const void *data, uint64_t len, uint64_t mask, uint8_t out[IDX_HASH_LEN]);
 int  sparse_write(int fd, const void *data, uint64_t off, uint64_t len, uint64_t mask, int punch);
@@ -431,6 +432,9 @@ struct sync_result {
 	uint64_t flist_gen_us;     /* the sender's: its scan and encoding (rsync's */
 	uint64_t flist_xfer_us;    /* "File list generation/transfer time") */
 	uint64_t ctl_tx, ctl_rx;   /* control channel bytes */
+	unsigned round;            /* --watch: the round (0: the first, whole) */
+	double lag_s;              /* --watch: its oldest change's age when it
+	                              landed, seconds (-1: none) */
 	int we_sent;               /* this side was the sender */
 	uint64_t wire;             /* the sender: data bytes it sent */
 	int hosts;                 /* a fan-out's: hosts (bytes: all of theirs) */

@@ -1,0 +1,514 @@
+/*
+ * What changed in a local tree, for rdcp --sync --watch (sync/watch.h).
+ *
+ * inotify watches one directory per watch, so every directory gets one at
+ * the start, and a directory that appears (made, or moved in) gets one,
+ * with all below it, when its event comes. A thread drains the events as
+ * they come, whatever the sync is doing, so the kernel's queue does not
+ * overflow while a batch is sent; when it does (IN_Q_OVERFLOW), or a batch
+ * grows past SYNC_WATCH_MAX_PATHS, or the watch limit is reached, the next
+ * batch is the whole tree: the sync rescans it, which the index makes cheap
+ * (what did not change is not read).
+ *
+ * A path in a batch stands for the entry and all below it: the sync scans
+ * each as a root, and a root that is gone is deleted at DST (--delete).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "sync/watch.h"
+
+#define MASK (IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | \
+              IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
+
+/* The pending paths: a set (open addressing, FNV-1a), so that a file
+ * written a thousand times is one entry. */
+struct pset {
+	char **slot;
+	size_t cap, n;   /* cap: a power of two, at most half full */
+};
+
+struct sync_watch {
+	char *root;
+	int how, poll_s;
+	int ifd, wake;           /* inotify; an eventfd that stops the thread */
+	char **dirs;             /* watch descriptor -> its directory ("" root) */
+	size_t ndirs;            /* slots in dirs */
+	size_t nwatched;
+	int over_limit;          /* a watch could not be added: poll as well */
+	int err;                 /* watch_one()'s last failure */
+	pthread_t th;
+	int started;
+	pthread_mutex_t mu;      /* the rest */
+	pthread_cond_t cv;
+	struct pset pend;
+	int whole, stop;
+	long long first_ms, last_ms, poll_at;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int pset_grow(struct pset *p)
+{
+	size_t cap = p->cap ? 2 * p->cap : 256;
+	char **s = calloc(cap, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->cap; i++) {
+		if (!p->slot[i])
+			continue;
+		size_t k = hash_str(p->slot[i]) & (cap - 1);
+		while (s[k])
+			k = (k + 1) & (cap - 1);
+		s[k] = p->slot[i];
+	}
+	free(p->slot);
+	p->slot = s;
+	p->cap = cap;
+	return 0;
+}
+
+/* Add path (copied). 0, or -ENOMEM. */
+static int pset_add(struct pset *p, const char *path)
+{
+	if (2 * (p->n + 1) > p->cap && pset_grow(p) < 0)
+		return -ENOMEM;
+	size_t k = hash_str(path) & (p->cap - 1);
+	for (; p->slot[k]; k = (k + 1) & (p->cap - 1))
+		if (!strcmp(p->slot[k], path))
+			return 0;
+	if (!(p->slot[k] = strdup(path)))
+		return -ENOMEM;
+	p->n++;
+	return 0;
+}
+
+static void pset_clear(struct pset *p)
+{
+	for (size_t i = 0; i < p->cap; i++)
+		free(p->slot[i]);
+	free(p->slot);
+	*p = (struct pset){ 0 };
+}
+
+/* Path order by components: '/' sorts before every other byte, so an
+ * entry's descendants come right after it ("a", "a/b", "a-b"). */
+static int path_cmp(const void *x, const void *y)
+{
+	const unsigned char *a = *(const unsigned char *const *)x;
+	const unsigned char *b = *(const unsigned char *const *)y;
+	for (; *a && *a == *b; a++, b++)
+		;
+	int ca = *a == '/' ? 1 : *a ? *a + 1 : 0;
+	int cb = *b == '/' ? 1 : *b ? *b + 1 : 0;
+	return ca - cb;
+}
+
+static int under(const char *path, const char *dir)
+{
+	size_t l = strlen(dir);
+	return !l || (!strncmp(path, dir, l) && path[l] == '/');
+}
+
+/* dir + "/" + name, or name under the root. NULL: out of memory. */
+static char *join(const char *dir, const char *name)
+{
+	size_t dl = strlen(dir), nl = strlen(name);
+	char *p = malloc(dl + nl + 2);
+	if (!p)
+		return NULL;
+	if (dl) {
+		memcpy(p, dir, dl);
+		p[dl++] = '/';
+	}
+	memcpy(p + dl, name, nl + 1);
+	return p;
+}
+
+/* Record a changed path; the caller holds mu. */
+static void changed(struct sync_watch *w, const char *path)
+{
+	long long now = clock_ms();
+	if (!w->whole && !w->pend.n)
+		w->first_ms = now;
+	w->last_ms = now;
+	if (w->whole)
+		goto out;
+	if (w->pend.n >= SYNC_WATCH_MAX_PATHS || pset_add(&w->pend, path) < 0) {
+		pset_clear(&w->pend);   /* too many: the whole tree, in bounded memory */
+		w->whole = 1;
+	}
+out:
+	pthread_cond_broadcast(&w->cv);
+}
+
+static void lost(struct sync_watch *w)
+{
+	pthread_mutex_lock(&w->mu);
+	if (!w->whole && !w->pend.n)
+		w->first_ms = clock_ms();
+	pset_clear(&w->pend);
+	w->whole = 1;
+	w->last_ms = clock_ms();
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Remember wd's directory (a directory met again under a new name, after a
+ * rename, keeps its descriptor and takes the new name). */
+static int set_dir(struct sync_watch *w, int wd, const char *rel)
+{
+	if ((size_t)wd >= w->ndirs) {
+		size_t n = w->ndirs ? w->ndirs : 1024;
+		while (n <= (size_t)wd)
+			n *= 2;
+		char **d = realloc(w->dirs, n * sizeof *d);
+		if (!d)
+			return -ENOMEM;
+		memset(d + w->ndirs, 0, (n - w->ndirs) * sizeof *d);
+		w->dirs = d;
+		w->ndirs = n;
+	}
+	char *copy = strdup(rel);
+	if (!copy)
+		return -ENOMEM;
+	if (!w->dirs[wd])
+		__atomic_add_fetch(&w->nwatched, 1, __ATOMIC_RELAXED);
+	free(w->dirs[wd]);
+	w->dirs[wd] = copy;
+	return 0;
+}
+
+/* Watch one directory. 0; 1 when it is gone or not a directory (any
+ * more); -1 at the watch limit (said once, then poll). */
+static int watch_one(struct sync_watch *w, const char *rel)
+{
+	char *full = join(w->root, rel);
+	if (!full)
+		return -1;
+	int wd = inotify_add_watch(w->ifd, *rel ? full : w->root, MASK);
+	int err = errno;
+	free(full);
+	if (wd >= 0)
+		return set_dir(w, wd, rel) < 0 ? -1 : 0;
+	w->err = err;
+	if (err == ENOENT || err == ENOTDIR || err == EACCES || err == ELOOP)
+		return 1;   /* gone, replaced, or not ours to read: its parent's event says */
+	if (!w->over_limit) {
+		__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
+		if (err == ENOSPC)
+			log_warn("--watch: more directories under %s than inotify may watch "
+			         "(/proc/sys/fs/inotify/max_user_watches): the tree is also "
+			         "rescanned every %d s", w->root, w->poll_s);
+		else
+			log_warn("--watch: cannot watch %s/%s (%s): the tree is also rescanned "
+			         "every %d s", w->root, rel, strerror(err), w->poll_s);
+	}
+	return -1;
+}
+
+/* Watch rel and every directory below it (iteratively: a deep tree does
+ * not grow the stack). 0, or -1 when some could not be watched. */
+static int watch_tree(struct sync_watch *w, const char *rel)
+{
+	size_t n = 0, cap = 64;
+	char **stack = malloc(cap * sizeof *stack);
+	int rc = 0;
+	if (!stack || !(stack[n++] = strdup(rel))) {
+		free(stack);
+		return -1;
+	}
+	while (n) {
+		char *dir = stack[--n];
+		int one = watch_one(w, dir);
+		DIR *d = NULL;
+		if (one < 0)
+			rc = -1;
+		if (one == 0) {
+			char *full = join(w->root, dir);
+			int fd = full ? open(*dir ? full : w->root,
+			                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+			free(full);
+			if (fd >= 0 && !(d = fdopendir(fd)))
+				close(fd);
+		}
+		for (struct dirent *de; d && (de = readdir(d));) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			struct stat st;
+			if (de->d_type != DT_DIR &&
+			    (de->d_type != DT_UNKNOWN ||
+			     fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			     !S_ISDIR(st.st_mode)))
+				continue;
+			if (n == cap) {
+				char **s = realloc(stack, 2 * cap * sizeof *s);
+				if (!s)
+					break;
+				stack = s;
+				cap *= 2;
+			}
+			if ((stack[n] = join(dir, de->d_name)))
+				n++;
+		}
+		if (d)
+			closedir(d);
+		free(dir);
+	}
+	free(stack);
+	return rc;
+}
+
+static void take_event(struct sync_watch *w, const struct inotify_event *ev)
+{
+	if (ev->mask & IN_Q_OVERFLOW) {
+		lost(w);   /* events were dropped: we no longer know what changed */
+		return;
+	}
+	if (ev->wd < 0 || (size_t)ev->wd >= w->ndirs || !w->dirs[ev->wd])
+		return;
+	if (ev->mask & IN_IGNORED) {   /* its directory is gone, or unwatched */
+		free(w->dirs[ev->wd]);
+		w->dirs[ev->wd] = NULL;
+		__atomic_sub_fetch(&w->nwatched, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	const char *dir = w->dirs[ev->wd];
+	char *path = ev->len && *ev->name ? join(dir, ev->name) : strdup(dir);
+	if (!path) {
+		lost(w);
+		return;
+	}
+	/* a directory made or moved in: watch it and all below it first, then
+	 * say it changed (what was made in it before its watch is in its scan) */
+	if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
+	    watch_tree(w, path) < 0 && !w->over_limit)
+		lost(w);
+	pthread_mutex_lock(&w->mu);
+	changed(w, path);
+	pthread_mutex_unlock(&w->mu);
+	free(path);
+}
+
+static void *reader_main(void *arg)
+{
+	struct sync_watch *w = arg;
+	char buf[64 << 10] __attribute__((aligned(__alignof__(struct inotify_event))));
+	for (;;) {
+		struct pollfd p[2] = { { w->ifd, POLLIN, 0 }, { w->wake, POLLIN, 0 } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		ssize_t got = read(w->ifd, buf, sizeof buf);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0) {
+			log_err("--watch: reading inotify's events: %s",
+			        got < 0 ? strerror(errno) : "end of file");
+			break;
+		}
+		for (char *p2 = buf; p2 < buf + got;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(void *)p2;
+			take_event(w, ev);
+			p2 += sizeof *ev + ev->len;
+		}
+	}
+	return NULL;
+}
+
+int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll_s)
+{
+	struct sync_watch *w = calloc(1, sizeof *w);
+	*out = NULL;
+	if (!w || !(w->root = strdup(root))) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->how = how;
+	w->poll_s = poll_s > 0 ? poll_s : SYNC_WATCH_POLL_S;
+	w->ifd = w->wake = -1;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&w->mu, NULL);
+	w->poll_at = clock_ms() + 1000LL * w->poll_s;
+	if (how == SYNC_WATCH_POLL) {
+		*out = w;
+		return 0;
+	}
+	int err = 0;
+	if ((w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
+	    (w->wake = eventfd(0, EFD_CLOEXEC)) < 0)
+		err = errno;
+	else if (watch_one(w, "") != 0)
+		err = w->err ? w->err : ENOTDIR;
+	if (err) {
+		log_err("--watch: cannot watch %s: %s", root, strerror(err));
+		sync_watch_close(w);
+		return -err;
+	}
+	(void)watch_tree(w, "");   /* over the limit: said, and polled */
+	if (pthread_create(&w->th, NULL, reader_main, w) != 0) {
+		log_err("--watch: cannot start its thread: %s", strerror(errno));
+		sync_watch_close(w);
+		return -EAGAIN;
+	}
+	w->started = 1;
+	*out = w;
+	return 0;
+}
+
+/* The pending paths as a batch, sorted, none under another. mu held. */
+static void take_batch(struct sync_watch *w, struct sync_watch_batch *b)
+{
+	*b = (struct sync_watch_batch){ .whole = w->whole, .first_ms = w->first_ms };
+	if (!w->whole && w->pend.n) {
+		char **v = malloc(w->pend.n * sizeof *v);
+		size_t n = 0;
+		for (size_t i = 0; v && i < w->pend.cap; i++)
+			if (w->pend.slot[i]) {
+				v[n++] = w->pend.slot[i];
+				w->pend.slot[i] = NULL;
+			}
+		if (!v) {
+			b->whole = 1;
+		} else {
+			qsort(v, n, sizeof *v, path_cmp);
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++) {
+				if (k && under(v[i], v[k - 1]))
+					free(v[i]);   /* in its ancestor's scan */
+				else
+					v[k++] = v[i];
+			}
+			b->paths = v;
+			b->n = k;
+			b->whole = k == 1 && !*v[0];   /* the root itself */
+		}
+	}
+	pset_clear(&w->pend);
+	w->whole = 0;
+	w->poll_at = clock_ms() + 1000LL * w->poll_s;
+}
+
+static void wait_until(struct sync_watch *w, long long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long d = ms - clock_ms();
+	if (d <= 0)
+		return;
+	ts.tv_sec += d / 1000;
+	ts.tv_nsec += (d % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
+int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
+{
+	int polls = w->how == SYNC_WATCH_POLL;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		if (w->stop) {
+			pthread_mutex_unlock(&w->mu);
+			return 1;
+		}
+		long long now = clock_ms();
+		if (w->whole || w->pend.n) {
+			long long due = w->last_ms + SYNC_WATCH_QUIET_MS;
+			if (due > w->first_ms + SYNC_WATCH_AGE_MS)
+				due = w->first_ms + SYNC_WATCH_AGE_MS;
+			if (now >= due)
+				break;
+			wait_until(w, due);
+		} else if (polls || __atomic_load_n(&w->over_limit, __ATOMIC_RELAXED)) {
+			if (now >= w->poll_at) {
+				w->whole = 1;
+				w->first_ms = w->last_ms = now - SYNC_WATCH_AGE_MS;
+				continue;
+			}
+			wait_until(w, w->poll_at);
+		} else {
+			pthread_cond_wait(&w->cv, &w->mu);
+		}
+	}
+	take_batch(w, b);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+void sync_watch_stop(struct sync_watch *w)
+{
+	pthread_mutex_lock(&w->mu);
+	w->stop = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	if (w->wake >= 0) {
+		uint64_t one = 1;
+		(void)!write(w->wake, &one, sizeof one);
+	}
+}
+
+void sync_watch_batch_free(struct sync_watch_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		free(b->paths[i]);
+	free(b->paths);
+	*b = (struct sync_watch_batch){ 0 };
+}
+
+size_t sync_watch_dirs(const struct sync_watch *w)
+{
+	return __atomic_load_n(&w->nwatched, __ATOMIC_RELAXED);
+}
+
+void sync_watch_close(struct sync_watch *w)
+{
+	if (!w)
+		return;
+	sync_watch_stop(w);
+	if (w->started)
+		pthread_join(w->th, NULL);
+	if (w->ifd >= 0)
+		close(w->ifd);
+	if (w->wake >= 0)
+		close(w->wake);
+	for (size_t i = 0; i < w->ndirs; i++)
+		free(w->dirs[i]);
+	free(w->dirs);
+	pset_clear(&w->pend);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w->root);
+	free(w);
+}

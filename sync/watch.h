@@ -1,0 +1,48 @@
+/*
+ * sync/watch.c: what changed in a local tree (rdcp --sync --watch). A
+ * thread reads the kernel's events (inotify, one watch per directory) as
+ * they come and keeps the paths they name; sync_watch_next() hands them out
+ * in batches, once the tree has been quiet for a moment (or a batch has
+ * waited long enough). --watch=poll[:S] has no events: every S seconds the
+ * whole tree is one batch (the index makes a rescan cheap).
+ *
+ * Used by the client's watch loop (client.c) only; it knows nothing of the
+ * wire. Paths are relative to the root, without "./"; "" is the root.
+ */
+#ifndef RDCP_SYNC_WATCH_H
+#define RDCP_SYNC_WATCH_H
+
+#include <stddef.h>
+
+enum { SYNC_WATCH_EVENTS = 1, SYNC_WATCH_POLL = 2 };
+
+#define SYNC_WATCH_POLL_S    2       /* --watch=poll's default period */
+#define SYNC_WATCH_QUIET_MS  20      /* a batch goes once nothing came for this */
+#define SYNC_WATCH_AGE_MS    200     /* or once its first change is this old */
+#define SYNC_WATCH_MAX_PATHS 50000   /* a bigger batch is the whole tree */
+
+struct sync_watch;
+
+struct sync_watch_batch {
+	char **paths;       /* changed entries (each one's whole subtree), sorted,
+	                       none under another; owned */
+	size_t n;
+	int whole;          /* the whole tree (events lost, too many, or poll) */
+	long long first_ms; /* clock_ms() of the batch's oldest change */
+};
+
+/* Watch the tree at root (how: SYNC_WATCH_*; poll_s: poll's period). Adds
+ * a watch to every directory now, before the first sync, so nothing that
+ * changes during it is missed. 0, or a negative errno (said). */
+int sync_watch_open(struct sync_watch **w, const char *root, int how, int poll_s);
+/* The next batch: waits for changes, then for the quiet moment. 0 with a
+ * batch; 1 when sync_watch_stop() was called. */
+int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b);
+/* Wake sync_watch_next() for good (a signal's thread may call it). */
+void sync_watch_stop(struct sync_watch *w);
+void sync_watch_batch_free(struct sync_watch_batch *b);
+void sync_watch_close(struct sync_watch *w);
+/* How many directories are watched, for -v. */
+size_t sync_watch_dirs(const struct sync_watch *w);
+
+#endif
