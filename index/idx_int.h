@@ -24,6 +24,8 @@ int idx_hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, size_t cap,
  */
 struct idx_prev {
 	struct idx_manifest old;
+	uint64_t total;          /* the rows in the index: old's, or more when
+	                            only some roots' rows were loaded */
 	int64_t trust_before_ns;
 	int (*load)(struct idx_prev *prev);
 };
@@ -77,8 +79,10 @@ int  idx_extra_get(struct wire_rd *r, unsigned bits, int all_ns, struct idx_extr
 struct idx_db;
 /* Open (creating or rebuilding as needed) the index at path for root. */
 int  idx_db_open(const char *path, const char *root, struct idx_db **out);
-/* Load every trustworthy row, sorted by path; *scan_ns: when it was taken. */
-int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns);
+/* Load every trustworthy row (with roots: those at or below one of them),
+ * sorted by path; *scan_ns: when it was taken; *total: the index's rows. */
+int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
+                 uint64_t *total, const struct idx_root *roots, size_t nroots);
 /* Bring the stored rows from old to now, in one transaction; kept: the
  * rows in neither that stay (a scan of some roots), for the count. */
 int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,

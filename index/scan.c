@@ -214,7 +214,7 @@ static int partial_view(const struct idx_scan_opts *opts, const struct idx_prev 
 		if (in[i])
 			view->e[view->n++] = p->old.e[i];
 	free(in);
-	*kept = p->old.n - nin;
+	*kept = (p->total > p->old.n ? p->total : p->old.n) - nin;
 	return rc;
 }
 
@@ -257,7 +257,7 @@ struct prev {
  * (*db stays NULL) the scan goes on and hashes every file. */
 static int open_index(const char *root, const char *real, const struct idx_scan_opts *opts,
                       char **dbpath, struct idx_db **db, struct idx_manifest *old,
-                      int64_t *last_scan)
+                      uint64_t *total, int64_t *last_scan)
 {
 	char keybuf[8192];
 	if (opts->no_index)
@@ -274,7 +274,7 @@ static int open_index(const char *root, const char *real, const struct idx_scan_
 		log_warn("going on without an index: every file will be hashed");
 		return 0;
 	}
-	if (idx_db_load(*db, old, last_scan) < 0) {
+	if (idx_db_load(*db, old, last_scan, total, opts->roots, opts->nroots) < 0) {
 		/* unreadable rows mid-way: start again from an empty index */
 		if (idx_db_reset(*db, "damaged") < 0) {
 			idx_db_close(*db);
@@ -287,7 +287,7 @@ static int open_index(const char *root, const char *real, const struct idx_scan_
 static int load_prev(struct idx_prev *p)
 {
 	struct prev *c = (struct prev *)p;
-	return open_index(c->root, c->real, c->opts, &c->dbpath, &c->db, &p->old,
+	return open_index(c->root, c->real, c->opts, &c->dbpath, &c->db, &p->old, &p->total,
 	                  &p->trust_before_ns);
 }
 

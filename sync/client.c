@@ -465,6 +465,7 @@ static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpo
 		o->nfiles = 0;
 	}
 	wc->frames += r.frames;
+	res->whole = first || b->whole;
 	res->ctl_tx = wc->c.tx_bytes - tx;
 	res->ctl_rx = wc->c.rx_bytes - rx;
 	int code = (int)res->code;
@@ -586,6 +587,11 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 int sync_client(struct sync_opts *o)
 {
 	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
+	if (o->watch && (o->hosts || first_dst)) {
+		log_err("--watch takes one DST: watching into a fan-out is not built yet (run "
+		        "one --watch per host)");
+		return RD_EXIT_USAGE;
+	}
 	if (o->hosts || first_dst)
 		return sync_fanout(o, first_dst);
 

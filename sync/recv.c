@@ -354,8 +354,9 @@ static int scan_opts(struct rstate *s)
 		s->so.roots = s->roots;
 		s->so.nroots = s->nroots;
 		s->so.roots_optional = 1;
-		/* rsync sets DST's own metadata only when the list names "." */
-		s->keep_root_meta = 1;
+		/* rsync sets DST's own metadata only when the list names "."; a
+		 * --watch round's DST is the mirror of SRC: its root's too */
+		s->keep_root_meta = !o->round;
 		for (size_t i = 0; i < s->nroots; i++)
 			s->keep_root_meta &= *s->roots[i].path != '\0';
 	}

@@ -311,7 +311,8 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	if (hosts)
 		printf(",\"hosts\":%s", hosts);
 	if (o->watch) {
-		printf(",\"round\":%u,\"lag_seconds\":", res->round);
+		printf(",\"round\":%u,\"whole\":%s,\"lag_seconds\":", res->round,
+		       res->whole ? "true" : "false");
 		if (res->lag_s >= 0)
 			printf("%.3f", res->lag_s);
 		else

@@ -433,6 +433,7 @@ struct sync_result {
 	uint64_t flist_xfer_us;    /* "File list generation/transfer time") */
 	uint64_t ctl_tx, ctl_rx;   /* control channel bytes */
 	unsigned round;            /* --watch: the round (0: the first, whole) */
+	int whole;                 /* --watch: the round scanned the whole tree */
 	double lag_s;              /* --watch: its oldest change's age when it
 	                              landed, seconds (-1: none) */
 	int we_sent;               /* this side was the sender */
