@@ -368,7 +368,8 @@ static int watch_check(const struct sync_opts *o, const struct endpoint *src,
 		        ? strerror(errno) : "not a directory (--watch watches a directory)");
 		return RD_EXIT_SELECT;
 	}
-	if (!l || src->path[l - 1] != '/') {
+	if (!(o->flags & SYNC_F_MIRROR) && (!l || src->path[l - 1] != '/')) {
+		/* a copy of SRC into DST/SRC: the rounds' paths are SRC's contents */
 		log_err("--watch mirrors a directory's contents: write SRC as '%s/' (and DST "
 		        "as '%s%s/%s' to keep its name there)", src->path, dst->host ? "host:" : "",
 		        dst->path, src->path);

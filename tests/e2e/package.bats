@@ -66,7 +66,7 @@ units() {
 	grep -qx 'EnvironmentFile=/etc/rdcp/%i.conf' "$T/units/rdcp-watch@.service"
 	grep -qx 'StandardError=journal' "$T/units/rdcp-watch@.service"
 	grep -q '^ExecStart=.*/rdcp --sync --watch ' "$T/units/rdcp-watch@.service"
-	grep -q 'REQUIRES rdcp --watch' "$T/units/rdcp-watch@.service"
+	grep -q 'rdcp(1), WATCH' "$T/units/rdcp-watch@.service"
 	grep -q '^OnCalendar=' "$T/units/rdcp-sync@.timer"
 	# a unit with a broken setting fails this check (it can fail)
 	sed 's/^Restart=on-failure/Restart=sometimes/' "$T/units/rdcp-watch@.service" >"$T/units/bad@.service"

@@ -148,3 +148,38 @@ live_rdma() {
 @test "rdma live: files that grow or are rewritten at their size after the scan are copied, exit 0 (pull)" {
 	live_rdma pull
 }
+
+# --watch over RDMA: a whole round, then rounds for a new file, a deletion
+# and a recording that grows under --append, every round's data on rxe
+@test "rdma watch: changes land round by round over RDMA; a growing recording costs its new bytes; SIGTERM ends it, exit 0" {
+	mkdir -p "$T/src/d" "$T/dst"
+	echo a >"$T/src/a"
+	head -c $((6 << 20)) /dev/urandom >"$T/src/rec"
+	"$RDCP" --sync --json --watch --append --delete --transport rdma --data-addr "$ADDR" \
+		-e "$LRSH" --rdcp-path "$RDCP" "$T/src/" "vm:$T/dst" >"$T/out" 2>"$T/err" &
+	local pid=$! i d
+	for ((i = 0; i < 400; i++)); do [ -s "$T/out" ] && break; sleep 0.05; done
+	echo new >"$T/src/d/new"
+	rm "$T/src/a"
+	for ((i = 0; i < 8; i++)); do
+		head -c 1048576 /dev/urandom >>"$T/src/rec"
+		sleep 0.2
+	done
+	for ((i = 0; i < 200; i++)); do
+		d=$(rsync -anciH --delete "$T/src/" "$T/dst/")
+		[ -z "$d" ] && break
+		sleep 0.05
+	done
+	kill -TERM "$pid"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	[ "$(jq -r .transport "$T/out" | sort -u | grep -v none)" = rdma ]
+	[ "$(jq -r .exit_code "$T/out" | sort -u)" = 0 ]
+	# after the first round: 8 MiB appended and two small changes; the
+	# recording's rounds each send its new bytes and one 64 KiB block
+	local sent; sent=$(jq -s '[.[] | select(.round > 0) | .bytes_sent] | add' "$T/out")
+	[ "$sent" -ge $((8 << 20)) ] && [ "$sent" -le $((9 << 20)) ]
+}
