@@ -7,9 +7,11 @@
  * against the sender's digests are written; chunks DST already has are not
  * touched at all.
  *
- * --append sends only what lies past DST's old end (from the chunk holding
- * it: each chunk is verified whole), trusting the prefix as rsync does; a
- * DST file as long or longer is left alone. --append-verify first checks
+ * --append sends only what lies past DST's old end, trusting the prefix as
+ * rsync does: the chunk holding the old end goes as block delta (its
+ * blocks DST has whole are compared by digest, the rest sent; blocks.c),
+ * and every chunk written is verified whole. A DST file as long or longer
+ * is left alone. --append-verify first checks
  * the prefix chunks against the sender's digests (DST's come from its
  * index) and refuses the file when they differ. DST's index then holds
  * the digests of what is on disk: under --append, its own for the prefix
@@ -48,8 +50,9 @@ static int append_map(struct rstate *s, const struct idx_entry *e, const struct 
 	chunk_map_free(&f->map);
 	f->need = n - keep;
 	f->unchecked = verify ? 0 : keep;
-	if (!d->size)
-		return 0;   /* nothing to keep: all of it, in place */
+	if (!d->size || e->size < SYNC_SMALL)
+		return 0;   /* nothing to keep, or a small file (whole, in the
+		               archive: never a chunk list) */
 	if (!(f->map.how = malloc(n)))
 		return -ENOMEM;
 	f->map.n = f->map.filled = n;
