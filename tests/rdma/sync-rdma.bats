@@ -178,6 +178,11 @@ live_rdma() {
 	same "$T/src" "$T/dst"
 	[ "$(jq -r .transport "$T/out" | sort -u | grep -v none)" = rdma ]
 	[ "$(jq -r .exit_code "$T/out" | sort -u)" = 0 ]
+	# the figures, for the log: a round's time and lag over RDMA (each
+	# round connects its data session anew)
+	jq -s -r '"# rdma watch: \(length) rounds; median round \(map(.seconds) | sort |
+		.[length / 2 | floor]) s, median lag \(map(select(.lag_seconds != null) |
+		.lag_seconds) | sort | .[length / 2 | floor]) s"' "$T/out" >&3
 	# after the first round: 8 MiB appended and two small changes; the
 	# recording's rounds each send its new bytes and one 64 KiB block
 	local sent; sent=$(jq -s '[.[] | select(.round > 0) | .bytes_sent] | add' "$T/out")
