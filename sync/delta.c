@@ -84,10 +84,12 @@ int recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f)
 		return -1;   /* said once */
 	/* opened once, checked at every use: it must not change under us from
 	 * the plan (block records) to the landing (the chunks copied) */
-	int fd = f->bfd >= 0 ? f->bfd : sync_open_beneath(s->root, e->path, O_RDONLY);
+	/* (its own old version, or a file it was renamed or copied from) */
+	int fd = f->bfd >= 0 ? f->bfd : sync_open_beneath(s->root, d->path, O_RDONLY);
 	if (fd < 0) {
-		recv_fail(s, e->path, "cannot open the old file to reuse its unchanged chunks",
-		          errno);
+		recv_fail(s, e->path, strcmp(d->path, e->path)
+		          ? "cannot open the file it was renamed or copied from"
+		          : "cannot open the old file to reuse its unchanged chunks", errno);
 		return -1;
 	}
 	f->bfd = -1;

@@ -74,7 +74,9 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
 		return -ENOMEM;
 	rf->nseen = rf->seen ? e->nchunks : 0;
-	if (recv_chunk_plan(s, i, d, rf) < 0)   /* DST's old version: only what changed */
+	/* a new file DST holds under another name (renamed, copied): from it */
+	const struct idx_entry *from = d ? NULL : recv_moved_find(s, e);
+	if (recv_chunk_plan(s, i, d ? d : from, rf) < 0)   /* DST's old version: only what changed */
 		return -ENOMEM;
 	int rc = recv_inplace_plan(s, i, d, rf);   /* --inplace, --append */
 	if (rc != 0) {   /* left alone (1), or refused (-1: said) */

@@ -745,6 +745,7 @@ static void rstate_free(struct rstate *s)
 	free(s->root_path);
 	recv_dircache_free(&s->dirc);
 	free(s->scratch);
+	free(s->moved);
 	sync_chmod_free(s->chmod);
 	sync_filter_free(s->filter);
 	sync_files_roots_free(s->roots, s->nroots);

@@ -211,6 +211,10 @@ struct rstate {
 	size_t nprec;
 	uint8_t *pclaimed;       /* per record: reused by this run */
 	uint8_t *scratch;        /* a chunk rebuilt from blocks (blocks.c) */
+	/* moved.c: DST's files that may give another path its content */
+	const struct idx_entry **moved;
+	size_t nmoved;
+	int moved_built;
 };
 
 /* res counters: bumped by the main thread and the archive's writer threads */
@@ -238,6 +242,9 @@ int  recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant);
  * scan saw (-1: said, counted). fill: every chunk not asked for, copied
  * from the basis into f->fd; 0 or -1 (said, counted). */
 int  recv_chunk_plan(struct rstate *s, size_t i, const struct idx_entry *d, struct rfile *f);
+/* moved.c: a DST file (dm) with new file e's content, not rewritten by this
+ * run, to build e from (recv_chunk_plan() with it as d), or NULL. */
+const struct idx_entry *recv_moved_find(struct rstate *s, const struct idx_entry *e);
 int  recv_send_chunks(struct rstate *s, uint32_t send_n);
 int  recv_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);
 int  recv_fill_basis(struct rstate *s, const struct idx_entry *e, struct rfile *f);

@@ -153,3 +153,42 @@ delta_one_chunk() {
 	filefrag -v "$T/mnt/dst/f"
 	[ "$shared" -ge 1 ]
 }
+
+# A recorder writes x.tmp and renames it to x; a directory is renamed; a
+# file is copied: DST already holds the content, under another name. The
+# new name is made from it (chunks reflinked or copied, each from DST's
+# index), nothing sent; --delete then removes the old name. A hostile or
+# mistaken candidate is not trusted: DST's file changed after its index
+# row (same size) is not used (its digests are not vouched for).
+renamed() {
+	local mode=$1
+	mkdir -p "$T/src/d"
+	head -c $((9 * MiB + 5)) /dev/urandom >"$T/src/d/rec.tmp"
+	head -c 300000 /dev/urandom >"$T/src/d/mid"
+	head -c 5000000 /dev/urandom >"$T/src/other"
+	sync_in "$mode" --sync -a "$T/src/" "$T/dst"
+	mv "$T/src/d/rec.tmp" "$T/src/d/rec"
+	cp -p "$T/src/d/mid" "$T/src/mid-copy"
+	mv "$T/src/d" "$T/src/e"
+	# DST's copy of other is rewritten at its size after its row was stored
+	# (mtime kept): its row's digests no longer match; the new name of
+	# SRC's other must not be made from it
+	touch -r "$T/dst/other" "$T/ref"
+	head -c 5000000 /dev/urandom >"$T/dst/other"
+	touch -r "$T/ref" "$T/dst/other"
+	mv "$T/src/other" "$T/src/other2"
+	sync_in "$mode" --sync -a --delete --json "$T/src/" "$T/dst" >"$T/json"
+	cat "$T/json"
+	[ "$(json_field exit_code <"$T/json")" -eq 0 ]
+	# other2's 5 MB only: rec and mid came from DST's own files
+	[ "$(json_field bytes_sent <"$T/json")" -eq 5000000 ]
+	[ "$(json_field bytes_matched <"$T/json")" -eq $((9 * MiB + 5 + 2 * 300000)) ]
+	same "$T/src" "$T/dst"
+}
+
+@test "delta: a renamed file, a renamed directory's files and a copy are made from DST's own, nothing sent (local)" {
+	renamed local
+}
+@test "delta: a renamed file, a renamed directory's files and a copy are made from DST's own, nothing sent (push)" {
+	renamed push
+}
