@@ -633,13 +633,73 @@ static int load_racy(struct idx_db *db, int64_t scan_ns, struct idx_manifest *ou
 	sqlite3_bind_int64(s, 1, scan_ns);
 	if ((rc = load_rows(s, &r, path, link, bad)) < 0 || !r.n)
 		goto out;
+	/* which are not in out yet, asked before any is added (out's search
+	 * needs it sorted) */
+	uint8_t *take = malloc(r.n);
+	rc = -ENOMEM;
+	if (!take)
+		goto out;
 	idx_manifest_sort(out);
+	for (size_t i = 0; i < r.n; i++)
+		take[i] = !idx_manifest_find(out, r.e[i].path);
+	rc = 0;
 	for (size_t i = 0; rc == 0 && i < r.n; i++)
-		if (!idx_manifest_find(out, r.e[i].path))
+		if (take[i])
 			rc = idx_manifest_add(out, &r.e[i]);
+	free(take);
 out:
 	sqlite3_finalize(s);
 	idx_manifest_free(&r);
+	return rc;
+}
+
+/* Add each directory above path (its parent, ..., "" the root) to the
+ * list *v of *n (grown as needed). 0 or -ENOMEM. */
+static int add_above(const char *path, char ***v, size_t *n, size_t *cap)
+{
+	for (const char *sl = strrchr(path, '/');; sl = memrchr(path, '/', (size_t)(sl - path))) {
+		size_t l = sl ? (size_t)(sl - path) : 0;
+		if (*n == *cap) {
+			size_t c = *cap ? 2 * *cap : 64;
+			char **g = realloc(*v, c * sizeof *g);
+			if (!g)
+				return -ENOMEM;
+			*v = g;
+			*cap = c;
+		}
+		if (!((*v)[*n] = strndup(path, l)))
+			return -ENOMEM;
+		(*n)++;
+		if (!sl)
+			return 0;
+	}
+}
+
+/* The rows of the directories above the roots (the scan records them:
+ * their rows are brought up to date, not written again each round), each
+ * once. 0, -ENOMEM, -EIO. */
+static int load_above(sqlite3_stmt *s, const char *const *roots, size_t nroots,
+                      struct idx_manifest *out, char *path, char *link, uint64_t *bad)
+{
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < nroots; i++)
+		rc = add_above(roots[i], &v, &n, &cap);
+	if (rc == 0)
+		qsort(v, n, sizeof *v, path_cmp);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (i && !strcmp(v[i], v[i - 1]))
+			continue;
+		sqlite3_reset(s);
+		sqlite3_bind_blob(s, 1, v[i], (int)strlen(v[i]), SQLITE_STATIC);
+		sqlite3_bind_blob(s, 2, "", 0, SQLITE_STATIC);   /* no range: '' <= p < '' */
+		sqlite3_bind_blob(s, 3, "", 0, SQLITE_STATIC);
+		rc = load_rows(s, out, path, link, bad);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
 	return rc;
 }
 
@@ -649,11 +709,12 @@ static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nr
                       struct idx_manifest *out, char *path, char *link, uint64_t *bad)
 {
 	sqlite3_stmt *s = NULL;
-	const char **v = malloc(nroots * sizeof *v);
+	const char **v = malloc(nroots * sizeof *v), **top = malloc(nroots * sizeof *top);
 	char lo[IDX_PATH_MAX + 2], hi[IDX_PATH_MAX + 2];
+	size_t ntop = 0;
 	int rc = -ENOMEM;
-	if (!v)
-		return rc;
+	if (!v || !top)
+		goto out;
 	for (size_t i = 0; i < nroots; i++)
 		v[i] = roots[i].path;
 	qsort(v, nroots, sizeof *v, path_cmp);
@@ -668,6 +729,7 @@ static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nr
 		size_t l = strlen(v[i]);
 		if ((i && !strcmp(v[i], v[i - 1])) || l > IDX_PATH_MAX || below_any(v[i], v, nroots))
 			continue;   /* loaded with the root above it */
+		top[ntop++] = v[i];
 		/* below it: from "root/" up to "root0" ('0' follows '/') */
 		memcpy(lo, v[i], l);
 		memcpy(hi, v[i], l);
@@ -679,9 +741,12 @@ static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nr
 		sqlite3_bind_blob(s, 3, hi, (int)l + 1, SQLITE_STATIC);
 		rc = load_rows(s, out, path, link, bad);
 	}
+	if (rc == 0)
+		rc = load_above(s, top, ntop, out, path, link, bad);
 out:
 	sqlite3_finalize(s);
 	free(v);
+	free(top);
 	return rc;
 }
 

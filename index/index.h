@@ -192,7 +192,9 @@ struct idx_scan_opts {
 	const struct idx_root *roots;
 	size_t      nroots;
 	int         roots_optional;   /* a root (or a directory above one) that
-	                                 is not there is no error: a destination */
+	                                 is not there (or is no longer a
+	                                 directory) is no error: a destination,
+	                                 a --watch round */
 	int         one_fs;       /* 1: directories on another filesystem than
 	                             the root are recorded but not descended
 	                             into; 2: left out */

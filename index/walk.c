@@ -773,8 +773,10 @@ static void seed_roots(struct worker *wk, int root_fd, const struct idx_scan_opt
 			if (comp > p)
 				comp[-1] = '/';
 			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (nfd < 0 && errno == ENOENT && opts->roots_optional) {
-				/* not there: nothing below it either */
+			if (nfd < 0 && (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) &&
+			    opts->roots_optional) {
+				/* not there, or no longer a directory (a file, a
+				 * symlink): nothing below it either */
 			} else if (nfd < 0) {
 				log_err("%s: %s (a directory above a path asked for)",
 				        log_path(shown, sizeof shown, p), strerror(errno));

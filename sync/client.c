@@ -173,17 +173,19 @@ static void *interrupt_main(void *arg)
 		return NULL;
 	pthread_mutex_lock(&in->mu);
 	struct sync_watch *w = in->watch;
-	int idle = w && !in->busy;
-	if (idle)
+	if (w && !in->busy) {   /* --watch, between rounds: it ends, exit 0 */
 		in->stopping = sig;
-	pthread_mutex_unlock(&in->mu);
-	if (idle) {
 		sync_watch_stop(w);
+		pthread_mutex_unlock(&in->mu);
 		return NULL;
 	}
+	/* mu stays ours until _exit: --watch's loop, which takes it to change
+	 * or close the far side, cannot close what we are stopping */
 	__atomic_store_n(&in->fired, 1, __ATOMIC_SEQ_CST);
-	if (in->far <= 0)   /* --watch, not connected */
+	if (in->far <= 0) {   /* --watch, not connected */
+		log_err("interrupted by %s", sigabbrev_np(sig));
 		_exit(RD_EXIT_SIGNAL);
+	}
 	log_err("interrupted by %s: stopping the other side", sigabbrev_np(sig));
 	shutdown(in->c->out, SHUT_RDWR);   /* a socketpair (local) */
 	close(in->c->out);                 /* the remote shell's stdin */
@@ -363,9 +365,12 @@ static int watch_check(const struct sync_opts *o, const struct endpoint *src,
 		log_err("%s", why);
 		return RD_EXIT_USAGE;
 	}
-	if (stat(src->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		log_err("--watch: %s: %s", src->path, errno && !S_ISREG(st.st_mode)
-		        ? strerror(errno) : "not a directory (--watch watches a directory)");
+	if (stat(src->path, &st) < 0) {
+		log_err("--watch: %s: %s", src->path, strerror(errno));
+		return RD_EXIT_SELECT;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		log_err("--watch: %s: not a directory (--watch watches a directory)", src->path);
 		return RD_EXIT_SELECT;
 	}
 	if (!(o->flags & SYNC_F_MIRROR) && (!l || src->path[l - 1] != '/')) {
@@ -427,6 +432,17 @@ static void wconn_close(struct wconn *wc, int failed)
 	int status;
 	reap(wc->pid, &status, failed);
 	wc->pid = -1;
+}
+
+/* The far side closed, under the interrupt's mutex (a signal's thread does
+ * not stop what we close). */
+static void watch_far_close(struct interrupt *in, struct wconn *wc, int failed)
+{
+	pthread_mutex_lock(&in->mu);
+	wconn_close(wc, failed);
+	in->far = -1;
+	in->c = NULL;
+	pthread_mutex_unlock(&in->mu);
 }
 
 /* One round: the whole tree (first, or after events were lost), or the
@@ -539,23 +555,29 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 		double t0 = sync_report_begin(o, 1);
 		struct sync_result res = { 0 };
 		int first = wc.pid < 0;
-		if (first) {
-			in.far = -1;
-			if ((code = wconn_open(&wc, o, remote)) == 0) {
-				in.far = wc.pid;
-				in.c = &wc.c;
-			}
+		if (first && (code = wconn_open(&wc, o, remote)) == 0) {
+			pthread_mutex_lock(&in.mu);
+			in.far = wc.pid;
+			in.c = &wc.c;
+			pthread_mutex_unlock(&in.mu);
 		}
 		if (!code)
 			code = watch_round(o, &wc, src, dst, remote, paths, &b, first, &res);
 		watch_report(o, &res, code, t0, round++, b.first_ms);
-		sync_watch_batch_free(&b);
 		int per_file = code == RD_EXIT_PARTIAL || code == RD_EXIT_VANISHED ||
 		               code == RD_EXIT_DEL_LIMIT || code == RD_EXIT_FILEIO;
+		if (per_file) {
+			/* its paths again (and the deletions an error held back): at once
+			 * after a file that vanished (gone, it is no error then), in 5 s
+			 * after one that could not be read or written */
+			b.whole |= first;
+			sync_watch_again(w, &b, code == RD_EXIT_VANISHED ? 0 : 5000);
+		}
+		sync_watch_batch_free(&b);
 		if (code && !per_file && !reconnects(code))
 			break;   /* the options or the trees: another round would fail too */
 		if (code && !per_file) {
-			wconn_close(&wc, 1);
+			watch_far_close(&in, &wc, 1);
 			if (!connected)
 				break;   /* it never worked: say so now, not retry forever */
 			log_warn("--watch: the connection to %s was lost (exit %d): connecting "
@@ -575,7 +597,10 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 			break;   /* a signal: the watch ends */
 	}
 	int stopped = in.stopping;
-	wconn_close(&wc, code != 0);
+	watch_far_close(&in, &wc, code != 0);
+	pthread_mutex_lock(&in.mu);
+	in.watch = NULL;   /* a signal from now on: exit 20, as before the watch */
+	pthread_mutex_unlock(&in.mu);
 	sync_watch_close(w);
 	if (stopped) {
 		if (o->verbose && !o->quiet && !o->json)

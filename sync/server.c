@@ -153,8 +153,13 @@ static int rounds(struct role *r, struct sync_opts *o, int local)
 	for (;;) {
 		uint8_t type;
 		size_t n;
-		if (sync_recv(r, "client", &type, &n) < 0)
-			return 0;   /* the client is gone: what landed stays */
+		int rc = sync_recv(r, "client", &type, &n);
+		if (rc == -EPROTO)
+			return RD_EXIT_PROTO;   /* said */
+		if (rc == -ETIME)
+			return RD_EXIT_TIMEOUT;   /* --timeout: not even a keep-alive */
+		if (rc < 0)
+			return 0;   /* the client ended the watch: what landed stays */
 		if (type != CTL_ROUND) {
 			log_err("the client sent a message of type %u between two --watch rounds",
 			        type);

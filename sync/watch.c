@@ -59,6 +59,7 @@ struct sync_watch {
 	struct pset pend;
 	int whole, stop;
 	long long first_ms, last_ms, poll_at;
+	long long hold_until;    /* no batch before (sync_watch_again()) */
 };
 
 static uint64_t hash_str(const char *s)
@@ -280,10 +281,28 @@ static int watch_tree(struct sync_watch *w, const char *rel)
 	return rc;
 }
 
+/* Remove the watches of rel and every directory below it. */
+static void unwatch_tree(struct sync_watch *w, const char *rel)
+{
+	for (size_t wd = 0; wd < w->ndirs; wd++) {
+		const char *d = w->dirs[wd];
+		if (!d || !*rel || (strcmp(d, rel) && !under(d, rel)))
+			continue;
+		inotify_rm_watch(w->ifd, (int)wd);   /* its IN_IGNORED comes, and is dropped */
+		free(w->dirs[wd]);
+		w->dirs[wd] = NULL;
+		__atomic_sub_fetch(&w->nwatched, 1, __ATOMIC_RELAXED);
+	}
+}
+
 static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 {
 	if (ev->mask & IN_Q_OVERFLOW) {
-		lost(w);   /* events were dropped: we no longer know what changed */
+		/* events were dropped: we no longer know what changed, nor which
+		 * directories were made (their watches): every directory again
+		 * (one already watched keeps its descriptor), then the whole tree */
+		(void)watch_tree(w, "");
+		lost(w);
 		return;
 	}
 	if (ev->wd < 0 || (size_t)ev->wd >= w->ndirs || !w->dirs[ev->wd])
@@ -300,6 +319,11 @@ static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 		lost(w);
 		return;
 	}
+	/* a directory moved away (out of the tree, or to a name its MOVED_TO
+	 * watches again): its watches, and those below it, go, so that its
+	 * events are not taken for paths it no longer has */
+	if ((ev->mask & IN_ISDIR) && (ev->mask & IN_MOVED_FROM))
+		unwatch_tree(w, path);
 	/* a directory made or moved in: watch it and all below it first, then
 	 * say it changed (what was made in it before its watch is in its scan) */
 	if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
@@ -328,8 +352,11 @@ static void *reader_main(void *arg)
 		if (got < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (got <= 0) {
-			log_err("--watch: reading inotify's events: %s",
-			        got < 0 ? strerror(errno) : "end of file");
+			log_err("--watch: reading inotify's events: %s; the tree is rescanned every "
+			        "%d s from now on", got < 0 ? strerror(errno) : "end of file",
+			        w->poll_s);
+			__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
+			lost(w);
 			break;
 		}
 		for (char *p2 = buf; p2 < buf + got;) {
@@ -375,8 +402,9 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 		return -err;
 	}
 	(void)watch_tree(w, "");   /* over the limit: said, and polled */
-	if (pthread_create(&w->th, NULL, reader_main, w) != 0) {
-		log_err("--watch: cannot start its thread: %s", strerror(errno));
+	int perr = pthread_create(&w->th, NULL, reader_main, w);
+	if (perr) {
+		log_err("--watch: cannot start its thread: %s", strerror(perr));
 		sync_watch_close(w);
 		return -EAGAIN;
 	}
@@ -400,10 +428,20 @@ static void take_batch(struct sync_watch *w, struct sync_watch_batch *b)
 		if (!v) {
 			b->whole = 1;
 		} else {
+			/* a path the wire cannot carry (over 4096 bytes, under a deep
+			 * enough root): its longest ancestor that it can */
+			for (size_t i = 0; i < n; i++) {
+				char *sl = v[i];
+				if (strlen(v[i]) <= SYNC_WATCH_PATH_MAX)
+					continue;
+				v[i][SYNC_WATCH_PATH_MAX] = '\0';
+				sl = strrchr(v[i], '/');
+				*(sl ? sl : v[i]) = '\0';
+			}
 			qsort(v, n, sizeof *v, path_cmp);
 			size_t k = 0;
 			for (size_t i = 0; i < n; i++) {
-				if (k && under(v[i], v[k - 1]))
+				if (k && (under(v[i], v[k - 1]) || !strcmp(v[i], v[k - 1])))
 					free(v[i]);   /* in its ancestor's scan */
 				else
 					v[k++] = v[i];
@@ -448,6 +486,8 @@ int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 			long long due = w->last_ms + SYNC_WATCH_QUIET_MS;
 			if (due > w->first_ms + SYNC_WATCH_AGE_MS)
 				due = w->first_ms + SYNC_WATCH_AGE_MS;
+			if (due < w->hold_until)
+				due = w->hold_until;
 			if (now >= due)
 				break;
 			wait_until(w, due);
@@ -465,6 +505,24 @@ int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 	take_batch(w, b);
 	pthread_mutex_unlock(&w->mu);
 	return 0;
+}
+
+void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, int delay_ms)
+{
+	long long now = clock_ms();
+	pthread_mutex_lock(&w->mu);
+	if (!w->whole && !w->pend.n)
+		w->first_ms = now;
+	if (b->whole) {
+		pset_clear(&w->pend);
+		w->whole = 1;
+	}
+	for (size_t i = 0; i < b->n; i++)
+		changed(w, b->paths[i]);
+	w->last_ms = now;
+	w->hold_until = now + delay_ms;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
 }
 
 void sync_watch_stop(struct sync_watch *w)

@@ -20,6 +20,7 @@ enum { SYNC_WATCH_EVENTS = 1, SYNC_WATCH_POLL = 2 };
 #define SYNC_WATCH_QUIET_MS  20      /* a batch goes once nothing came for this */
 #define SYNC_WATCH_AGE_MS    200     /* or once its first change is this old */
 #define SYNC_WATCH_MAX_PATHS 50000   /* a bigger batch is the whole tree */
+#define SYNC_WATCH_PATH_MAX  4096    /* a longer path goes as its ancestor */
 
 struct sync_watch;
 
@@ -38,6 +39,9 @@ int sync_watch_open(struct sync_watch **w, const char *root, int how, int poll_s
 /* The next batch: waits for changes, then for the quiet moment. 0 with a
  * batch; 1 when sync_watch_stop() was called. */
 int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b);
+/* b's paths (or the whole tree) are pending again, not handed out before
+ * delay_ms from now: a round that failed for some of its files. */
+void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, int delay_ms);
 /* Wake sync_watch_next() for good (a signal's thread may call it). */
 void sync_watch_stop(struct sync_watch *w);
 void sync_watch_batch_free(struct sync_watch_batch *b);

@@ -80,6 +80,29 @@ follows() {
 	follows push
 }
 
+@test "watch: a directory renamed, then changed inside, and one moved out of the tree: the mirror follows the new names" {
+	mkdir -p "$T/src/a/b" "$T/src/gone/sub" "$T/dst" "$T/elsewhere"
+	echo 1 >"$T/src/a/b/f"
+	echo g >"$T/src/gone/sub/g"
+	watching local --delete "$T/src/" "$T/dst"
+	mv "$T/src/a" "$T/src/z"
+	until_same "$T/src" "$T/dst"
+	echo 2 >>"$T/src/z/b/f"
+	mkdir "$T/src/z/b/new" && echo 3 >"$T/src/z/b/new/g"
+	until_same "$T/src" "$T/dst"
+	# moved out: deleted in DST; what is then written there is not ours
+	mv "$T/src/gone" "$T/elsewhere/"
+	until_same "$T/src" "$T/dst"
+	echo later >"$T/elsewhere/gone/sub/later"
+	echo here >"$T/src/here"
+	until_same "$T/src" "$T/dst"
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ ! -s "$T/err" ]
+	# no round named a path under the moved-out directory after it left
+	[ "$(jq -r .exit_code "$T/out" | sort -u)" = 0 ]
+}
+
 @test "watch --json: one object per round, with its round number and the lag of its oldest change" {
 	mkdir -p "$T/src" "$T/dst"
 	watching local "$T/src/" "$T/dst"
