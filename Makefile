@@ -125,6 +125,7 @@ bench: deps-test
 	@python3 benchmarks/bench.py $(BENCH_ARGS)
 	@./benchmarks/transport.sh --enc-only   # --encrypt vs plain TCP, ratio
 	@./benchmarks/fanout.sh                 # one tree onto 1..8 hosts
+	@python3 benchmarks/live.py             # --watch vs lsyncd and loops
 
 # The units name the programs where they are installed (@BINDIR@).
 UNITS_IN := $(wildcard packaging/systemd/*.in)

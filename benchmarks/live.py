@@ -216,7 +216,9 @@ def main():
     ap.add_argument("--contenders", default="watch,lsyncd,rsync-loop,rdcp-loop")
     ap.add_argument("--results", default=os.environ.get("RDCP_BENCH_RESULTS",
                                                          os.path.join(HERE, "results")))
-    ap.add_argument("--work", default="/tmp/rdcp-live-bench")
+    ap.add_argument("--work", default="/tmp/rdcp-live-bench",
+                    help="scratch directory (removed at the end unless --keep)")
+    ap.add_argument("--keep", action="store_true", help="keep --work for a look")
     a = ap.parse_args()
     names = [n for n in a.contenders.split(",") if n]
     if "lsyncd" in names and not shutil.which("lsyncd"):
@@ -232,6 +234,7 @@ def main():
     rsh = out.stdout.strip()
     os.environ["XDG_CACHE_HOME"] = f"{a.work}/cache"
     rows = {}
+    p = None
     try:
         for name in names:
             src, dst = f"{a.work}/src", f"{a.work}/dst-{name}"
@@ -243,7 +246,7 @@ def main():
             while not identical(src, dst):     # its first whole sync
                 if time.monotonic() - t0 > 600 or p.poll() is not None:
                     sys.exit(f"live: {name} did not make its first copy "
-                             f"(exit {p.poll()}); see {a.work}")
+                             f"(exit {p.poll()}); --keep keeps {a.work} for a look")
                 time.sleep(0.5)
             log(f"{name}: first copy in {time.monotonic() - t0:.1f} s; {a.secs:.0f} s live")
             run = Run(src, dst, a.secs)
@@ -252,6 +255,7 @@ def main():
             wire = lo_bytes() - b0
             os.killpg(p.pid, signal.SIGTERM)
             p.wait()
+            p = None
             lags = run.lags
             rows[name] = {"p50": pct(lags, 0.5), "p99": pct(lags, 0.99), "max": max(lags),
                           "events": len(lags), "missed": run.missed,
@@ -261,8 +265,13 @@ def main():
             log(f"{name}: {rows[name]}")
             shutil.rmtree(dst, ignore_errors=True)
     finally:
+        if p is not None and p.poll() is None:   # a contender left running
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
         subprocess.run(["bash", "-c", f'source "{TOP}/tests/lib/sshd.sh" && '
                         f'sshd_stop "{a.work}/sshd"'])
+        if not a.keep:
+            shutil.rmtree(a.work, ignore_errors=True)
     lines = [f"## Live mirroring ({a.secs:.0f} s, {a.small} small files, {RECS} recordings "
              "at 15 MiB/s each, 15 new + 5 appended small files and 1 rename a second)", "",
              "| contender | lag p50 | lag p99 | lag max | events (missed) | wire / written "

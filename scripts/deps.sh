@@ -17,7 +17,7 @@ bats bc jq python3 rsync attr acl openssh-server netcat-openbsd iperf3 xxhash
 time openssl iproute2 procps util-linux e2fsprogs xfsprogs exfat-fuse exfatprogs
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
-systemd dpkg-dev debootstrap"
+systemd dpkg-dev debootstrap lsyncd"
 # packaging (make deb: dpkg-shlibdeps is in dpkg-dev)
 DEB="dpkg-dev"
 

@@ -542,8 +542,9 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 	/* watched before the first sync: what changes during it is not missed */
 	if (sync_watch_open(&w, src->path, o->watch, o->watch_poll_s) < 0)
 		return RD_EXIT_SELECT;
-	if (o->verbose && !o->quiet && !o->json && o->watch == SYNC_WATCH_EVENTS)
-		printf("watching %zu directories under %s\n", sync_watch_dirs(w), src->path);
+	if (o->verbose && !o->quiet && !o->json && o->watch != SYNC_WATCH_POLL)
+		printf("watching %s with %s (%zu directories)\n", src->path, sync_watch_how(w),
+		       sync_watch_dirs(w));   /* (0 with fanotify: one mark) */
 	pthread_mutex_lock(&in.mu);
 	in.watch = w;
 	pthread_mutex_unlock(&in.mu);

@@ -344,10 +344,15 @@ static int watch_arg(struct sync_opts *o, const char *arg)
 {
 	o->watch = SYNC_WATCH_EVENTS;
 	o->watch_poll_s = SYNC_WATCH_POLL_S;
-	if (!arg || !strcmp(arg, "events"))
+	if (!arg || !strcmp(arg, "events") || !strcmp(arg, "inotify"))
 		return 0;
+	if (!strcmp(arg, "fanotify")) {
+		o->watch = SYNC_WATCH_FANOTIFY;
+		return 0;
+	}
 	if (strncmp(arg, "poll", 4) || (arg[4] && arg[4] != ':')) {
-		log_err("--watch=%s: write --watch (the kernel's events), --watch=poll or "
+		log_err("--watch=%s: write --watch (the kernel's events: inotify),"
+		        " --watch=fanotify (root: one mark for the filesystem), --watch=poll or "
 		        "--watch=poll:SECONDS (for a filesystem that sends none, e.g. NFS)", arg);
 		return -1;
 	}

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -47,10 +48,15 @@ struct sync_watch {
 	char *root;
 	int how, poll_s;
 	int ifd, wake;           /* inotify; an eventfd that stops the thread */
+	int ffd, mfd;            /* fanotify instead: its fd; the tree's root,
+	                            open (open_by_handle_at()'s mount) */
+	char *real;              /* fanotify: the root's real path */
+	size_t rlen;
 	char **dirs;             /* watch descriptor -> its directory ("" root) */
 	size_t ndirs;            /* slots in dirs */
 	size_t nwatched;
 	int over_limit;          /* a watch could not be added: poll as well */
+	int opening;             /* in sync_watch_open(): it says the limit */
 	int err;                 /* watch_one()'s last failure */
 	pthread_t th;
 	int started;
@@ -218,7 +224,9 @@ static int watch_one(struct sync_watch *w, const char *rel)
 		return 1;   /* gone, replaced, or not ours to read: its parent's event says */
 	if (!w->over_limit) {
 		__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
-		if (err == ENOSPC)
+		if (w->opening)
+			;   /* said by sync_watch_open(), which may turn to fanotify */
+		else if (err == ENOSPC)
 			log_warn("--watch: more directories under %s than inotify may watch "
 			         "(/proc/sys/fs/inotify/max_user_watches): the tree is also "
 			         "rescanned every %d s", w->root, w->poll_s);
@@ -335,12 +343,96 @@ static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 	free(path);
 }
 
+/* fanotify: one mark for the filesystem that holds the tree (its events
+ * come with the directory's file handle and the entry's name). 0, or -1
+ * with errno (not root, a filesystem without handles, an old kernel). */
+static int fan_open(struct sync_watch *w)
+{
+	const uint64_t mask = FAN_CREATE | FAN_DELETE | FAN_MODIFY | FAN_CLOSE_WRITE |
+	                      FAN_ATTRIB | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_ONDIR;
+	int err;
+	if (!(w->real = realpath(w->root, NULL)))
+		return -1;
+	w->rlen = strlen(w->real);
+	if ((w->ffd = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC |
+	                            FAN_NONBLOCK, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (w->mfd = open(w->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    fanotify_mark(w->ffd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, AT_FDCWD,
+	                  w->root) < 0) {
+		err = errno;
+		if (w->ffd >= 0)
+			close(w->ffd);
+		if (w->mfd >= 0)
+			close(w->mfd);
+		w->ffd = w->mfd = -1;
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+/* The path under the tree of entry name in the directory of handle fh,
+ * recorded as changed; nothing when it is outside the tree (the mark sees
+ * the whole filesystem) or its directory is gone (the parent's event says). */
+static void fan_entry(struct sync_watch *w, struct file_handle *fh, const char *name)
+{
+	char lnk[64], dir[PATH_MAX];
+	int dfd = open_by_handle_at(w->mfd, fh, O_PATH | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	snprintf(lnk, sizeof lnk, "/proc/self/fd/%d", dfd);
+	ssize_t n = readlink(lnk, dir, sizeof dir - 1);
+	close(dfd);
+	if (n <= 0)
+		return;
+	dir[n] = '\0';
+	size_t dl = (size_t)n, tail = sizeof " (deleted)" - 1;
+	if (strncmp(dir, w->real, w->rlen) || (dir[w->rlen] && dir[w->rlen] != '/') ||
+	    (dl > tail && !strcmp(dir + dl - tail, " (deleted)")))
+		return;
+	const char *rel = dir[w->rlen] ? dir + w->rlen + 1 : "";
+	char *path = strcmp(name, ".") ? join(rel, name) : strdup(rel);
+	if (!path) {
+		lost(w);
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	changed(w, path);
+	pthread_mutex_unlock(&w->mu);
+	free(path);
+}
+
+static void fan_take(struct sync_watch *w, char *buf, ssize_t len)
+{
+	struct fanotify_event_metadata *md = (struct fanotify_event_metadata *)(void *)buf;
+	for (; FAN_EVENT_OK(md, len); md = FAN_EVENT_NEXT(md, len)) {
+		if (md->vers != FANOTIFY_METADATA_VERSION || (md->mask & FAN_Q_OVERFLOW)) {
+			lost(w);   /* events were dropped (or cannot be read) */
+			continue;
+		}
+		char *p = (char *)md + md->metadata_len, *end = (char *)md + md->event_len;
+		while (p + sizeof(struct fanotify_event_info_fid) <= end) {
+			struct fanotify_event_info_fid *fid = (struct fanotify_event_info_fid *)(void *)p;
+			if (fid->hdr.len < sizeof *fid || p + fid->hdr.len > end)
+				break;
+			struct file_handle *fh = (struct file_handle *)(void *)fid->handle;
+			const char *name = (const char *)fh->f_handle + fh->handle_bytes;
+			if (fid->hdr.info_type == FAN_EVENT_INFO_TYPE_DFID_NAME &&
+			    sizeof *fid + sizeof *fh + fh->handle_bytes < fid->hdr.len &&
+			    memchr(name, '\0', (size_t)(end - name)))
+				fan_entry(w, fh, name);
+			p += fid->hdr.len;
+		}
+	}
+}
+
 static void *reader_main(void *arg)
 {
 	struct sync_watch *w = arg;
-	char buf[64 << 10] __attribute__((aligned(__alignof__(struct inotify_event))));
+	char buf[64 << 10] __attribute__((aligned(8)));
+	int fd = w->ffd >= 0 ? w->ffd : w->ifd;
 	for (;;) {
-		struct pollfd p[2] = { { w->ifd, POLLIN, 0 }, { w->wake, POLLIN, 0 } };
+		struct pollfd p[2] = { { fd, POLLIN, 0 }, { w->wake, POLLIN, 0 } };
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -348,16 +440,20 @@ static void *reader_main(void *arg)
 		}
 		if (p[1].revents)
 			break;
-		ssize_t got = read(w->ifd, buf, sizeof buf);
+		ssize_t got = read(fd, buf, sizeof buf);
 		if (got < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (got <= 0) {
-			log_err("--watch: reading inotify's events: %s; the tree is rescanned every "
-			        "%d s from now on", got < 0 ? strerror(errno) : "end of file",
-			        w->poll_s);
+			log_err("--watch: reading %s's events: %s; the tree is rescanned every "
+			        "%d s from now on", w->ffd >= 0 ? "fanotify" : "inotify",
+			        got < 0 ? strerror(errno) : "end of file", w->poll_s);
 			__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
 			lost(w);
 			break;
+		}
+		if (w->ffd >= 0) {
+			fan_take(w, buf, got);
+			continue;
 		}
 		for (char *p2 = buf; p2 < buf + got;) {
 			const struct inotify_event *ev = (const struct inotify_event *)(void *)p2;
@@ -378,7 +474,7 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 	}
 	w->how = how;
 	w->poll_s = poll_s > 0 ? poll_s : SYNC_WATCH_POLL_S;
-	w->ifd = w->wake = -1;
+	w->ifd = w->wake = w->ffd = w->mfd = -1;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -391,17 +487,47 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 		return 0;
 	}
 	int err = 0;
-	if ((w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
-	    (w->wake = eventfd(0, EFD_CLOEXEC)) < 0)
+	w->opening = 1;
+	if ((w->wake = eventfd(0, EFD_CLOEXEC)) < 0) {
 		err = errno;
-	else if (watch_one(w, "") != 0)
+	} else if (how == SYNC_WATCH_FANOTIFY) {
+		if (fan_open(w) < 0) {
+			err = errno;
+			log_err("--watch=fanotify: cannot watch %s: %s (fanotify needs root and a "
+			        "filesystem that gives file handles; --watch uses inotify)", root,
+			        strerror(err));
+			sync_watch_close(w);
+			return -err;
+		}
+	} else if ((w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+		err = errno;
+	} else if (watch_one(w, "") != 0 && !w->over_limit) {
 		err = w->err ? w->err : ENOTDIR;
+	}
 	if (err) {
 		log_err("--watch: cannot watch %s: %s", root, strerror(err));
 		sync_watch_close(w);
 		return -err;
 	}
-	(void)watch_tree(w, "");   /* over the limit: said, and polled */
+	if (w->ifd >= 0 && (w->over_limit || watch_tree(w, "") < 0) && w->over_limit) {
+		if (fan_open(w) == 0) {   /* past inotify's limit: as root, fanotify */
+			log_warn("--watch: more directories under %s than inotify may watch "
+			         "(%s): using fanotify (one mark for its filesystem) instead", root,
+			         strerror(w->err));
+			close(w->ifd);   /* and with it every watch */
+			w->ifd = -1;
+			for (size_t i = 0; i < w->ndirs; i++) {
+				free(w->dirs[i]);
+				w->dirs[i] = NULL;
+			}
+			w->nwatched = 0;
+			w->over_limit = 0;
+		} else {
+			log_warn("--watch: cannot watch every directory under %s (%s): the tree "
+			         "is also rescanned every %d s", root, strerror(w->err), w->poll_s);
+		}
+	}
+	w->opening = 0;
 	int perr = pthread_create(&w->th, NULL, reader_main, w);
 	if (perr) {
 		log_err("--watch: cannot start its thread: %s", strerror(perr));
@@ -550,6 +676,11 @@ size_t sync_watch_dirs(const struct sync_watch *w)
 	return __atomic_load_n(&w->nwatched, __ATOMIC_RELAXED);
 }
 
+const char *sync_watch_how(const struct sync_watch *w)
+{
+	return w->ffd >= 0 ? "fanotify" : w->ifd >= 0 ? "inotify" : "poll";
+}
+
 void sync_watch_close(struct sync_watch *w)
 {
 	if (!w)
@@ -559,6 +690,11 @@ void sync_watch_close(struct sync_watch *w)
 		pthread_join(w->th, NULL);
 	if (w->ifd >= 0)
 		close(w->ifd);
+	if (w->ffd >= 0)
+		close(w->ffd);
+	if (w->mfd >= 0)
+		close(w->mfd);
+	free(w->real);
 	if (w->wake >= 0)
 		close(w->wake);
 	for (size_t i = 0; i < w->ndirs; i++)

@@ -3,7 +3,10 @@
  * thread reads the kernel's events (inotify, one watch per directory) as
  * they come and keeps the paths they name; sync_watch_next() hands them out
  * in batches, once the tree has been quiet for a moment (or a batch has
- * waited long enough). --watch=poll[:S] has no events: every S seconds the
+ * waited long enough). --watch=fanotify (root) takes the events of the
+ * whole filesystem from one mark instead, keeping those under the tree
+ * (also what --watch turns to when a tree has more directories than
+ * inotify may watch). --watch=poll[:S] has no events: every S seconds the
  * whole tree is one batch (the index makes a rescan cheap).
  *
  * Used by the client's watch loop (client.c) only; it knows nothing of the
@@ -14,7 +17,7 @@
 
 #include <stddef.h>
 
-enum { SYNC_WATCH_EVENTS = 1, SYNC_WATCH_POLL = 2 };
+enum { SYNC_WATCH_EVENTS = 1, SYNC_WATCH_POLL = 2, SYNC_WATCH_FANOTIFY = 3 };
 
 #define SYNC_WATCH_POLL_S    2       /* --watch=poll's default period */
 #define SYNC_WATCH_QUIET_MS  20      /* a batch goes once nothing came for this */
@@ -46,7 +49,8 @@ void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, in
 void sync_watch_stop(struct sync_watch *w);
 void sync_watch_batch_free(struct sync_watch_batch *b);
 void sync_watch_close(struct sync_watch *w);
-/* How many directories are watched, for -v. */
+/* How many directories are watched (inotify), and with what, for -v. */
 size_t sync_watch_dirs(const struct sync_watch *w);
+const char *sync_watch_how(const struct sync_watch *w);
 
 #endif

@@ -19,7 +19,7 @@ check() {   # check NAME CMD...
 	fi
 	rm -f "$out"
 }
-echo "1..5"
+echo "1..6"
 check "benchmarks/scan.sh on 500 files" "$here/benchmarks/scan.sh" 500
 check "benchmarks/transport.sh, 16 MiB, TCP only" \
 	"$here/benchmarks/transport.sh" --size-mb 16 --reps 1 --no-vm
@@ -31,5 +31,11 @@ res=$(mktemp -d)
 check "benchmarks/fanout.sh, 8 MiB, 3 hosts" env RDCP_BENCH_RESULTS="$res" \
 	"$here/benchmarks/fanout.sh" --size-mb 8 --reps 1 --max-hosts 3 --no-vm
 rm -rf "$res"
+res=$(mktemp -d)
+live="watch,rsync-loop,rdcp-loop"
+command -v lsyncd >/dev/null && live="$live,lsyncd"
+check "benchmarks/live.py, 2 s, 300 small files, $live" \
+	python3 "$here/benchmarks/live.py" --secs 2 --small 300 --contenders "$live" \
+	--work "$res/work" --results "$res"
 rm -rf "$res"
 exit $fail

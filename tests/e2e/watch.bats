@@ -48,13 +48,13 @@ rounds() { wc -l <"$T/out"; }
 # a file appended to, a deleted file (--delete), a renamed directory, a
 # metadata change, a symlink; then SIGTERM between rounds ends it, exit 0.
 follows() {
-	local mode=$1
+	local mode=$1; shift
 	mkdir -p "$T/src/d/e" "$T/dst"
 	echo a >"$T/src/a"
 	echo b >"$T/src/d/b"
 	echo c >"$T/src/d/e/c"
 	head -c 300000 /dev/urandom >"$T/src/log"
-	watching "$mode" --delete "$T/src/" "$T/dst"
+	watching "$mode" --delete "$@" "$T/src/" "$T/dst"
 	same "$T/src" "$T/dst"
 	echo new >"$T/src/new"
 	mkdir -p "$T/src/nd/deep"
@@ -101,6 +101,30 @@ follows() {
 	[ ! -s "$T/err" ]
 	# no round named a path under the moved-out directory after it left
 	[ "$(jq -r .exit_code "$T/out" | sort -u)" = 0 ]
+}
+
+@test "watch=fanotify (root): one mark for the filesystem; the same changes land, exit 0 (local, push)" {
+	[ "$(id -u)" -eq 0 ] || skip "SKIPPED: fanotify needs root"
+	follows local --watch=fanotify
+	rm -rf "$T/src" "$T/dst"
+	follows push --watch=fanotify
+}
+
+@test "watch: past inotify's watch limit (root) it turns to fanotify, says so, and misses nothing" {
+	[ "$(id -u)" -eq 0 ] || skip "SKIPPED: needs root to shrink fs.inotify.max_user_watches"
+	mkdir -p "$T/src/a/b/c" "$T/src/d/e" "$T/dst"
+	local was; was=$(cat /proc/sys/fs/inotify/max_user_watches)
+	# root's watches now, and 2 more: the tree's first two directories
+	local used; used=$(cat /proc/[0-9]*/fdinfo/* 2>/dev/null | grep -c '^inotify wd' || true)
+	echo $((used + 2)) >/proc/sys/fs/inotify/max_user_watches
+	watching local "$T/src/" "$T/dst" || { echo "$was" >/proc/sys/fs/inotify/max_user_watches; false; }
+	echo "$was" >/proc/sys/fs/inotify/max_user_watches
+	grep -q "than inotify may watch .*: using fanotify" "$T/err"
+	echo deep >"$T/src/a/b/c/deep"
+	mkdir "$T/src/d/e/f" && echo deeper >"$T/src/d/e/f/g"
+	until_same "$T/src" "$T/dst"
+	stop_watch
+	[ "$RC" -eq 0 ]
 }
 
 @test "watch --json: one object per round, with its round number and the lag of its oldest change" {
