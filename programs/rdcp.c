@@ -99,6 +99,16 @@ static const char usage[] =
 "                    host (e.g. the IPoIB or RoCE address): the remote's when it\n"
 "                    receives, ours when we receive from it\n"
 "\n"
+"Live mirror, a whole sync then every change as it happens (rdcp(1), WATCH):\n"
+"  rdcp --sync -a --append --delete --watch SRC/ [host:]DST\n"
+"      --watch       follow SRC with inotify (as root past its watch limit:\n"
+"                    fanotify), rounds of changes over one login, 20 ms after\n"
+"                    a burst (200 ms at most); SIGTERM between rounds: exit 0;\n"
+"                    a lost host is reconnected; --json: a line per round\n"
+"      --watch=fanotify  (root) one mark for SRC's filesystem, no limit\n"
+"      --watch=poll[:S]  no events (NFS): the whole tree every S s (2)\n"
+"                    --append: a growing recording costs its new bytes\n"
+"\n"
 "Fan-out, one SRC onto many hosts (SRC is read and sent once; the hosts\n"
 "forward the data down a chain, each keeping what it lacks):\n"
 "  rdcp --sync SRC host1:DST host2:DST ...\n"
@@ -133,7 +143,8 @@ static const char usage[] =
 "Examples:\n"
 "  rdcp -r project host:backup/       # host:backup/project\n"
 "  rdcp --sync models host:models     # host:models mirrors models; re-run: no-op\n"
-"  rdcp --sync --delete -v host:/data /mirror/data\n";
+"  rdcp --sync --delete -v host:/data /mirror/data\n"
+"  rdcp --sync -a --append --watch /ingest/ host:/mirror/ingest  # live\n";
 
 static void print_entry(const struct idx_entry *e)
 {
