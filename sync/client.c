@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -153,6 +154,8 @@ struct interrupt {
 	pthread_mutex_t mu;
 	struct sync_watch *watch;
 	int busy, stopping;
+	sem_t started;   /* the thread runs: a fork from now copies no lock of
+	                    its start (--watch forks after it) */
 };
 
 static int gone_within(pid_t pid, int ms)
@@ -169,6 +172,7 @@ static void *interrupt_main(void *arg)
 {
 	struct interrupt *in = arg;
 	int sig;
+	sem_post(&in->started);
 	if (sigwait(&in->set, &sig) != 0)
 		return NULL;
 	pthread_mutex_lock(&in->mu);
@@ -208,12 +212,15 @@ static void catch_interrupts(struct interrupt *in)
 	sigaddset(&in->set, SIGINT);
 	sigaddset(&in->set, SIGTERM);
 	sigaddset(&in->set, SIGHUP);
-	if (pthread_sigmask(SIG_BLOCK, &in->set, NULL) != 0)
+	if (pthread_sigmask(SIG_BLOCK, &in->set, NULL) != 0 || sem_init(&in->started, 0, 0) < 0)
 		return;
-	if (pthread_create(&th, NULL, interrupt_main, in) == 0)
+	if (pthread_create(&th, NULL, interrupt_main, in) == 0) {
 		pthread_detach(th);
-	else
+		while (sem_wait(&in->started) < 0 && errno == EINTR)
+			;
+	} else {
 		pthread_sigmask(SIG_UNBLOCK, &in->set, NULL);
+	}
 }
 
 /* Every SRC's path into paths[] (o->nsrc of them, at least 1); all must
@@ -400,10 +407,14 @@ struct wconn {
 
 /* Start the far side (the remote shell's login, or a fork). 0 or an exit
  * code (said). */
-static int wconn_open(struct wconn *wc, const struct sync_opts *o, const char *remote)
+static int wconn_open(struct wconn *wc, const struct sync_opts *o, const char *remote,
+                      struct sync_watch *w)
 {
 	*wc = (struct wconn){ .pid = -1, .c = { .in = -1, .out = -1 } };
-	if ((wc->pid = remote ? spawn_remote(o, remote, &wc->c) : spawn_local(&wc->c)) < 0) {
+	sync_watch_hold(w, 1);   /* the fork copies no lock the event thread holds */
+	wc->pid = remote ? spawn_remote(o, remote, &wc->c) : spawn_local(&wc->c);
+	sync_watch_hold(w, 0);
+	if (wc->pid < 0) {
 		log_err("cannot start the other side: %s", strerror(errno));
 		return RD_EXIT_START;
 	}
@@ -556,7 +567,7 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 		double t0 = sync_report_begin(o, 1);
 		struct sync_result res = { 0 };
 		int first = wc.pid < 0;
-		if (first && (code = wconn_open(&wc, o, remote)) == 0) {
+		if (first && (code = wconn_open(&wc, o, remote, w)) == 0) {
 			pthread_mutex_lock(&in.mu);
 			in.far = wc.pid;
 			in.c = &wc.c;

@@ -61,7 +61,8 @@ static int build(struct rstate *s)
 		}
 		s->moved[s->nmoved++] = d;
 	}
-	qsort(s->moved, s->nmoved, sizeof *s->moved, by_content);
+	if (s->nmoved)
+		qsort(s->moved, s->nmoved, sizeof *s->moved, by_content);
 	return 0;
 }
 
@@ -75,6 +76,8 @@ const struct idx_entry *recv_moved_find(struct rstate *s, const struct idx_entry
 		return NULL;
 	if (!s->moved_built && build(s) < 0)
 		return NULL;   /* without the table: sent, as before */
+	if (!s->nmoved)
+		return NULL;
 	const struct idx_entry **hit = bsearch(&e, s->moved, s->nmoved, sizeof *s->moved,
 	                                       by_content);
 	return hit ? *hit : NULL;

@@ -60,10 +60,12 @@ struct sync_watch {
 	int err;                 /* watch_one()'s last failure */
 	pthread_t th;
 	int started;
+	pthread_mutex_t quiet;   /* held by the thread while it takes events:
+	                            sync_watch_hold() (a fork) waits for it */
 	pthread_mutex_t mu;      /* the rest */
 	pthread_cond_t cv;
 	struct pset pend;
-	int whole, stop;
+	int whole, stop, ready;
 	long long first_ms, last_ms, poll_at;
 	long long hold_until;    /* no batch before (sync_watch_again()) */
 };
@@ -402,26 +404,44 @@ static void fan_entry(struct sync_watch *w, struct file_handle *fh, const char *
 	free(path);
 }
 
-static void fan_take(struct sync_watch *w, char *buf, ssize_t len)
+/* The events in buf (len bytes). Their records are not 8-byte aligned
+ * one after another (a name pads to 4): each is copied out, never read in
+ * place through a struct pointer. */
+static void fan_take(struct sync_watch *w, const char *buf, size_t len)
 {
-	struct fanotify_event_metadata *md = (struct fanotify_event_metadata *)(void *)buf;
-	for (; FAN_EVENT_OK(md, len); md = FAN_EVENT_NEXT(md, len)) {
-		if (md->vers != FANOTIFY_METADATA_VERSION || (md->mask & FAN_Q_OVERFLOW)) {
+	struct fanotify_event_metadata md;
+	struct fanotify_event_info_fid fid;
+	struct file_handle fh0;
+	for (size_t off = 0; off + sizeof md <= len; off += md.event_len) {
+		memcpy(&md, buf + off, sizeof md);
+		if (md.event_len < sizeof md || md.metadata_len < sizeof md ||
+		    md.event_len > len - off)
+			return;
+		if (md.vers != FANOTIFY_METADATA_VERSION || (md.mask & FAN_Q_OVERFLOW)) {
 			lost(w);   /* events were dropped (or cannot be read) */
 			continue;
 		}
-		char *p = (char *)md + md->metadata_len, *end = (char *)md + md->event_len;
-		while (p + sizeof(struct fanotify_event_info_fid) <= end) {
-			struct fanotify_event_info_fid *fid = (struct fanotify_event_info_fid *)(void *)p;
-			if (fid->hdr.len < sizeof *fid || p + fid->hdr.len > end)
+		size_t end = off + md.event_len;
+		for (size_t p = off + md.metadata_len; p + sizeof fid + sizeof fh0 <= end;
+		     p += fid.hdr.len) {
+			memcpy(&fid, buf + p, sizeof fid);
+			if (fid.hdr.len < sizeof fid + sizeof fh0 || fid.hdr.len > end - p)
 				break;
-			struct file_handle *fh = (struct file_handle *)(void *)fid->handle;
-			const char *name = (const char *)fh->f_handle + fh->handle_bytes;
-			if (fid->hdr.info_type == FAN_EVENT_INFO_TYPE_DFID_NAME &&
-			    sizeof *fid + sizeof *fh + fh->handle_bytes < fid->hdr.len &&
-			    memchr(name, '\0', (size_t)(end - name)))
-				fan_entry(w, fh, name);
-			p += fid->hdr.len;
+			if (fid.hdr.info_type != FAN_EVENT_INFO_TYPE_DFID_NAME)
+				continue;
+			memcpy(&fh0, buf + p + sizeof fid, sizeof fh0);
+			size_t at = p + sizeof fid + sizeof fh0, rec_end = p + fid.hdr.len;
+			if (fh0.handle_bytes > MAX_HANDLE_SZ || fh0.handle_bytes >= rec_end - at)
+				continue;
+			const char *name = buf + at + fh0.handle_bytes;
+			if (!memchr(name, '\0', rec_end - (at + fh0.handle_bytes)))
+				continue;
+			union {
+				struct file_handle fh;
+				char b[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+			} h;
+			memcpy(&h, buf + p + sizeof fid, sizeof fh0 + fh0.handle_bytes);
+			fan_entry(w, &h.fh, name);
 		}
 	}
 }
@@ -431,6 +451,10 @@ static void *reader_main(void *arg)
 	struct sync_watch *w = arg;
 	char buf[64 << 10] __attribute__((aligned(8)));
 	int fd = w->ffd >= 0 ? w->ffd : w->ifd;
+	pthread_mutex_lock(&w->mu);   /* started: sync_watch_open() may return */
+	w->ready = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
 	for (;;) {
 		struct pollfd p[2] = { { fd, POLLIN, 0 }, { w->wake, POLLIN, 0 } };
 		if (poll(p, 2, -1) < 0) {
@@ -440,26 +464,31 @@ static void *reader_main(void *arg)
 		}
 		if (p[1].revents)
 			break;
+		pthread_mutex_lock(&w->quiet);
 		ssize_t got = read(fd, buf, sizeof buf);
-		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+		if (got < 0 && (errno == EINTR || errno == EAGAIN)) {
+			pthread_mutex_unlock(&w->quiet);
 			continue;
+		}
 		if (got <= 0) {
 			log_err("--watch: reading %s's events: %s; the tree is rescanned every "
 			        "%d s from now on", w->ffd >= 0 ? "fanotify" : "inotify",
 			        got < 0 ? strerror(errno) : "end of file", w->poll_s);
 			__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
 			lost(w);
+			pthread_mutex_unlock(&w->quiet);
 			break;
 		}
 		if (w->ffd >= 0) {
-			fan_take(w, buf, got);
-			continue;
+			fan_take(w, buf, (size_t)got);
+		} else {
+			for (char *p2 = buf; p2 < buf + got;) {
+				const struct inotify_event *ev = (const struct inotify_event *)(void *)p2;
+				take_event(w, ev);
+				p2 += sizeof *ev + ev->len;
+			}
 		}
-		for (char *p2 = buf; p2 < buf + got;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(void *)p2;
-			take_event(w, ev);
-			p2 += sizeof *ev + ev->len;
-		}
+		pthread_mutex_unlock(&w->quiet);
 	}
 	return NULL;
 }
@@ -481,6 +510,7 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 	pthread_cond_init(&w->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&w->mu, NULL);
+	pthread_mutex_init(&w->quiet, NULL);
 	w->poll_at = clock_ms() + 1000LL * w->poll_s;
 	if (how == SYNC_WATCH_POLL) {
 		*out = w;
@@ -535,6 +565,12 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 		return -EAGAIN;
 	}
 	w->started = 1;
+	/* the thread's start done (a sanitizer's allocations too) before the
+	 * caller forks: a fork amid them would copy their locks held */
+	pthread_mutex_lock(&w->mu);
+	while (!w->ready)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
 	*out = w;
 	return 0;
 }
@@ -671,6 +707,14 @@ void sync_watch_batch_free(struct sync_watch_batch *b)
 	*b = (struct sync_watch_batch){ 0 };
 }
 
+void sync_watch_hold(struct sync_watch *w, int hold)
+{
+	if (hold)
+		pthread_mutex_lock(&w->quiet);
+	else
+		pthread_mutex_unlock(&w->quiet);
+}
+
 size_t sync_watch_dirs(const struct sync_watch *w)
 {
 	return __atomic_load_n(&w->nwatched, __ATOMIC_RELAXED);
@@ -703,6 +747,7 @@ void sync_watch_close(struct sync_watch *w)
 	pset_clear(&w->pend);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
+	pthread_mutex_destroy(&w->quiet);
 	free(w->root);
 	free(w);
 }

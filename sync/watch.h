@@ -49,6 +49,10 @@ void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, in
 void sync_watch_stop(struct sync_watch *w);
 void sync_watch_batch_free(struct sync_watch_batch *b);
 void sync_watch_close(struct sync_watch *w);
+/* Hold the event thread between two reads of events (1), or let it go on
+ * (0): a fork() (a local run's far side) then copies no lock it holds,
+ * the allocator's included. */
+void sync_watch_hold(struct sync_watch *w, int hold);
 /* How many directories are watched (inotify), and with what, for -v. */
 size_t sync_watch_dirs(const struct sync_watch *w);
 const char *sync_watch_how(const struct sync_watch *w);
