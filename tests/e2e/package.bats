@@ -74,6 +74,37 @@ units() {
 	[ -n "$output" ]
 }
 
+# The watch unit's command, as systemd would run it: its ExecStart with
+# the variables of an /etc/rdcp/NAME.conf (a local SRC and DST here), its
+# stop signal (SIGTERM) ending it with exit 0, so that systemctl stop is
+# no failure and Restart=on-failure does not fire.
+@test "systemd: rdcp-watch@.service's command mirrors live and stops cleanly on its KillSignal" {
+	units
+	mkdir -p "$T/src" "$T/dst"
+	echo one >"$T/src/one"
+	local cmd
+	cmd=$(sed -n 's/^ExecStart=//p' "$T/units/rdcp-watch@.service")
+	[ "$(sed -n 's/^KillSignal=//p' "$T/units/rdcp-watch@.service")" = SIGTERM ]
+	# systemd's expansion: $RDCP_OPTS split at spaces, ${SRC} and ${DST} whole
+	local RDCP_OPTS="--delete --timeout 600" SRC=$T/src DST=$T/dst
+	cmd=${cmd//'${SRC}'/$SRC}
+	cmd=${cmd//'${DST}'/$DST}
+	cmd=${cmd//'$RDCP_OPTS'/$RDCP_OPTS}
+	echo "$cmd"
+	XDG_CACHE_HOME=$T/cache $cmd >"$T/out" 2>"$T/err" &
+	local pid=$! i
+	for ((i = 0; i < 200; i++)); do [ -e "$T/dst/one" ] && break; sleep 0.05; done
+	echo two >"$T/src/two"
+	rm "$T/src/one"
+	for ((i = 0; i < 200; i++)); do [ -e "$T/dst/two" ] && [ ! -e "$T/dst/one" ] && break; sleep 0.05; done
+	kill -TERM "$pid"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	[ "$(cat "$T/dst/two")" = two ] && [ ! -e "$T/dst/one" ]
+}
+
 # comp LINE: what bash completion offers at the end of LINE, one a line
 comp() {
 	HOME=$T/home PATH=$BUILD_DIR:$PATH bash -c '
