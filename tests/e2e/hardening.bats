@@ -301,7 +301,9 @@ refused_by_holder() {
 	# and while one runs so, another run into its DST is still refused
 	mkdir -p "$T/t/sub"
 	head -c 300000 /dev/urandom >"$T/t/sub/big"
-	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync "$T/t/sub/" "$T/t" 2>"$T/err1" &
+	# -W: sent (and paused in its sending), not made from DST's own t/sub/big,
+	# which has its content (sync/moved.c)
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -W "$T/t/sub/" "$T/t" 2>"$T/err1" &
 	HOLDER=$!
 	wait_for "$T/pause"
 	run "$RDCP" --sync "$T/src2" "$T/t/x"
