@@ -881,6 +881,14 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	int rc = -EIO;
 	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
+	if (kept == IDX_DB_KEPT_REST) {
+		int64_t had = 0;
+		uint64_t mine = 0;
+		for (size_t k = 0; k < old->n; k++)
+			mine += !(old->e[k].flags & NOROW);
+		kept = db_int(db->h, "SELECT value FROM meta WHERE key='count'", &had) == SQLITE_OK &&
+		       had > 0 && (uint64_t)had > mine ? (uint64_t)had - mine : 0;
+	}
 	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO entries(path,type,mode,uid,"
 	        "gid,size,mtime_ns,ctime_ns,dev,ino,nlink,rdev,link,hash,chunks,chk,extra,"
 	        "assumed) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"

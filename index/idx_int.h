@@ -84,7 +84,10 @@ int  idx_db_open(const char *path, const char *root, struct idx_db **out);
 int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
                  uint64_t *total, const struct idx_root *roots, size_t nroots);
 /* Bring the stored rows from old to now, in one transaction; kept: the
- * rows in neither that stay (a scan of some roots), for the count. */
+ * rows in neither that stay (a scan of some roots), for the count, or
+ * IDX_DB_KEPT_REST: all but old's, as many as the last count had (a save
+ * after a scan of some roots, whose old is that scan's result). */
+#define IDX_DB_KEPT_REST UINT64_MAX
 int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
                   const struct idx_manifest *now, uint64_t kept, int64_t scan_ns);
 /* Remove path's row (none: 0). 0 or -EIO. */

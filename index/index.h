@@ -170,6 +170,8 @@ struct idx_stats {
 	int      stored;          /* 1: the index now holds what the scan saw (a
 	                             later idx_save() may start from its result) */
 	double   seconds;
+	int64_t  stamp_ns;        /* the scan's stamp: a file changed at or after
+	                             it gets no row in the index */
 };
 
 struct idx_scan_opts {
@@ -203,6 +205,11 @@ struct idx_scan_opts {
 	                             inode, keeps the digests of the old size's
 	                             whole chunks from the index unread; only the
 	                             rest is hashed (IDX_F_ASSUMED) */
+	const struct idx_manifest *grown_hint;   /* sorted, optional: under
+	                             trust_prefix, also the rows an earlier scan
+	                             in this process made of files the index kept
+	                             no row of (written as they were read: a
+	                             recording under --watch), for the same rule */
 	uint64_t    lazy_below;   /* regular files of fewer bytes whose hash the
 	                             index does not have, settled (ctime over
 	                             IDX_SETTLED_S ago), are not read: they get

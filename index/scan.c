@@ -123,7 +123,8 @@ int idx_save(const char *root, const struct idx_scan_opts *opts,
 	struct idx_db *db = NULL;
 	int rc = idx_db_open_tree(root, opts, &db);
 	if (rc == 0 && db)
-		rc = idx_db_store(db, prev, now, 0, now_ns(CLOCK_REALTIME_COARSE));
+		rc = idx_db_store(db, prev, now, opts->roots ? IDX_DB_KEPT_REST : 0,
+		                  now_ns(CLOCK_REALTIME_COARSE));
 	idx_db_close(db);
 	return rc;
 }
@@ -380,6 +381,7 @@ int idx_scan(const char *root, const struct idx_scan_opts *opts,
 	/* The kernel stamps files with the coarse clock: a file written after
 	 * this instant gets a timestamp >= it. */
 	int64_t scan_start = now_ns(CLOCK_REALTIME_COARSE);
+	st->stamp_ns = scan_start;
 	int threads = walk_threads(opts);
 	rc = add_root(out, fd, &rst, opts->meta, root, st);
 	if (rc < 0)

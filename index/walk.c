@@ -90,6 +90,7 @@ struct walker {
 	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
 	int one_fs, roots_optional;
 	int trust_prefix;                   /* opts->trust_prefix (--append) */
+	const struct idx_manifest *hint;    /* opts->grown_hint */
 	uint64_t lazy_below;                /* opts->lazy_below */
 	int lazy_any;                       /* opts->lazy_any */
 	int64_t settled_ns;                 /* ... for files of older ctimes */
@@ -215,18 +216,25 @@ static const struct idx_entry *unchanged(const struct walker *w, const struct id
 }
 
 /* Under trust_prefix: the previous row of a file that grew (same inode,
- * at least one whole chunk then, not in the clock tick of its scan), whose
- * whole chunks' digests are taken unread. */
+ * at least one whole chunk then, not in the clock tick of its scan), or
+ * else its row in opts->grown_hint, whose whole chunks' digests are taken
+ * unread. */
 static const struct idx_entry *grown_from(const struct walker *w, const struct idx_entry *e)
 {
 	if (!w->trust_prefix || e->type != IDX_REG)
 		return NULL;
 	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (!o || o->type != IDX_REG || o->ino != e->ino || o->size >= e->size ||
-	    o->size < IDX_CHUNK_SIZE || o->mtime_ns >= w->trust_before ||
-	    o->ctime_ns >= w->trust_before)
-		return NULL;
-	return o;
+	if (o && o->type == IDX_REG && o->ino == e->ino && o->size < e->size &&
+	    o->size >= IDX_CHUNK_SIZE && o->mtime_ns < w->trust_before &&
+	    o->ctime_ns < w->trust_before)
+		return o;
+	/* no row the index could keep: what an earlier scan of ours read */
+	o = w->hint ? idx_manifest_find(w->hint, e->path) : NULL;
+	if (o && o->type == IDX_REG && o->ino == e->ino && o->size < e->size &&
+	    o->size >= IDX_CHUNK_SIZE && (o->nchunks ? o->chunks && o->nchunks >= o->size /
+	                                  IDX_CHUNK_SIZE : o->size == IDX_CHUNK_SIZE))
+		return o;
+	return NULL;
 }
 
 /* Take xattrs and ACLs from the previous index if the entry provably did
@@ -979,6 +987,7 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.one_fs = opts->one_fs;
 	w.roots_optional = opts->roots_optional;
 	w.trust_prefix = opts->trust_prefix;
+	w.hint = opts->grown_hint;
 	w.lazy_any = opts->lazy_any;
 	w.lazy_below = w.lazy_any || stamps_locally(root_fd) ? opts->lazy_below : 0;
 	struct timespec now;

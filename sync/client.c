@@ -563,6 +563,8 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 	int connected = 0;
 	struct wconn wc = { .pid = -1 };
 	struct sync_watch_batch b = { 0 };
+	struct idx_manifest grown = { 0 };   /* the sender's, from round to round */
+	o->grown = &grown;
 	while (!watch_busy(&in, 1)) {
 		double t0 = sync_report_begin(o, 1);
 		struct sync_result res = { 0 };
@@ -614,6 +616,8 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 	in.watch = NULL;   /* a signal from now on: exit 20, as before the watch */
 	pthread_mutex_unlock(&in.mu);
 	sync_watch_close(w);
+	o->grown = NULL;
+	idx_manifest_free(&grown);
 	if (stopped) {
 		if (o->verbose && !o->quiet && !o->json)
 			printf("watch ended by SIG%s\n", sigabbrev_np(stopped));

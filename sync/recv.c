@@ -713,11 +713,11 @@ static int receive(struct rstate *s)
 	/* the scan stored what DST held; only a changed DST needs it again.
 	 * Not when that store failed: the save compares with the scan's
 	 * entries, which the index would then not hold (its older rows, some
-	 * the scan would not trust, would stay under a new stamp). Not after
-	 * a scan of some paths (--files-from): that scan stored their rows as
-	 * it found them, and what this run wrote there is hashed again by the
-	 * next scan that covers it */
-	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && !s->roots && s->scan_stored)
+	 * the scan would not trust, would stay under a new stamp). After a
+	 * scan of some paths (--files-from, a --watch round) only their rows
+	 * change: every other row is one that scan kept, older than its stamp,
+	 * so the save's later stamp vouches for nothing unchecked */
+	if (!(s->r->flags & SYNC_F_DRYRUN) && s->actions && s->scan_stored)
 		recv_save_index(s);
 	return 0;
 }

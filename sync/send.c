@@ -257,6 +257,8 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 	so->one_fs = o->one_fs;
 	so->meta = sync_scan_meta(s->r->flags);
 	so->trust_prefix = sync_trust_prefix(s->r->flags);
+	if (so->trust_prefix && o->grown)
+		so->grown_hint = o->grown;
 	so->lazy_below = sync_nohash_below(s->r);
 	so->no_index = o->no_index;   /* --no-index: both sides */
 	if (o->nrules) {
@@ -280,6 +282,38 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 		so->roots_optional = o->round;
 	}
 	return 0;
+}
+
+/*
+ * --watch --append: keep the rows of large files that the index could not
+ * keep (changed as they were read, or in the clock tick of the scan: a
+ * recording being written), so that the next round's scan takes their
+ * whole chunks' digests from here and reads only what they gained, instead
+ * of the whole file again. A row the index now keeps leaves the memo; a
+ * scan of the whole tree starts it again.
+ */
+static void remember_grown(struct idx_manifest *memo, const struct idx_manifest *m,
+                           int64_t stamp, int whole)
+{
+	struct idx_manifest next = { 0 };
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < m->n; i++) {
+		const struct idx_entry *e = &m->e[i];
+		if (e->type == IDX_REG && e->size >= IDX_CHUNK_SIZE &&
+		    !(e->flags & IDX_F_NOHASH) && ((e->flags & IDX_F_UNSTABLE) ||
+		    e->mtime_ns >= stamp || e->ctime_ns >= stamp))
+			rc = idx_manifest_add(&next, e);
+	}
+	for (size_t i = 0; rc == 0 && !whole && i < memo->n; i++)
+		if (!idx_manifest_find(m, memo->e[i].path))
+			rc = idx_manifest_add(&next, &memo->e[i]);
+	idx_manifest_free(memo);
+	if (rc < 0) {
+		idx_manifest_free(&next);   /* hashed whole next time, no worse */
+		return;
+	}
+	idx_manifest_sort(&next);
+	*memo = next;
 }
 
 /* Several SRCs: READY for a directory's contents, then their entries,
@@ -377,6 +411,8 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = (uint32_t)rc;
 		return -ECANCELED;
 	}
+	if (so.grown_hint)
+		remember_grown(r->o->grown, &s->m, st.stamp_ns, !so.roots);
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
 	return send_manifest(r, &s->m, st.errors, s->res, s->akey, t0);
 }

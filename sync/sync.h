@@ -132,6 +132,10 @@ struct sync_opts {
 	int watch_poll_s;           /* --watch=poll:S */
 	int round;                  /* a --watch round after the first: its
 	                               paths are in files (a server's too) */
+	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
+	                               scans made that the index could not keep
+	                               (files written as they were read), for the
+	                               next round (idx_scan_opts.grown_hint) */
 	char **fwd;                 /* the far side's options, --name[=value] */
 	int nfwd;
 };

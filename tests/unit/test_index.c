@@ -302,6 +302,92 @@ static void test_trust_prefix(void **state)
 	idx_manifest_free(&fresh);
 }
 
+/* --watch --append (idx_scan_opts.grown_hint): a file the index keeps no
+ * row of (here: no index at all, as for a file written as it is read)
+ * takes its old whole chunks from the row an earlier scan of this process
+ * made; another inode, or no trust_prefix, is read whole. */
+static void test_grown_hint(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t old = 2 * IDX_CHUNK_SIZE + 300;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	put_big(root, "rec", old, 7);
+	struct idx_manifest hint = { 0 }, m = { 0 }, fresh = { 0 };
+	struct idx_stats st = scan_with(f, &hint, (struct idx_scan_opts){ .no_index = 1 });
+	assert_int_equal(st.hashed_bytes, old);
+	int fd = openat(root, "rec", O_WRONLY | O_APPEND);
+	assert_int_equal(write(fd, "more", 4), 4);
+	close(fd);
+	st = scan_with(f, &m, (struct idx_scan_opts){ .no_index = 1, .trust_prefix = 1,
+	                                              .grown_hint = &hint });
+	assert_int_equal(st.hashed_bytes, old + 4 - 2 * IDX_CHUNK_SIZE);
+	assert_true(must_find(&m, "rec")->flags & IDX_F_ASSUMED);
+	assert_int_equal(idx_scan(f->tree, &(struct idx_scan_opts){ .no_index = 1 }, &fresh, &st),
+	                 0);
+	assert_memory_equal(must_find(&fresh, "rec")->hash, must_find(&m, "rec")->hash,
+	                    IDX_HASH_LEN);   /* the same digests as a reading scan's */
+	/* no trust: read whole, hint or not */
+	st = scan_with(f, &m, (struct idx_scan_opts){ .no_index = 1, .grown_hint = &hint });
+	assert_int_equal(st.hashed_bytes, old + 4);
+	/* another inode: read whole */
+	put_big(root, "rec.new", old + 4, 8);
+	assert_int_equal(renameat(root, "rec.new", root, "rec"), 0);
+	st = scan_with(f, &m, (struct idx_scan_opts){ .no_index = 1, .trust_prefix = 1,
+	                                              .grown_hint = &hint });
+	assert_int_equal(st.hashed_bytes, old + 4);
+	assert_false(must_find(&m, "rec")->flags & IDX_F_ASSUMED);
+	close(root);
+	idx_manifest_free(&hint);
+	idx_manifest_free(&m);
+	idx_manifest_free(&fresh);
+}
+
+/* A save after a scan of some roots (a --watch round's receiver) brings
+ * their rows up to date and keeps the others, and the count with them. */
+static void test_roots_save(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	put_big(root, "a", IDX_CHUNK_SIZE + 10, 1);
+	put_big(root, "b", 1000, 2);
+	put_big(root, "c", 1000, 3);
+	settle();
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, 3);
+	/* a roots scan of "a", then "a" rewritten as a receiver writes it */
+	struct idx_root r = { .path = "a", .depth = 0 };
+	struct idx_scan_opts o = { .index_path = f->db, .roots = &r, .nroots = 1 };
+	struct idx_manifest dm = { 0 }, now = { 0 }, fresh = { 0 };
+	assert_int_equal(idx_scan(f->tree, &o, &dm, &st), 0);
+	assert_true(st.stored);
+	put_big(root, "a", IDX_CHUNK_SIZE + 20, 4);
+	assert_int_equal(idx_scan(f->tree, &(struct idx_scan_opts){ .no_index = 1 }, &fresh, &st),
+	                 0);
+	for (size_t i = 0; i < fresh.n; i++)   /* what the receiver knows it wrote */
+		if (!strcmp(fresh.e[i].path, "a") || !*fresh.e[i].path)
+			assert_int_equal(idx_manifest_add(&now, &fresh.e[i]), 0);
+	idx_manifest_sort(&now);
+	assert_int_equal(idx_save(f->tree, &o, &dm, &now), 0);
+	st = scan(f, &m);   /* nothing is read again: a's row is the save's */
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 3);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='count'", -1,
+	                                    &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int64(q, 0), 4);   /* "", a, b, c */
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	close(root);
+	idx_manifest_free(&m);
+	idx_manifest_free(&dm);
+	idx_manifest_free(&now);
+	idx_manifest_free(&fresh);
+}
+
 /* The hash of a big file is the hash of its chunk digests (docs/index.md). */
 static void test_chunk_hash_definition(void **state)
 {
@@ -1050,6 +1136,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scan_xattrs_acls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_v1_migrated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trust_prefix, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grown_hint, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_roots_save, setup, teardown),
 		cmocka_unit_test(test_meta_changes),
 		cmocka_unit_test(test_manifest_size_bound),
 		cmocka_unit_test(test_manifest_hash_is_chunks),
