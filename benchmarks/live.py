@@ -22,6 +22,11 @@ with an empty DST and is timed from when its first whole sync is done):
 Printed and written to RESULTS/live.json and live.md: each contender's lag
 p50 / p99 / max, the bytes on the loopback (all of it: ssh, data) over the
 bytes written, and how long after the writers stop DST is identical.
+
+Then, unless --idle 0, the watch on a still tree of --idle files (100k):
+its start-up (from the command to a file made at that moment landing on
+DST, against a no-op `rdcp --sync` of the same tree), and its cost while
+nothing changes, over --idle-secs: CPU (% of a core) and RSS of each end.
 """
 import argparse
 import json
@@ -214,6 +219,74 @@ sync {{ default.rsync, source = "{src}", target = "{target}", delay = 0,
                             start_new_session=True)
 
 
+def proc_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return int(v[11]) + int(v[12])        # utime + stime, every thread
+
+
+def proc_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def idle_part(a, rsh):
+    """The watch on a still tree: start-up, then CPU and RSS at rest."""
+    src, dst = f"{a.work}/idle-src", f"{a.work}/idle-dst"
+    log(f"idle: a tree of {a.idle} files")
+    os.makedirs(src)
+    for i in range(a.idle):
+        d = f"{src}/d{i % 100}"
+        if i < 100:
+            os.mkdir(d)
+        with open(f"{d}/f{i}", "wb") as f:
+            f.write(b"x" * (100 + i % 900))
+    one = [RDCP, "--sync", "-a", "--delete", "-e", rsh, "--rdcp-path", RDCP, src + "/",
+           f"127.0.0.1:{dst}"]
+    subprocess.run(one, check=True)
+    noops = []
+    for _ in range(3):
+        t = time.monotonic()
+        subprocess.run(one, check=True)
+        noops.append(time.monotonic() - t)
+    noop = statistics.median(noops)
+    # start-up: the watch started, a file made at once, until it lands
+    t0 = time.monotonic()
+    p = subprocess.Popen(one[:3] + ["--watch"] + one[3:], stdout=subprocess.DEVNULL,
+                         start_new_session=True)
+    with open(f"{src}/new", "w") as f:
+        f.write("new\n")
+    while not os.path.exists(f"{dst}/new"):
+        if p.poll() is not None or time.monotonic() - t0 > 300:
+            sys.exit("live: idle: the watch did not land its first change")
+        time.sleep(0.005)
+    startup = time.monotonic() - t0
+    try:
+        time.sleep(2)                      # its first round's tail
+        srv = subprocess.run(["pgrep", "-f", "-n", f"^{RDCP} --server"],
+                             capture_output=True, text=True).stdout.split()
+        if not srv:
+            sys.exit("live: idle: the watch's far side is not found")
+        ends = {"client": p.pid, "server": int(srv[0])}
+        t0, k0 = time.monotonic(), {n: proc_ticks(q) for n, q in ends.items()}
+        time.sleep(a.idle_secs)
+        secs = time.monotonic() - t0
+        hz = os.sysconf("SC_CLK_TCK")
+        row = {"files": a.idle, "noop_s": noop, "startup_s": startup, "idle_secs": secs}
+        for n, q in ends.items():
+            row[f"{n}_cpu_pct"] = 100.0 * (proc_ticks(q) - k0[n]) / hz / secs
+            row[f"{n}_rss_mib"] = proc_kib(q, "VmRSS") / 1024
+            row[f"{n}_peak_rss_mib"] = proc_kib(q, "VmHWM") / 1024
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait()
+    log(f"idle: {row}")
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--secs", type=float, default=60)
@@ -224,6 +297,9 @@ def main():
     ap.add_argument("--work", default="/tmp/rdcp-live-bench",
                     help="scratch directory (removed at the end unless --keep)")
     ap.add_argument("--keep", action="store_true", help="keep --work for a look")
+    ap.add_argument("--idle", type=int, default=100000,
+                    help="files in the still tree of the idle part (0: no idle part)")
+    ap.add_argument("--idle-secs", type=float, default=30)
     a = ap.parse_args()
     names = [n for n in a.contenders.split(",") if n]
     if "lsyncd" in names and not shutil.which("lsyncd"):
@@ -269,6 +345,7 @@ def main():
                           "identical_after_s": run.settle}
             log(f"{name}: {rows[name]}")
             shutil.rmtree(dst, ignore_errors=True)
+        idle = idle_part(a, rsh) if a.idle else None
     finally:
         if p is not None and p.poll() is None:   # a contender left running
             os.killpg(p.pid, signal.SIGKILL)
@@ -291,13 +368,25 @@ def main():
             if n != "watch":
                 lines.append(f"- watch / {n}: p50 {w['p50'] / r['p50']:.2f}, "
                              f"p99 {w['p99'] / r['p99']:.2f}")
+    if idle:
+        lines += ["", f"## The watch at rest ({idle['files']} files, nothing changing for "
+                  f"{idle['idle_secs']:.0f} s)", "",
+                  "| | client (sender) | server (receiver) |", "|---|---|---|",
+                  f"| CPU | {idle['client_cpu_pct']:.2f} % | {idle['server_cpu_pct']:.2f} % |",
+                  f"| RSS now / peak | {idle['client_rss_mib']:.1f} / "
+                  f"{idle['client_peak_rss_mib']:.1f} MiB | {idle['server_rss_mib']:.1f} / "
+                  f"{idle['server_peak_rss_mib']:.1f} MiB |", "",
+                  f"- start-up: a file made as the watch starts lands after "
+                  f"{idle['startup_s']:.2f} s; a no-op `rdcp --sync` of the tree takes "
+                  f"{idle['noop_s']:.2f} s (target: no-op + 1 s)"]
     text = "\n".join(lines)
     print(text)
     os.makedirs(a.results, exist_ok=True)
     with open(os.path.join(a.results, "live.md"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(a.results, "live.json"), "w") as f:
-        json.dump({"secs": a.secs, "small": a.small, "contenders": rows}, f, indent=1)
+        json.dump({"secs": a.secs, "small": a.small, "contenders": rows, "idle": idle}, f,
+                  indent=1)
 
 
 if __name__ == "__main__":

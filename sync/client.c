@@ -565,7 +565,9 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 	struct sync_watch_batch b = { 0 };
 	struct idx_manifest grown = { 0 };   /* the sender's, from round to round */
 	o->grown = &grown;
+	struct sync_wstatus *ws = sync_wstatus_start(w, o->human, o->quiet);
 	while (!watch_busy(&in, 1)) {
+		sync_wstatus_busy(ws);   /* before a fork (wconn_open()) too */
 		double t0 = sync_report_begin(o, 1);
 		struct sync_result res = { 0 };
 		int first = wc.pid < 0;
@@ -578,6 +580,7 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 		if (!code)
 			code = watch_round(o, &wc, src, dst, remote, paths, &b, first, &res);
 		watch_report(o, &res, code, t0, round++, b.first_ms);
+		sync_wstatus_round(ws, res.wire, res.lag_s);
 		int per_file = code == RD_EXIT_PARTIAL || code == RD_EXIT_VANISHED ||
 		               code == RD_EXIT_DEL_LIMIT || code == RD_EXIT_FILEIO;
 		if (per_file) {
@@ -611,6 +614,7 @@ static int watch_client(struct sync_opts *o, const struct endpoint *src,
 			break;   /* a signal: the watch ends */
 	}
 	int stopped = in.stopping;
+	sync_wstatus_stop(ws);
 	watch_far_close(&in, &wc, code != 0);
 	pthread_mutex_lock(&in.mu);
 	in.watch = NULL;   /* a signal from now on: exit 20, as before the watch */

@@ -715,6 +715,14 @@ void sync_watch_hold(struct sync_watch *w, int hold)
 		pthread_mutex_unlock(&w->quiet);
 }
 
+long sync_watch_pending(struct sync_watch *w)
+{
+	pthread_mutex_lock(&w->mu);
+	long n = w->whole ? -1 : (long)w->pend.n;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
 size_t sync_watch_dirs(const struct sync_watch *w)
 {
 	return __atomic_load_n(&w->nwatched, __ATOMIC_RELAXED);

@@ -53,8 +53,23 @@ void sync_watch_close(struct sync_watch *w);
  * (0): a fork() (a local run's far side) then copies no lock it holds,
  * the allocator's included. */
 void sync_watch_hold(struct sync_watch *w, int hold);
+/* Changes waiting for the next batch: paths, or -1 for the whole tree
+ * (the status line). */
+long sync_watch_pending(struct sync_watch *w);
 /* How many directories are watched (inotify), and with what, for -v. */
 size_t sync_watch_dirs(const struct sync_watch *w);
 const char *sync_watch_how(const struct sync_watch *w);
+
+/*
+ * The status line (sync/wstatus.c): on stderr when it is a terminal and not
+ * quiet, else NULL (and the calls below do nothing). Between rounds it is
+ * redrawn once a second; busy() erases it as a round begins, round()
+ * counts the round's bytes and lag (< 0: none) and draws it again.
+ */
+struct sync_wstatus;
+struct sync_wstatus *sync_wstatus_start(struct sync_watch *w, int human, int quiet);
+void sync_wstatus_busy(struct sync_wstatus *s);
+void sync_wstatus_round(struct sync_wstatus *s, unsigned long long bytes, double lag_s);
+void sync_wstatus_stop(struct sync_wstatus *s);
 
 #endif

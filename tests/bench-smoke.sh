@@ -34,8 +34,8 @@ rm -rf "$res"
 res=$(mktemp -d)
 live="watch,rsync-loop,rdcp-loop"
 command -v lsyncd >/dev/null && live="$live,lsyncd"
-check "benchmarks/live.py, 2 s, 300 small files, $live" \
+check "benchmarks/live.py, 2 s, 300 small files, $live; idle: 2000 files, 2 s" \
 	python3 "$here/benchmarks/live.py" --secs 2 --small 300 --contenders "$live" \
-	--work "$res/work" --results "$res"
+	--idle 2000 --idle-secs 2 --work "$res/work" --results "$res"
 rm -rf "$res"
 exit $fail

@@ -199,6 +199,34 @@ follows() {
 	[[ "$output" == *"hashed 0 files"* ]]
 }
 
+@test "watch: on a terminal, a status line between rounds (rounds, bytes sent, lag, pending), erased as it ends; none when stderr is not one" {
+	command -v script >/dev/null || skip "SKIPPED: script(1) (bsdutils) is not installed"
+	mkdir -p "$T/src"
+	(
+		sleep 1.5
+		head -c 300000 /dev/urandom >"$T/src/a"
+		sleep 2.2
+		pkill -TERM -f "^$RDCP --sync -a --watch $T/src/"
+	) &
+	script -qfec "stty cols 200; $RDCP --sync -a --watch $T/src/ $T/dst; echo EXIT=\$?" \
+		"$T/tty" >/dev/null
+	wait
+	cat -v "$T/tty"
+	grep -a -q "EXIT=0" "$T/tty"
+	# drawn after the second round, with its lag; erased at the end
+	grep -a -q $'\rwatch: 2 rounds, 29[0-9].[0-9]*KB sent, .*, lag 0\.[0-9]* s ([0-9]* s ago), 0 pending' "$T/tty"
+	grep -a -q $'\r\033\[KEXIT=0' "$T/tty"
+	same "$T/src" "$T/dst"
+	# not a terminal: no line
+	watching local "$T/src/" "$T/dst2"
+	echo b >"$T/src/b"
+	until_same "$T/src" "$T/dst2"
+	sleep 1.2
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ ! -s "$T/err" ]
+}
+
 @test "watch: 100k files made in a burst in 100 new directories land, DST identical" {
 	# the same code as the overflow test below, at a size that takes ASan minutes
 	[[ "${RDCP_BUILD:-}" != *asan* ]] ||
