@@ -23,7 +23,10 @@
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
+#include "sync/fanout/fanout.h"
+#include "sync/select/select.h"
 #include "sync/sync_int.h"
+#include "sync/wire/proto.h"
 #include "sync/watch.h"
 
 struct endpoint {

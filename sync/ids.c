@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "sync/recv_int.h"
+#include "sync/sync_int.h"
 
 /* getpw*_r / getgr*_r with a buffer that grows as they ask. */
 struct lookup_buf {
@@ -89,6 +89,25 @@ static int id_of(struct lookup_buf *lb, uint8_t kind, const char *name, uint32_t
 		if (grow(lb) < 0)
 			return -ENOMEM;
 	}
+}
+
+static int cmp_ace(const void *a, const void *b)
+{
+	const struct idx_ace *x = a, *y = b;
+	if (x->tag != y->tag)
+		return x->tag < y->tag ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void sync_acl_canon(struct idx_ace *a, uint16_t *n)
+{
+	if (*n > 1)
+		qsort(a, *n, sizeof *a, cmp_ace);
+	uint16_t k = 0;
+	for (uint16_t i = 0; i < *n; i++)
+		if (!k || cmp_ace(&a[k - 1], &a[i]) != 0)
+			a[k++] = a[i];
+	*n = k;
 }
 
 /* An id to name: kind in the top bits, so one sort groups users, groups. */
@@ -262,23 +281,22 @@ static int chown_ids(const char *arg, struct lookup_buf *lb, uint32_t *uid, uint
 	return 0;
 }
 
-int recv_map_ids(struct rstate *s)
+int sync_map_ids(struct idx_manifest *sm, unsigned f, const char *chown_arg, int *set_uid,
+                 int *set_gid)
 {
-	unsigned f = s->r->flags;
 	struct lookup_buf lb = { 0 };
-	struct idmap im = { &s->sm, NULL };
+	struct idmap im = { sm, NULL };
 	gid_t *groups = NULL;
 	int ngroups = 0, rc = 0;
 	uint32_t cu = IDX_ID_NONE, cg = IDX_ID_NONE;
-	const char *chown_arg = s->r->o ? s->r->o->chown : NULL;
 	if (chown_arg && (rc = chown_ids(chown_arg, &lb, &cu, &cg)) < 0)
 		goto out;
 	if (!(f & SYNC_F_NUMERIC_IDS) && (rc = build_map(&im, &lb)) < 0)
 		goto out;
 	int root = geteuid() == 0;
-	s->set_uid = root && ((f & SYNC_F_OWNER) || cu != IDX_ID_NONE);
-	s->set_gid = (f & SYNC_F_OWNER) || cg != IDX_ID_NONE;
-	if (!root && s->set_gid) {
+	*set_uid = root && ((f & SYNC_F_OWNER) || cu != IDX_ID_NONE);
+	*set_gid = (f & SYNC_F_OWNER) || cg != IDX_ID_NONE;
+	if (!root && *set_gid) {
 		/* not root: only groups we are in, as rsync; others are left as
 		 * the new file gets them (IDX_ID_NONE: never a difference) */
 		ngroups = getgroups(0, NULL);
@@ -289,8 +307,8 @@ int recv_map_ids(struct rstate *s)
 		if (ngroups > 0)
 			ngroups = getgroups(ngroups, groups);
 	}
-	for (size_t i = 0; i < s->sm.n; i++) {
-		struct idx_entry *e = &s->sm.e[i];
+	for (size_t i = 0; i < sm->n; i++) {
+		struct idx_entry *e = &sm->e[i];
 		e->uid = cu != IDX_ID_NONE ? cu : map_id(&im, IDX_NAME_USER, e->uid);
 		e->gid = cg != IDX_ID_NONE ? cg : map_id(&im, IDX_NAME_GROUP, e->gid);
 		if (!root && e->gid != IDX_ID_NONE && !member_of(groups, ngroups, e->gid))
@@ -306,7 +324,7 @@ int recv_map_ids(struct rstate *s)
 			 * first entry of an id wins, as setfacl's last-one-wins
 			 * would be as arbitrary */
 			if (n)
-				recv_acl_canon(a, t ? &e->x->ndacl : &e->x->nacl);
+				sync_acl_canon(a, t ? &e->x->ndacl : &e->x->nacl);
 		}
 	}
 out:

@@ -15,7 +15,9 @@
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "sync/select/select.h"
 #include "sync/sync_int.h"
+#include "sync/wire/proto.h"
 #include "sync/watch.h"
 
 enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,

@@ -12,7 +12,9 @@
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
+#include "sync/select/select.h"
 #include "sync/sync_int.h"
+#include "sync/wire/proto.h"
 
 #define RD_STR2(x) #x
 #define RD_STR(x) RD_STR2(x)

@@ -56,7 +56,7 @@ enum {
 
 /* Filter rules (--exclude, --include, --filter, -F, --exclude-from,
  * --include-from and the merge files they name), in command-line order:
- * rsync's syntax (sync/rules.c), applied by sync/filter.c. */
+ * rsync's syntax (sync/select/rules.c), applied by sync/filter.c. */
 enum { SYNC_R_EXCLUDE = 1, SYNC_R_INCLUDE, SYNC_R_CLEAR, SYNC_R_DIRMERGE,
        SYNC_R_MERGE /* read by the client, never in the list */ };
 enum {
@@ -121,7 +121,7 @@ struct sync_opts {
 	const char *backup_dir, *backup_suffix;
 	const char *index_path;     /* --index (the client's side) */
 	int no_index;               /* --no-index, both sides */
-	const char *hosts;          /* --hosts=FILE:DST (fan-out, sync/fanout.c) */
+	const char *hosts;          /* --hosts=FILE:DST (fan-out, sync/fanout/fanout.c) */
 	int relay;                  /* --relay=NAME (far side only): a fan-out
 	                               receiver, which forwards the data to the next
 	                               host; NAME: the client's name for this host,

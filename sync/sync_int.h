@@ -95,7 +95,7 @@ static inline int sync_trust_prefix(unsigned flags)
 /* Small files are not read by a scan (idx_scan_opts.lazy_below) and go
  * without their hash in the manifest (idx_manifest.nohash_below): the
  * sender hashes each as it reads it to send, and its hash travels with its
- * data (sync/pack.c). Not with -c, which compares the hashes, nor from a
+ * data (sync/archive/pack.c). Not with -c, which compares the hashes, nor from a
  * fan-out's sender (role.all_hashes). */
 static inline uint32_t sync_nohash_below(const struct role *r)
 {
@@ -108,149 +108,22 @@ static inline uint32_t sync_nohash_below(const struct role *r)
  * named ACL entries; never 0), each looked up once, into m->names (rsync's
  * user and group lists). 0 or -ENOMEM. */
 int  sync_names_collect(struct idx_manifest *m);
+/* sync/ids.c, the receiver: the sender's uids and gids (owners, ACL
+ * entries) of sm made ours: by name unless --numeric-ids (sm->names),
+ * --chown's (chown_arg), and as non-root IDX_ID_NONE for a group we are not
+ * in; *set_uid, *set_gid: owners are ours to set. 0, -EINVAL (--chown
+ * names no one here; said), -ENOMEM. */
+int  sync_map_ids(struct idx_manifest *sm, unsigned flags, const char *chown_arg,
+                  int *set_uid, int *set_gid);
+/* Sort ACL entries; a second entry of one (tag, id) is dropped. */
+void sync_acl_canon(struct idx_ace *a, uint16_t *n);
 
-/* sync/chmod.c: --chmod (rsync's syntax). parse: 0, -EINVAL for a string
- * rsync would refuse, -ENOMEM; umask_bits: for items without u/g/o/a.
- * apply: the mode (07777 bits) of an entry, a directory or not. */
-struct sync_chmod;
-int  sync_chmod_parse(const char *arg, uint32_t umask_bits, struct sync_chmod **out);
-uint32_t sync_chmod_apply(const struct sync_chmod *ch, uint32_t mode, int is_dir);
-void sync_chmod_free(struct sync_chmod *ch);
-
-/* sync/chunks.c: chunk-level transfers (docs/protocol.md, CTL_CHUNKS).
- * For a changed file DST already has, the receiver compares its own chunk
- * digests (from its index) with the sender's and asks only for the chunks
- * that differ; the others come from the old file (the basis). */
-enum {
-	CH_HAVE = 0,     /* not sent: the receiver takes it from its basis */
-	CH_WHOLE = 1,    /* sent whole */
-	CH_BLOCKS = 2,   /* block digests follow: only the blocks that differ */
-	CH_KINDS
-};
-#define SYNC_BLOCK_SIZE   ((uint32_t)64 << 10)
-#define SYNC_CHUNK_BLOCKS ((uint32_t)(IDX_CHUNK_SIZE / SYNC_BLOCK_SIZE))   /* 64 */
-/* A CH_BLOCKS chunk's record in CTL_CHUNKS: u64 mask of the blocks the
- * receiver has at that offset, then one u64 digest per block (XXH3-64). */
-#define SYNC_BLOCK_REC    (8 + 8 * SYNC_CHUNK_BLOCKS)
-/* Chunks described by one CTL_CHUNKS frame, at most (64 GiB of a file). */
-#define SYNC_CHUNKS_PER_FRAME 16384u
-
-/* Data messages: a chunk's offset carries its kind in the top two bits. */
-#define SYNC_OFF_MASK   ((UINT64_C(1) << 62) - 1)
-#define SYNC_MSG_KIND(off) ((unsigned)((off) >> 62))
-enum {
-	SYNC_MSG_WHOLE = 0,    /* the chunk's bytes */
-	SYNC_MSG_BLOCKS = 1,   /* the blocks that differ, then their u64 mask:
-	                          the rest is the receiver's basis */
-	SYNC_MSG_SPARSE = 2,   /* the blocks that are not zeros, then their u64
-	                          mask: the rest is zeros (-S: holes) */
-};
-
-/* sync/sparse.c: -S. pack: the read chunk buf of len bytes as a
- * SYNC_MSG_SPARSE payload in place (its non-zero 64 KiB blocks, then their
- * mask); its new length, or 0 when no block is zeros (send it whole).
- * check: a SPARSE payload of mlen bytes for a chunk of len bytes is well
- * formed (peer input): 0, or -1. hash: the chunk it stands for, with zeros
- * in the blocks not in mask. write: its blocks at off of fd; the others
- * are left alone (a fresh temp file: holes), or with punch (a file that
- * held data there) punched out, else written as zeros. 0 or -errno. */
-uint32_t sparse_pack(uint8_t *buf, uint32_t len);
-/* sync/blocks.c, the sender: the read chunk buf of len bytes as a
- * SYNC_MSG_BLOCKS payload in place, given the receiver's block record rec
- * (its blocks that differ, then their mask); its new length, or 0 (buf
- * untouched) when it is better sent whole (frugal: only when every block
- * differs; the link is what costs, as under --append). */
-uint32_t blocks_pack(uint8_t *buf, uint32_t len, const uint8_t *rec, int frugal);
-int  sparse_check(const void *data, uint32_t mlen, uint64_t len, uint64_t *mask);
-void sparse_hash(const void *data, uint64_t len, uint64_t mask, uint8_t out[IDX_HASH_LEN]);
-int  sparse_write(int fd, const void *data, uint64_t off, uint64_t len, uint64_t mask, int punch);
-
-/* One planned file's chunk map. how NULL: every chunk whole (no map sent). */
-struct chunk_map {
-	uint32_t n;          /* the sender's chunks (idx_nchunks(size)) */
-	uint32_t filled;     /* decoded so far (the sender, frame by frame) */
-	uint8_t *how;        /* CH_* per chunk */
-	uint8_t *blocks;     /* SYNC_BLOCK_REC per CH_BLOCKS chunk, in order */
-	uint32_t nblocks;
-};
-void chunk_map_free(struct chunk_map *cm);
-/* Chunks of a file of size bytes (1 for 1..IDX_CHUNK_SIZE; idx_nchunks()
- * counts digests, 0 for one chunk). */
-static inline uint32_t chunk_count(uint64_t size)
-{
-	return (uint32_t)((size + IDX_CHUNK_SIZE - 1) / IDX_CHUNK_SIZE);
-}
-/* The bytes of a file of size bytes that cm asks to be sent (--progress's
- * total): all of them without a map. */
-uint64_t chunk_map_bytes(const struct chunk_map *cm, uint64_t size);
-/* Digest of chunk k of e (e->hash for a file of one chunk). */
-const uint8_t *chunk_digest(const struct idx_entry *e, uint32_t k);
-/* The receiver: cm as CTL_CHUNKS frames for sender index idx. 0 or an error. */
-int  chunks_send(struct ctl *c, uint32_t idx, const struct chunk_map *cm);
-/* The sender: one CTL_CHUNKS payload (peer input) into maps[] (one per
- * plan position of plan[], which is increasing, for manifest m). 0, or
- * -EPROTO with *why (a phrase: "asks for ...") */
-int  chunks_decode(const uint8_t *b, size_t n, const struct idx_manifest *m,
-                   const uint32_t *plan, uint32_t nplan, struct chunk_map *maps,
-                   const char **why);
-/* The sender at CTL_CHUNKS_END: every map that was begun was finished.
- * 0 or -EPROTO with *why. */
-int  chunks_complete(const struct chunk_map *maps, uint32_t nplan, const char **why);
-/* Copy [off, off + len) of in to the same offset of out: a reflink
- * (FICLONERANGE) where the filesystem can, else copy_file_range(), else
- * read and write. 0 or -errno. */
-int  copy_range(int in, int out, uint64_t off, uint64_t len);
-
-/* sync/pack.c: small files as one tar stream over the transport */
-struct packer;
 /* The run's archive key: random, made by the sender, sent to the receiver
  * in MANIFEST_END over the control channel (ssh). An archive entry's name
  * carries the tag of what the sender read, keyed with it: nothing on the
  * data path can make one for other data. */
 #define SYNC_AKEY_LEN 32
 #define SYNC_TAG_LEN  16
-/* keyed BLAKE2b-128 of the entry's manifest index, size and XXH3-128 */
-void sync_entry_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t index, uint64_t size,
-                    const uint8_t hash[IDX_HASH_LEN], uint8_t tag[SYNC_TAG_LEN]);
-int  packer_open(struct packer **p, struct tp_session *ts, const uint8_t key[SYNC_AKEY_LEN]);
-int  packer_add(struct packer *p, uint32_t index, const void *data, uint64_t size,
-                const uint8_t hash[IDX_HASH_LEN]);
-uint64_t packer_bytes(const struct packer *p);
-/* Send what the current message holds now, full or not. 0 or -errno. */
-int  packer_flush(struct packer *p);
-/* ok: finish the archive and send the rest; else just drop it */
-int  packer_close(struct packer *p, int ok);
-
-struct unpack_ops {
-	/* entry `index` of size bytes: an fd to write it to, -1 to skip it,
-	 * -EPROTO if the entry cannot be one the sender should send */
-	int  (*open)(void *ctx, uint64_t index, uint64_t size);
-	/* written: err 0 when all of it was, EPROTO for a malformed entry,
-	 * EBADMSG when what came does not match the tag it came with, else
-	 * the write's errno; hash of what came; got bytes. A negative return
-	 * (e.g. -ENOSPC) stops the unpacker: the rest is dropped. */
-	int  (*close)(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got);
-	/* the stream is not what the sender should send: msg, one line */
-	void (*damaged)(void *ctx, const char *msg);
-	/* optional: a writer thread is done (after its last close) */
-	void (*writer_end)(void *ctx);
-};
-struct unpacker;
-/* ts NULL (tests): messages are not released, they stay the caller's. */
-int  unpacker_start(struct unpacker **u, struct tp_session *ts,
-                    const uint8_t key[SYNC_AKEY_LEN], const struct unpack_ops *ops,
-                    void *ctx);
-/* Main thread: a message of the archive stream (the unpacker releases it). */
-void unpacker_push(struct unpacker *u, struct tp_msg *m);
-/* Main thread: the unpacker's error so far (0 while all is well). */
-int  unpacker_error(struct unpacker *u);
-/* After the last message: wait for the unpacker; 0 or an error. */
-int  unpacker_finish(struct unpacker *u);
-/* Main thread: the stream lost data before the archive was whole: the
- * reader stops where the hole begins, quietly; the entries it read whole
- * are still written, the rest left for the next run (unpacker_finish():
- * -ECONNRESET; nothing changes once it has ended). */
-void unpacker_abandon(struct unpacker *u);
 
 #define PROGRESS_SAMPLES 8
 struct progress {
@@ -293,125 +166,11 @@ void sync_unlock(struct sync_lock *l);   /* NULL: nothing */
  * when its SRC holds its DST. */
 void sync_lock_share(void);
 
-/* sync/rules.c: rsync's filter rule syntax. */
-/* Parse one rule. dflt '-' or '+': text is a pattern of --exclude or
- * --include (or "- PAT", "+ PAT", "!"); 'E' or 'I': an exclude or include
- * pattern as it is (a merge file's line under '-' or '+'); 0: the full
- * --filter syntax.
- * inherit: SYNC_RM_* given to the rule (a merge file's sides). 0, or -1
- * with why; r->pattern is then NULL. A merge rule is SYNC_R_MERGE. */
-int  sync_rule_parse(const char *text, int dflt, unsigned inherit, struct sync_rule *r,
-                     char *why, size_t cap);
-/* The rule as --filter text that parses back to it (into buf). */
-const char *sync_rule_text(const struct sync_rule *r, char *buf, size_t cap);
-/* Add rule text to o's list (a clear empties it). The client (far 0) reads
- * merge files here and forwards each resulting rule (sync/opts.c); the far
- * side refuses merge rules. from names the source in messages. 0 or -1
- * (said, with the rule). */
-int  sync_rules_add(struct sync_opts *o, const char *text, int dflt, const char *from,
-                    int far);
-/* Every line of the file at path ('-': stdin, once) as a rule; *code: the
- * exit code after a failure (11 when it cannot be read, as rsync). */
-int  sync_rules_file(struct sync_opts *o, const char *path, int dflt, unsigned inherit,
-                     int far, int depth, int *code);
-/* The whole file ('-': stdin, once per run: else errno EBUSY) in a malloc'd
- * NUL-terminated buffer. 0, or -1 with errno. */
-int  sync_read_list(const char *path, struct sync_opts *o, char **buf, size_t *len);
-/* The next line of [*p, end) that is not empty or a '#'/';' comment, NUL
- * terminated in place (NL, CR or CR LF end a line); NULL at the end.
- * *lineno counts the lines passed. */
-char *sync_next_line(char **p, char *end, int *lineno);
 /* sync/opts.c: forward "--filter=text" to the far side. 0 or -1. */
 int  sync_opts_forward_rule(struct sync_opts *o, const char *text);
 
-/* sync/files.c: --files-from. */
-#define SYNC_FILES_MAX ((size_t)1 << 24)   /* entries in a list */
-/* The client: read the list at path ('-': stdin), normalized as rsync
- * does, into o->files. 0 or -1 (said, naming the file). */
-int  sync_files_read(struct sync_opts *o, const char *path);
-/* The client: o->files as CTL_FILES frames, the last one empty. */
-int  sync_files_send(struct ctl *c, const struct sync_opts *o);
-/* One CTL_FILES payload (peer input) appended to o->files: 1 when it had
- * entries, 0 for the empty one that ends the list, -EPROTO with *why when
- * malformed (or -ENOMEM). */
-int  sync_files_decode(const uint8_t *buf, size_t len, struct sync_opts *o, const char **why);
-/* The server: the client's whole list into o->files. 0 or an error (said). */
-int  sync_files_recv(struct role *r, struct sync_opts *o);
-/* The sender's SRC with --files-from: a directory, scanned as a whole
- * (its contents are sent). 0 or an error (said). */
-int  sync_files_root(const char *src, char **root, int *is_dir);
-/* The scan's roots for o->files (depth from -r and each trailing "/");
- * free with sync_files_roots_free(). 0 or -ENOMEM. */
-int  sync_files_roots(const struct sync_opts *o, struct idx_root **roots, size_t *n);
-void sync_files_roots_free(struct idx_root *roots, size_t n);
-
-/* sync/filter.c: the rules applied to a tree's paths during a scan. */
-struct filter;
-/* side: SYNC_RM_SENDER or SYNC_RM_RECEIVER; root: the tree whose dir-merge
- * files are read (an fd, dup'ed; -1: none); skip_file_dir: a directory
- * whose dir-merge files are not read (NULL: none). 0 or -ENOMEM. */
-int  sync_filter_open(struct filter **f, const struct sync_opts *o, int side, int root,
-                      const char *skip_file_dir);
-/* idx_scan_opts.skip (ctx: a struct filter): 1 when path is excluded.
- * Thread-safe. */
-int  sync_filter_skip(const char *path, int is_dir, void *ctx);
-/* 1 when path, or a directory above it, is excluded on f's side (for
- * --delete: kept). */
-int  sync_filter_protects(struct filter *f, const char *path, int is_dir);
-/* The exit code of the first dir-merge file that could not be used
- * (said), 0 when none. */
-int  sync_filter_error(const struct filter *f);
-void sync_filter_free(struct filter *f);
-/* 1 when both sides exclude exactly the same paths (no dir-merge file, no
- * side modifiers, no --delete-excluded): the receiver may then leave
- * excluded paths out of its scan of DST. */
-int  sync_filter_simple(const struct sync_opts *o);
-
 /* Entries by kind, as rsync's --stats counts them. */
 enum { SYNC_K_REG, SYNC_K_DIR, SYNC_K_LINK, SYNC_K_DEV, SYNC_K_SPECIAL, SYNC_KINDS };
-
-/* sync/sources.c: the sender's SRCs. src_split: SRC as the root to scan
- * and, unless its contents are meant, the one name (*only) sent from it;
- * 0 or a negative errno (said). */
-int src_split(const char *src, unsigned flags, char **root, char **only, int *is_dir);
-/* Several SRCs, merged into one manifest of a directory's contents (as
- * rsync merges its file list): each SRC is locked (shared) and scanned; one
- * that cannot be used is said and counted in *errors with the scans'
- * unreadable entries, and the others go on. 0, or -ENOMEM, or
- * -EWOULDBLOCK when a SRC is being written by another run (said). */
-struct srcset {
-	int n;
-	char **root;       /* per SRC: the directory its entries' paths are under */
-	char **only;       /* per SRC: the one name it sends (NULL: its contents) */
-	int no_index;      /* --no-index */
-	int *fd;           /* per SRC: root open for reading */
-	struct sync_lock **lock;   /* per SRC: its lock (NULL: none) */
-	uint32_t *of;      /* manifest index -> SRC */
-};
-int  srcs_scan(struct role *r, struct srcset *ss, struct idx_manifest *m, uint64_t *errors);
-/* The directory fd that manifest entry i's path is relative to (-1 when
- * its SRC could not be opened: it has no entries then). */
-int  srcs_root(const struct srcset *ss, size_t i);
-void srcs_free(struct srcset *ss);
-/* Drop the index row of manifest entry i (at path) from its SRC's index.
- * 0 or a negative errno. */
-int  srcs_forget(const struct srcset *ss, size_t i, const char *path);
-
-/* sync/remove.c: --remove-source-files on the sender. landed_take: one
- * CTL_LANDED frame (peer input, checked as docs/protocol.md says) and the
- * removals it asks for; 0, or -EPROTO (said: nothing more is removed). */
-struct src_remover {
-	int on;                          /* --remove-source-files */
-	const struct idx_manifest *m;    /* the manifest we sent */
-	const uint32_t *plan;            /* the receiver's plan (increasing) */
-	uint32_t nplan;
-	const uint8_t *sent;             /* manifest index -> sent whole */
-	int root;                        /* one SRC: its root */
-	const struct srcset *ss;         /* several SRCs (ss->n > 1) */
-	int64_t last;                    /* the last index taken; -1 at first */
-	uint64_t removed, errors;
-};
-int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
 
 struct sync_result {
 	uint32_t code;             /* exit code */
@@ -467,7 +226,7 @@ char sync_item_type(int idx_type);
 /* The bits for sender entry e against DST's d (NULL: new) under the run's
  * flags; own: owners are kept (root); sent: its content is transferred.
  * ACLs and xattrs are for the caller to add (the receiver adds them, and
- * the owners, by its rules: sync/itemize.c). */
+ * the owners, by its rules: sync/recv/itemize.c). */
 unsigned sync_item_bits(const struct idx_entry *e, const struct idx_entry *d, unsigned flags,
                         int own, int sent);
 int  sync_kind(int idx_type);   /* SYNC_K_* */
@@ -489,134 +248,10 @@ void sync_json_str(FILE *f, const char *s);
  * *path, else a local path (*host NULL). 0 or -ENOMEM. */
 int  sync_parse_endpoint(const char *arg, char **host, char **path);
 
-/* sync/fanout.c: rdcp SRC... host1:DST host2:DST ... (DSTs from operand
- * first_dst on, srcs[first_dst..nsrc-1] then dst), or --hosts=FILE:DST
- * (every operand a SRC). The exit code. */
-struct fan_target {
-	char *label;       /* host:path, for messages */
-	char *host, *path; /* [user@]host; the path there */
-	char *data_addr;   /* --hosts' second column, or NULL */
-	char ip[64];       /* what the name (or data_addr) resolves to, or "" */
-	int skip;          /* 1: named twice; 2: SRC itself */
-};
-int  sync_fanout(struct sync_opts *o, int first_dst);
-
 int sync_sender(struct role *r, struct sync_result *res);
 /* The server's body; local: forked by a local run's client (loopback). */
 int sync_serve(int local);
 int sync_receiver(struct role *r, struct sync_result *res);
-
-enum { ROLE_SENDER = 1, ROLE_RECEIVER = 2 };
-
-/* READY's first byte: what the sender sends (docs/protocol.md) */
-enum { READY_CONTENTS = 0,   /* a directory's contents ("A/", "."), no name */
-       READY_NAMED = 1,      /* one named entry, the name given */
-       READY_MIRROR = 2 };   /* --sync of "A" (no trailing '/'): A's contents,
-                                its name given for --delete's check */
-#define READY_NAME_MAX 255   /* one name */
-
-/* The fixed control messages (docs/protocol.md), each a struct with an
- * encoder into a buffer of its length and a decoder of peer input: 0, or
- * -EPROTO when the bytes are not one (the caller says why, naming the
- * peer). The frame is sent and received by the caller (ctl_send()). */
-
-/* READY, sender -> receiver: what is sent, a directory's contents or one
- * named entry (u8 kind, u8 is dir, u16 name length, the name). */
-struct ready_msg {
-	uint8_t kind;        /* READY_*; the decoder leaves range checks to the caller */
-	uint8_t is_dir;
-	uint16_t name_len;   /* at most READY_NAME_MAX when encoded */
-	char name[READY_NAME_MAX + 1];   /* NUL-terminated (may hold NULs of its own) */
-};
-/* The encoded length: 4 + name_len. The decoder: -ENAMETOOLONG for a
- * well-formed READY whose name is over READY_NAME_MAX (name_len says how
- * long; name holds its start, for the message). */
-size_t ready_encode(uint8_t b[4 + READY_NAME_MAX], const struct ready_msg *m);
-int    ready_decode(const uint8_t *b, size_t n, struct ready_msg *m);
-
-/* MANIFEST_END, sender -> receiver: u64 entries the scan could not read,
- * the run's archive key, u64 list generation and transfer times (us). */
-struct manifest_end_msg {
-	uint64_t errors;
-	uint8_t akey[SYNC_AKEY_LEN];
-	uint64_t gen_us, xfer_us;
-};
-#define MANIFEST_END_LEN (8 + SYNC_AKEY_LEN + 16)
-void manifest_end_encode(uint8_t b[MANIFEST_END_LEN], const struct manifest_end_msg *m);
-int  manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m);
-
-/* SENT, sender -> receiver after the data: u64 planned files not sent,
- * u64 of them unreadable (the rest vanished or changed); never more
- * unreadable than not sent. */
-struct sent_msg {
-	uint64_t unsent, unreadable;
-};
-#define SENT_LEN 16
-void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m);
-int  sent_decode(const uint8_t *b, size_t n, struct sent_msg *m);
-
-/* PROGRESS, receiver -> sender during the data: u64 files landed, u64
- * their bytes (the sender's --progress). */
-struct progress_msg {
-	uint64_t files, bytes;
-};
-#define PROGRESS_LEN 16
-void progress_encode(uint8_t b[PROGRESS_LEN], const struct progress_msg *m);
-int  progress_decode(const uint8_t *b, size_t n, struct progress_msg *m);
-
-/* Send the HELLO that gives the server its role, with o's options; paths:
- * its path, and for a sender the other SRCs (npath in all). 0 or an
- * error (said when the arguments do not fit). */
-int  hello_send(struct ctl *c, int role, const struct sync_opts *o, const char *const *paths,
-                int npath, const char *addr);
-/* The HELLO a server receives (docs/protocol.md), decoded from peer input. */
-struct hello {
-	int role;
-	char *path, *addr;
-	int argc;          /* argv[0] "rdcp", then the options (not parsed yet) */
-	char **argv;
-	const char *why;   /* -EPROTO: what is wrong, "it has ..." */
-};
-#define HELLO_MAX_ARGS 10000
-/* 0, -EPROTO if malformed (h->why says why), -EPROTONOSUPPORT for another
- * version. */
-int  hello_decode(const uint8_t *buf, size_t len, struct hello *h);
-void hello_free(struct hello *h);
-
-/* DONE payload. result_get: 0, or -EPROTO for an exit code over 255 (then
- * r->code is RD_EXIT_PROTO). */
-void result_put(uint8_t *p, const struct sync_result *r);
-/* A fan-out's sums: r's DONE counts (not its code) added to to's. */
-void result_add(struct sync_result *to, const struct sync_result *r);
-int  result_get(const uint8_t *p, struct sync_result *r);
-#define RESULT_LEN (4 + (6 + 2 * SYNC_KINDS) * 8)
-
-/* CTL_DATA: where the sender connects, and the session's secret. */
-struct ctl_data {
-	uint16_t port;
-	char key[33];       /* 32 hex characters */
-	char addr[256];     /* "" when the sender should use its own idea */
-	const char *why;    /* -EPROTO: what is wrong, "has ..." */
-};
-/* Decode peer input: -EPROTO unless the port is set, the key is 32 hex
- * characters and the address is at most 255 bytes without NUL. */
-int ctl_data_decode(const uint8_t *buf, size_t len, struct ctl_data *d);
-
-/* CTL_RELAY, client -> a fan-out host: u8 flags, then the next host's
- * CTL_DATA and the one after it's, each as u16 length + bytes (length 0:
- * none). The second is where to re-link when the next host dies. */
-#define RELAY_F_REJOIN 1u   /* a host two before us may re-link to us */
-#define RELAY_F_HOP_MS 2u   /* a u32 follows the two parts: hop_ms */
-struct relay_msg {
-	unsigned flags;
-	int has_next, has_alt;
-	struct ctl_data next, alt;
-	uint32_t hop_ms;   /* RELAY_F_HOP_MS: the I/O timeout of our hop to the
-	                      next host, shorter than the one before us (0: --timeout's) */
-};
-/* Decode peer input: -EPROTO (m->next.why or m->alt.why, or "is ..." in
- * why) unless well formed; an alternative needs a next host. */
-int relay_msg_decode(const uint8_t *buf, size_t len, struct relay_msg *m, const char **why);
 
 /* The next control frame from the peer, who plays `peer` ("sender" or
  * "receiver"). A frame header that is not one is said in one line: for the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Block delta (sync/blocks.c): inside a changed 4 MiB chunk only the 64 KiB
+# Block delta (sync/delta/blocks.c): inside a changed 4 MiB chunk only the 64 KiB
 # blocks that differ cross the wire; the receiver rebuilds the chunk with
 # its old file's blocks and writes it only if it verifies. Results compared
 # with cmp and rsync -anciH --delete.

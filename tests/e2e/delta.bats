@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Chunk-level delta (sync/delta.c, sync/chunks.c): a changed file DST
+# Chunk-level delta (sync/recv/delta.c, sync/delta/chunks.c): a changed file DST
 # already has costs only its changed 4 MiB chunks on the wire; the rest is
 # cloned or copied from the old file into the temp file, so DST holds the
 # old file or the new one, never a mix. Every result is compared with cmp

@@ -302,7 +302,7 @@ refused_by_holder() {
 	mkdir -p "$T/t/sub"
 	head -c 300000 /dev/urandom >"$T/t/sub/big"
 	# -W: sent (and paused in its sending), not made from DST's own t/sub/big,
-	# which has its content (sync/moved.c)
+	# which has its content (sync/recv/moved.c)
 	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -W "$T/t/sub/" "$T/t" 2>"$T/err1" &
 	HOLDER=$!
 	wait_for "$T/pause"
@@ -662,7 +662,7 @@ marker_on_wire() {
 	[ ! -e "$T/dst/big" ]
 }
 
-# libarchive is loaded when small files move (sync/larchive.c): a broken
+# libarchive is loaded when small files move (sync/archive/larchive.c): a broken
 # one stops such a run with its name and the loader's reason, changes
 # nothing in DST, and is never touched by a run that moves none.
 @test "accident: a broken libarchive: the run says so and changes nothing; large files alone never load it" {

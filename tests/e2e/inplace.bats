@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# --inplace, --append, --append-verify (sync/inplace.c), as rsync's: DST's
+# --inplace, --append, --append-verify (sync/recv/inplace.c), as rsync's: DST's
 # file is written where it is; only changed (or, with --append, new) chunks
 # cross the wire, each verified before it is written. Results compared with
 # cmp and rsync -anciH --delete; behaviour with rsync's on the same trees.

@@ -311,7 +311,7 @@ mk_ns_rsh() {
 }
 
 # New files are made unnamed with their permission bits, and owner and mode
-# are set only where the new inode differs (sync/land.c): each way it can
+# are set only where the new inode differs (sync/recv/land.c): each way it can
 # differ, against rsync -aH. The second round adds files to DST's setgid
 # directory, where a new inode takes the directory's group, not ours.
 new_inode_meta() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Parallel I/O (issue 13, item 6): the sender reads and shapes chunks on a
 # pool of I/O threads, the receiver verifies and writes them on its own,
-# several chunks of one file or of several files at once (sync/take.c).
+# several chunks of one file or of several files at once (sync/recv/take.c).
 # These check what that must not change: every file lands whole and
 # verified, a file that fails does so alone and leaves no temp behind, and
 # the rest still land. Results are compared with cmp and rsync -anciH.

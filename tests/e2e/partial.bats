@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# --partial (sync/partial.c, index/partial.c): a large file cut off
+# --partial (sync/recv/partial.c, index/partial.c): a large file cut off
 # mid-transfer keeps its temp file, recorded in DST's index; the next run
 # with --partial sends only the chunks that are not in it yet (or that the
 # source changed since). Without --partial no temp file is left. Results

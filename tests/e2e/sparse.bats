@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# -S (sync/sparse.c): 64 KiB blocks of zeros travel as a mask and stay
+# -S (sync/delta/sparse.c): 64 KiB blocks of zeros travel as a mask and stay
 # holes on DST; chunks in a hole of the source are not even read. Results
 # compared with cmp and rsync -anciH --delete.
 load helpers

@@ -1,4 +1,4 @@
-/* Fuzz target: the receiver's chunk handling (sync/take.c, take_chunk via
+/* Fuzz target: the receiver's chunk handling (sync/recv/take.c, take_chunk via
  * recv_fuzz_chunk) against a fixed manifest (recv_fixture.h). The input is
  * a series of messages as the transport would hand them over:
  *   id (8), off (8), len (4), how (1): 0 = len zero bytes (the manifest's

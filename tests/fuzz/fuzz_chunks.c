@@ -1,5 +1,5 @@
 /* Fuzz target: CTL_CHUNKS payloads (the receiver's chunk lists, peer input)
- * as the sender decodes them (sync/chunks.c), against a fixed file list
+ * as the sender decodes them (sync/delta/chunks.c), against a fixed file list
  * and plan. The input is a series of frames, each a u16 length and that
  * many bytes, then chunks_complete() as at CTL_CHUNKS_END. Whatever is
  * accepted must be a consistent map of a planned large file: in order,
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/wire.h"
-#include "sync/sync_int.h"
+#include "sync/delta/delta.h"
 #include "tests/fuzz/fixed_manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* Fuzz target: what a fan-out's hub takes from its hosts (sync/hub.c): each
+/* Fuzz target: what a fan-out's hub takes from its hosts (sync/fanout/hub.c): each
  * host's PLAN, CHUNKS and CHUNKS_END (peer input: a host may lie), and the
  * union it asks the sender for. The input is a series of records: host
  * (1, of two), frame type (1), length (2), that many bytes. A host whose
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/wire.h"
-#include "sync/fanout_int.h"
+#include "sync/fanout/fanout_int.h"
 #include "tests/fuzz/fixed_manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

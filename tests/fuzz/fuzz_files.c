@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/sync_int.h"
+#include "sync/select/select.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "sync/sync_int.h"
+#include "sync/wire/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

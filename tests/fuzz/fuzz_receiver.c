@@ -31,7 +31,7 @@
 
 #include "common/ctl.h"
 #include "common/wire.h"
-#include "sync/recv_int.h"
+#include "sync/recv/recv_int.h"
 #include "tests/fuzz/receiver_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/sync_int.h"
+#include "sync/wire/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzz target: the receiver's unpacker (sync/pack.c and take.c's ops, via
+/* Fuzz target: the receiver's unpacker (sync/archive/pack.c and take.c's ops, via
  * recv_fuzz_archive): the input is the whole small-file archive stream, cut
  * into messages, against a fixed manifest (recv_fixture.h), written into a
  * temp directory by the writer threads. Whatever comes, only verified

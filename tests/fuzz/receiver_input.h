@@ -33,6 +33,8 @@
 #include <string.h>
 
 #include "index/index.h"
+#include "sync/archive/archive.h"
+#include "sync/delta/delta.h"
 #include "sync/sync_int.h"
 
 enum {

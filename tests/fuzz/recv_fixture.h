@@ -1,5 +1,5 @@
 /*
- * Shared by fuzz_chunk.c and fuzz_unpack.c: a receiver (sync/recv_int.h)
+ * Shared by fuzz_chunk.c and fuzz_unpack.c: a receiver (sync/recv/recv_int.h)
  * planned against a fixed manifest into a fresh temp directory, as if the
  * sender's file list had arrived and the plan had gone out; then the fuzz
  * input plays the sender's data. Afterwards the directory must hold only
@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sync/recv_int.h"
+#include "sync/recv/recv_int.h"
 
 #define FX_BIG ((uint64_t)IDX_CHUNK_SIZE + 1000)
 

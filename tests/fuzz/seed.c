@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "index/index.h"
+#include "sync/archive/archive.h"
+#include "sync/delta/delta.h"
 #include "sync/sync_int.h"
 
 int main(int argc, char **argv)

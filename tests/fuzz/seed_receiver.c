@@ -99,7 +99,7 @@ static void msg_bytes(struct buf *o, uint64_t id, uint64_t off, const void *p, u
 	put(o, p, len);
 }
 
-/* The archive as a sender makes it (sync/pack.c: pax, entries named
+/* The archive as a sender makes it (sync/archive/pack.c: pax, entries named
  * "<index>.<tag>", the tag under the run's key, all zeros here), of files
  * that are all `fill`, cut into pieces of at most 4000 bytes. */
 struct afile {

@@ -178,7 +178,7 @@ resume() {
 @test "rdma --partial: kill -9 of the receiving side once half is recorded, the next run sends the rest" {
 	mk_src
 	start_push 8M
-	# the receiver stores its record every half second (sync/partial.c):
+	# the receiver stores its record every half second (sync/recv/partial.c):
 	# a second on, the record holds the half that was on disk (what it
 	# verified in its last half second is lost with it)
 	sleep 1

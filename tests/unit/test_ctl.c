@@ -16,7 +16,8 @@
 #include "common/ctl.h"
 #include "common/exitcode.h"
 #include "common/rsh.h"
-#include "sync/sync_int.h"
+#include "sync/select/select.h"
+#include "sync/wire/proto.h"
 
 static size_t make_data(uint8_t *b, uint16_t port, const char *key, const char *addr)
 {

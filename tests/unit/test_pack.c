@@ -1,4 +1,4 @@
-/* The archive of small files (sync/pack.c) over a real TCP session: a
+/* The archive of small files (sync/archive/pack.c) over a real TCP session: a
  * message the packer flushes early holds whole entries, so the receiver
  * writes every file in it without waiting for the next message. */
 #include <errno.h>
@@ -15,7 +15,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "sync/sync_int.h"
+#include "sync/archive/archive.h"
 #include "transport/transport.h"
 #include "tests/unit/tp_pair.h"
 

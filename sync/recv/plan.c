@@ -1,0 +1,207 @@
+/*
+ * The receiver's plan: what each entry of the sender's manifest needs. What
+ * "changed" means is index/'s idx_diff() (one rule set for the project),
+ * given the run's options: rsync's quick check (size and mtime) or, with -c,
+ * content hashes; permissions, times and owners only when they are kept.
+ * What the sync adds on top is its own: hard-link followers are linked to
+ * their leader, not compared, and a type change removes the old entry.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "common/mem.h"
+#include "sync/recv/recv_int.h"
+
+/* s->diff and s->change[]: how each sender entry differs from DST's. */
+static int classify(struct rstate *s)
+{
+	int rc = idx_diff(&s->sm, &s->dm, recv_diff_flags(s), &s->diff);
+	if (rc < 0)
+		return rc;
+	s->change = calloc(s->sm.n ? s->sm.n : 1, 1);
+	if (!s->change)
+		return -ENOMEM;
+	for (size_t k = 0; k < s->diff.n; k++)
+		if (s->diff.c[k].src)
+			s->change[s->diff.c[k].src - s->sm.e] = (uint8_t)s->diff.c[k].kind;
+	return 0;
+}
+
+static void make_dir(struct rstate *s, size_t i)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	if (s->r->flags & SYNC_F_DRYRUN) {
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+		recv_item(s, 'c', e, SYNC_ITEM_NEW);
+		return;
+	}
+	const char *name;
+	int pd = recv_open_parent(s->root, e->path, &name);
+	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
+		int err = errno;
+		if (s->mapto && !strcmp(e->path, s->mapto) && !s->res->code) {
+			/* DST itself (rdcp -r A DST): as rsync, exit 11, nothing more */
+			log_err("%s: cannot create: %s", s->r->path, strerror(err));
+			s->res->code = RD_EXIT_FILEIO;
+		} else {
+			recv_fail(s, e->path, RECV_NO_DIR, err);
+		}
+	} else {
+		s->written[i] = 1;
+		STAT_ADD(s->actions, 1);
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+		recv_item(s, 'c', e, SYNC_ITEM_NEW);
+	}
+	if (pd >= 0)
+		close(pd);
+}
+
+/* Regular file i needs its content: a slot in files[], or made at once
+ * when it is empty. 0, or -ENOMEM. */
+static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint32_t *want,
+                     uint32_t *nwant)
+{
+	const struct idx_entry *e = &s->sm.e[i];
+	struct rfile *rf = &s->files[s->nfiles];
+	rf->fd = rf->dirfd = rf->bfd = -1;
+	rf->existed = d != NULL;
+	rf->need = e->nchunks ? e->nchunks : 1;
+	if (e->nchunks && !(rf->seen = calloc(e->nchunks, 1)))
+		return -ENOMEM;
+	rf->nseen = rf->seen ? e->nchunks : 0;
+	/* a new file DST holds under another name (renamed, copied): from it */
+	const struct idx_entry *from = d ? NULL : recv_moved_find(s, e);
+	if (recv_chunk_plan(s, i, d ? d : from, rf) < 0)   /* DST's old version: only what changed */
+		return -ENOMEM;
+	int rc = recv_inplace_plan(s, i, d, rf);   /* --inplace, --append */
+	if (rc != 0) {   /* left alone (1), or refused (-1: said) */
+		recv_drop_file(rf);
+		s->change[i] = SKIPPED;
+		return rc == -ENOMEM ? rc : 0;
+	}
+	if (recv_partial_plan(s, i, rf) < 0 ||   /* --partial: an earlier run's temp */
+	    recv_blocks_plan(s, e, rf) < 0)      /* changed chunks: by 64 KiB blocks */
+		return -ENOMEM;
+	rf->ops = rf->inplace ? &recv_write_inplace : rf->track ? &recv_write_partial
+	                                                       : &recv_write_temp;
+	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
+		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
+		s->res->files++;   /* would be: as rsync -n --stats counts them */
+		s->res->created[SYNC_K_REG] += !d;
+	}
+	s->fetch[i] = (int32_t)s->nfiles++;
+	if (e->size == 0 || rf->need == 0) {   /* nothing to send: make it now */
+		if (!(s->r->flags & SYNC_F_DRYRUN) && recv_open_temp(s, e, rf) == 0)
+			recv_finish_file(s, i, rf);
+		s->fetch[i] = -1;
+		return 0;
+	}
+	want[(*nwant)++] = (uint32_t)i;
+	return 0;
+}
+
+static int64_t sec_of(int64_t ns)
+{
+	return ns / 1000000000 - (ns % 1000000000 < 0);
+}
+
+/* Is sender entry e (DST's d, or NULL) one the options leave alone? rsync's
+ * -u (DST's file is newer), --ignore-existing (DST has it, unless both are
+ * directories), --min-size and --max-size (regular files out of range:
+ * not sent, but not deleted either). */
+static int left_alone(const struct sync_opts *o, const struct idx_entry *e,
+                      const struct idx_entry *d)
+{
+	if ((o->flags & SYNC_F_IGNORE_EXISTING) && d && !(e->type == IDX_DIR && d->type == IDX_DIR))
+		return 1;
+	if (e->type != IDX_REG)
+		return 0;
+	if ((o->min_size >= 0 && e->size < (uint64_t)o->min_size) ||
+	    (o->max_size >= 0 && e->size > (uint64_t)o->max_size))
+		return 1;
+	/* rsync compares whole seconds here */
+	return (o->flags & SYNC_F_UPDATE) && d && d->type == IDX_REG &&
+	       sec_of(d->mtime_ns) > sec_of(e->mtime_ns);
+}
+
+/* Does DST's manifest hold anything below directory path? */
+static int has_entries(const struct idx_manifest *m, const char *path)
+{
+	size_t n = strlen(path);
+	for (size_t k = 0; k < m->n; k++)
+		if (!strncmp(m->e[k].path, path, n) && m->e[k].path[n] == '/')
+			return 1;
+	return 0;
+}
+
+int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
+{
+	unsigned f = s->r->flags;
+	size_t n = s->sm.n ? s->sm.n : 1;
+	*nwant = 0;
+	*want = calloc(n, sizeof **want);
+	s->fetch = malloc(n * sizeof *s->fetch);
+	s->files = calloc(n, sizeof *s->files);
+	s->written = calloc(n, 1);
+	if (!*want || !s->fetch || !s->files || !s->written)
+		return -ENOMEM;
+	mem_hint_huge(s->files, n * sizeof *s->files);
+	int rc = classify(s);
+	for (size_t i = 0; i < s->sm.n && rc == 0; i++) {
+		const struct idx_entry *e = &s->sm.e[i];
+		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);
+		s->fetch[i] = -1;
+		if (*e->path && left_alone(s->r->o, e, d)) {
+			s->change[i] = SKIPPED;
+			continue;
+		}
+		if (s->change[i] == IDX_TYPE && d->type == IDX_DIR && *d->path &&
+		    !(f & (SYNC_F_DELETE | SYNC_F_FORCE)) && has_entries(&s->dm, d->path)) {
+			/* as rsync: a full directory gives way only to --delete or --force */
+			recv_fail(s, d->path, "is a non-empty directory here: not replaced by the "
+			          "sender's non-directory without --delete or --force", ENOTEMPTY);
+			s->change[i] = SKIPPED;
+			continue;
+		}
+		if (s->change[i] == IDX_TYPE) {   /* as rsync: e's line says it is new */
+			if (!(f & SYNC_F_DRYRUN) && recv_remove(s, d->path) < 0) {
+				s->change[i] = SKIPPED;   /* in the way still (said): left alone */
+				continue;
+			}
+			d = NULL;
+		}
+		if (e->type == IDX_DIR) {
+			if (!*e->path && (s->root_made || !d)) {   /* DST itself, made now */
+				STAT_ADD(s->res->created[SYNC_K_DIR], 1);
+				recv_item(s, 'c', e, SYNC_ITEM_NEW);
+			} else if (!d)
+				make_dir(s, i);
+			else if (d && s->change[i] == IDX_META)   /* set at the end (land.c) */
+				recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
+			if (s->res->code)
+				return -EIO;   /* DST itself could not be made */
+			continue;
+		}
+		if (e->type != IDX_REG)
+			continue;   /* links and specials after the data */
+		if ((f & SYNC_F_HARDLINKS) && e->hlink && e->hlink != i + 1)
+			continue;   /* a follower: linked to its leader later */
+		if (d && s->change[i] != IDX_CONTENT) {
+			if (s->change[i] == IDX_META) {   /* said when set (land.c) */
+				if (f & SYNC_F_DRYRUN)
+					recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
+				s->res->meta++;
+			}
+			continue;
+		}
+		if (s->nld && recv_link_dest(s, i, d != NULL))
+			continue;   /* the same file in a --link-dest DIR: linked */
+		rc = want_file(s, i, d, *want, nwant);
+	}
+	return rc;
+}
