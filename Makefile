@@ -27,7 +27,7 @@ OPT     ?= -O2 -g
 VERSION := 0.1.0
 CFLAGS  := -std=c11 -D_GNU_SOURCE -DRDCP_VERSION=\"$(VERSION)\" $(OPT) $(WARN) -I. \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(MOREFLAGS)
-# libarchive is loaded when first used (sync/larchive.c): its headers, not
+# libarchive is loaded when first used (sync/archive/larchive.c): its headers, not
 # the library, at build time; its soname from the library itself
 LDPKGS  := $(filter-out libarchive,$(PKGS))
 LARCHIVE_SONAME := $(shell objdump -p "$$(pkg-config --variable=libdir libarchive 2>/dev/null)/libarchive.so" 2>/dev/null | sed -n 's/^ *SONAME *//p')

@@ -3,7 +3,7 @@
 # install (make install DESTDIR=...): programs (stripped), man pages, docs,
 # systemd units, bash completion. Depends: what dpkg-shlibdeps finds the
 # programs linked with, and the package of the libarchive that rdcp loads
-# with dlopen (sync/larchive.c: no linker or dpkg-shlibdeps sees it).
+# with dlopen (sync/archive/larchive.c: no linker or dpkg-shlibdeps sees it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
