@@ -357,7 +357,7 @@ def main():
     lines = [f"## Live mirroring ({a.secs:.0f} s, {a.small} small files, {RECS} recordings "
              "at 15 MiB/s each, 15 new + 5 appended small files and 1 rename a second)", "",
              "| contender | lag p50 | lag p99 | lag max | events (missed) | wire / written "
-             "| identical after stop |", "|---|---|---|---|---|---|---|"]
+             "| identical after stop |", "|---|---|---|---|---|---|---|"] if rows else []
     for n, r in rows.items():
         idt = f"{r['identical_after_s']:.2f} s" if r["identical_after_s"] is not None else "never"
         lines.append(f"| {n} | {r['p50']:.3f} s | {r['p99']:.3f} s | {r['max']:.3f} s | "
@@ -369,7 +369,7 @@ def main():
                 lines.append(f"- watch / {n}: p50 {w['p50'] / r['p50']:.2f}, "
                              f"p99 {w['p99'] / r['p99']:.2f}")
     if idle:
-        lines += ["", f"## The watch at rest ({idle['files']} files, nothing changing for "
+        lines += ["" if lines else "", f"## The watch at rest ({idle['files']} files, nothing changing for "
                   f"{idle['idle_secs']:.0f} s)", "",
                   "| | client (sender) | server (receiver) |", "|---|---|---|",
                   f"| CPU | {idle['client_cpu_pct']:.2f} % | {idle['server_cpu_pct']:.2f} % |",

@@ -1,8 +1,8 @@
 /*
  * The SQLite index: one database per tree root, WAL mode, one transaction per
- * scan, prepared statements. Every row carries a checksum of its fields so
- * that damage SQLite cannot see (a flipped bit in a hash) costs a rehash,
- * never a wrong answer. Anything we cannot trust is rebuilt with a warning.
+ * scan, prepared statements. This file opens, checks, migrates and closes
+ * it (and keeps its notes); rows.c reads and writes its rows. Anything we
+ * cannot trust is rebuilt with a warning.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,8 +22,6 @@
 #define DB_APP_ID  0x52444358   /* "RDCX" */
 #define DB_VERSION 3            /* 2: the extra column (xattrs, ACLs);
                                    3: the assumed column (IDX_F_ASSUMED) */
-#define CHK_VERSION 1           /* what row checksums mix in: rows of versions
-                                   1 and 2 stay valid in version 3 */
 
 struct idx_db {
 	sqlite3 *h;
@@ -54,66 +52,6 @@ static const char migrate_2[] =
 
 _Static_assert(DB_APP_ID == 1380205400, "schema literal must match DB_APP_ID");
 
-/* The row checksum's part for what was read of xattrs and ACLs. */
-static void chk_extra(XXH3_state_t *st, const struct idx_entry *e)
-{
-	const struct idx_extra *x = e->x;
-	uint8_t head[8] = { e->got };
-	if (x) {
-		put_u16(head + 2, x->nxattrs);
-		put_u16(head + 4, x->nacl);
-		put_u16(head + 6, x->ndacl);
-	}
-	XXH3_64bits_update(st, head, sizeof head);
-	if (!x)
-		return;
-	XXH3_64bits_update(st, x->xattrs, x->xattrs_len);
-	for (uint32_t i = 0; i < (uint32_t)x->nacl + x->ndacl; i++) {
-		const struct idx_ace *a = i < x->nacl ? &x->acl[i] : &x->dacl[i - x->nacl];
-		uint8_t b[6] = { a->tag, a->perm };
-		put_u32(b + 2, a->id);
-		XXH3_64bits_update(st, b, sizeof b);
-	}
-}
-
-/* Checksum over every stored field of e, path included. */
-static int64_t row_chk(const struct idx_entry *e)
-{
-	uint8_t fixed[8 * 8 + 6 * 4 + 2];
-	uint8_t *p = fixed;
-	put_u8(p++, e->type);
-	put_u8(p++, 0);
-	put_u32(p, e->mode);  p += 4;
-	put_u32(p, e->uid);   p += 4;
-	put_u32(p, e->gid);   p += 4;
-	put_u32(p, e->nlink); p += 4;
-	put_u32(p, e->nchunks); p += 4;
-	put_u32(p, (uint32_t)strlen(e->path)); p += 4;
-	put_u64(p, e->size);  p += 8;
-	put_u64(p, (uint64_t)e->mtime_ns); p += 8;
-	put_u64(p, (uint64_t)e->ctime_ns); p += 8;
-	put_u64(p, e->dev);   p += 8;
-	put_u64(p, e->ino);   p += 8;
-	put_u64(p, e->rdev);  p += 8;
-	put_u64(p, e->link ? strlen(e->link) : 0); p += 8;
-	put_u64(p, CHK_VERSION); p += 8;
-	XXH3_state_t st;
-	XXH3_INITSTATE(&st);
-	XXH3_64bits_reset(&st);
-	XXH3_64bits_update(&st, fixed, (size_t)(p - fixed));
-	XXH3_64bits_update(&st, e->path, strlen(e->path));
-	if (e->link)
-		XXH3_64bits_update(&st, e->link, strlen(e->link));
-	XXH3_64bits_update(&st, e->hash, IDX_HASH_LEN);
-	if (e->nchunks)
-		XXH3_64bits_update(&st, e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
-	if (e->got)   /* a row without xattrs or ACLs read sums as in version 1 */
-		chk_extra(&st, e);
-	if (e->flags & IDX_F_ASSUMED)   /* (and one with every digest read too) */
-		XXH3_64bits_update(&st, "assumed", 7);
-	return (int64_t)XXH3_64bits_digest(&st);
-}
-
 static void db_remove_files(const char *path)
 {
 	char aux[4096];
@@ -124,7 +62,7 @@ static void db_remove_files(const char *path)
 	unlink(aux);
 }
 
-static int db_int(sqlite3 *h, const char *sql, int64_t *v)
+int idx_db_int(sqlite3 *h, const char *sql, int64_t *v)
 {
 	sqlite3_stmt *s;
 	int rc = sqlite3_prepare_v2(h, sql, -1, &s, NULL);
@@ -164,7 +102,7 @@ static int64_t db_migrate(sqlite3 *h, int64_t ver)
 	if (rc != SQLITE_OK)
 		return is_busy(rc) ? -1 : ver;
 	int64_t now = ver;
-	if (db_int(h, "PRAGMA user_version", &now) == SQLITE_OK) {
+	if (idx_db_int(h, "PRAGMA user_version", &now) == SQLITE_OK) {
 		if (now == 1 && sqlite3_exec(h, migrate_1, NULL, NULL, NULL) == SQLITE_OK)
 			now = 2;
 		if (now == 2 && sqlite3_exec(h, migrate_2, NULL, NULL, NULL) == SQLITE_OK)
@@ -315,7 +253,7 @@ static int db_create(struct idx_db *db)
 	sqlite3_stmt *s = NULL;
 	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK)
 		goto fail;
-	if (db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK)
+	if (idx_db_int(db->h, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK)
 		goto fail;
 	if (tables) {   /* made while we waited for the lock */
 		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
@@ -424,6 +362,11 @@ fail:
 	return -EIO;
 }
 
+const char *idx_db_path(const struct idx_db *db)
+{
+	return db->path;
+}
+
 sqlite3 *idx_db_handle(struct idx_db *db)
 {
 	return db->h;
@@ -438,514 +381,6 @@ void idx_db_close(struct idx_db *db)
 	free(db->path);
 	free(db->root);
 	free(db);
-}
-
-/* The extra column: what was read (got, 1), which sections follow (1), the
- * sections as in a manifest entry (docs/protocol.md). Into e->got and e->x
- * (the caller frees it). 0 or -EBADMSG. */
-static int extra_read(sqlite3_stmt *s, struct idx_entry *e)
-{
-	const uint8_t *b = sqlite3_column_blob(s, 16);
-	int n = sqlite3_column_bytes(s, 16);
-	struct wire_rd r = { b, b + (n > 0 ? n : 0), 0 };
-	uint8_t got = rd_u8(&r), bits = rd_u8(&r);
-	const char *why;
-	if (r.bad || !got || (got & ~(IDX_GOT_XATTRS | IDX_GOT_XATTRS_ALL | IDX_GOT_ACLS)) ||
-	    (bits & ~(IDX_E_XATTRS | IDX_E_ACL | IDX_E_DACL)) ||
-	    ((bits & IDX_E_XATTRS) && !(got & IDX_GOT_XATTRS)) ||
-	    ((bits & (IDX_E_ACL | IDX_E_DACL)) && !(got & IDX_GOT_ACLS)))
-		return -EBADMSG;
-	if (idx_extra_get(&r, bits, (got & IDX_GOT_XATTRS_ALL) != 0, &e->x, &why) < 0 ||
-	    r.p != r.end) {
-		free(e->x);
-		e->x = NULL;
-		return -EBADMSG;
-	}
-	e->got = got;
-	return 0;
-}
-
-/* Fill e from the current row; 0 if the row is sound, else -EBADMSG. */
-static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link)
-{
-	int plen = sqlite3_column_bytes(s, 0);
-	const void *p = sqlite3_column_blob(s, 0);
-	if (plen < 0 || plen > IDX_PATH_MAX || (plen && !p))
-		return -EBADMSG;
-	if (plen)
-		memcpy(path, p, (size_t)plen);
-	path[plen] = '\0';
-	if (plen && idx_path_check(path, (size_t)plen) < 0)
-		return -EBADMSG;
-	*e = (struct idx_entry){
-		.path = path,
-		.type = (uint8_t)sqlite3_column_int(s, 1),
-		.mode = (uint32_t)sqlite3_column_int64(s, 2),
-		.uid = (uint32_t)sqlite3_column_int64(s, 3),
-		.gid = (uint32_t)sqlite3_column_int64(s, 4),
-		.size = (uint64_t)sqlite3_column_int64(s, 5),
-		.mtime_ns = sqlite3_column_int64(s, 6),
-		.ctime_ns = sqlite3_column_int64(s, 7),
-		.dev = (uint64_t)sqlite3_column_int64(s, 8),
-		.ino = (uint64_t)sqlite3_column_int64(s, 9),
-		.nlink = (uint32_t)sqlite3_column_int64(s, 10),
-		.rdev = (uint64_t)sqlite3_column_int64(s, 11),
-	};
-	if (e->type < IDX_REG || e->type > IDX_SOCK)
-		return -EBADMSG;
-	int llen = sqlite3_column_bytes(s, 12);
-	if (sqlite3_column_type(s, 12) != SQLITE_NULL) {
-		if (llen <= 0 || llen > IDX_LINK_MAX)
-			return -EBADMSG;
-		memcpy(link, sqlite3_column_blob(s, 12), (size_t)llen);
-		link[llen] = '\0';
-		if (strlen(link) != (size_t)llen)
-			return -EBADMSG;
-		e->link = link;
-	}
-	if (sqlite3_column_bytes(s, 13) != IDX_HASH_LEN)
-		return -EBADMSG;
-	memcpy(e->hash, sqlite3_column_blob(s, 13), IDX_HASH_LEN);
-	if (e->type == IDX_REG && e->size > IDX_SIZE_MAX)
-		return -EBADMSG;
-	e->nchunks = e->type == IDX_REG ? idx_nchunks(e->size) : 0;
-	if ((size_t)sqlite3_column_bytes(s, 14) != (size_t)e->nchunks * IDX_HASH_LEN)
-		return -EBADMSG;
-	e->chunks = (uint8_t *)sqlite3_column_blob(s, 14);   /* copied by the caller */
-	if (sqlite3_column_type(s, 16) != SQLITE_NULL && extra_read(s, e) < 0)
-		return -EBADMSG;
-	if (sqlite3_column_int(s, 17) == 1 && e->type == IDX_REG)
-		e->flags |= IDX_F_ASSUMED;
-	if (row_chk(e) != sqlite3_column_int64(s, 15)) {
-		free(e->x);
-		e->x = NULL;
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-int idx_db_forget(struct idx_db *db, const char *path)
-{
-	sqlite3_stmt *s;
-	if (sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &s,
-	                       NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_blob(s, 1, path, (int)strlen(path), SQLITE_STATIC);
-	int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : -EIO;
-	sqlite3_finalize(s);
-	return rc;
-}
-
-/* The meta keys the index itself uses: a note may not take their place. */
-static int note_key_ok(const char *key)
-{
-	return strcmp(key, "root") && strcmp(key, "scan_ns") && strcmp(key, "count");
-}
-
-int idx_db_note_get(struct idx_db *db, const char *key, char **val)
-{
-	sqlite3_stmt *s;
-	*val = NULL;
-	if (!note_key_ok(key))
-		return -EINVAL;
-	if (sqlite3_prepare_v2(db->h, "SELECT value FROM meta WHERE key=?1", -1, &s,
-	                       NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-	int rc = 0;
-	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_TEXT &&
-	    !(*val = strdup((const char *)sqlite3_column_text(s, 0))))
-		rc = -ENOMEM;
-	sqlite3_finalize(s);
-	return rc;
-}
-
-int idx_db_note_set(struct idx_db *db, const char *key, const char *val)
-{
-	sqlite3_stmt *s;
-	if (!note_key_ok(key))
-		return -EINVAL;
-	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES(?1, ?2)", -1, &s,
-	                       NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, val, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : -EIO;
-	sqlite3_finalize(s);
-	return rc;
-}
-
-/* The rows of s (prepared, bound) into out. 0, -ENOMEM or -EIO; *bad
- * counts the rows that could not be read. */
-static int load_rows(sqlite3_stmt *s, struct idx_manifest *out, char *path, char *link,
-                     uint64_t *bad)
-{
-	int step, rc;
-	while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-		struct idx_entry e;
-		if (row_read(s, &e, path, link) < 0) {
-			(*bad)++;
-			continue;
-		}
-		rc = idx_manifest_add(out, &e);
-		free(e.x);
-		if (rc < 0)
-			return rc;
-	}
-	return step == SQLITE_DONE ? 0 : -EIO;
-}
-
-static int path_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Is path below one of the n sorted paths in v (not one of them)? */
-static int below_any(const char *path, const char *const *v, size_t n)
-{
-	char up[IDX_PATH_MAX + 1];
-	snprintf(up, sizeof up, "%s", path);
-	for (char *sl; (sl = strrchr(up, '/'));) {
-		*sl = '\0';
-		const char *key = up;
-		if (bsearch(&key, v, n, sizeof *v, path_cmp))
-			return 1;
-	}
-	return 0;
-}
-
-/* The rows the last store could not vouch for (its mtime or ctime at or
- * after scan_ns: another process stored an earlier stamp after it), those
- * out's roots did not bring, into out: the scan of some roots drops them
- * (docs/index.md). Usually none; SQLite reads the table, nothing is
- * allocated per row. 0, -ENOMEM, -EIO. */
-static int load_racy(struct idx_db *db, int64_t scan_ns, struct idx_manifest *out,
-                     char *path, char *link, uint64_t *bad)
-{
-	sqlite3_stmt *s = NULL;
-	struct idx_manifest r = { 0 };
-	int rc = -EIO;
-	if (sqlite3_prepare_v2(db->h,
-	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
-	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries "
-	        "WHERE mtime_ns>=?1 OR ctime_ns>=?1", -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(s, 1, scan_ns);
-	if ((rc = load_rows(s, &r, path, link, bad)) < 0 || !r.n)
-		goto out;
-	/* which are not in out yet, asked before any is added (out's search
-	 * needs it sorted) */
-	uint8_t *take = malloc(r.n);
-	rc = -ENOMEM;
-	if (!take)
-		goto out;
-	idx_manifest_sort(out);
-	for (size_t i = 0; i < r.n; i++)
-		take[i] = !idx_manifest_find(out, r.e[i].path);
-	rc = 0;
-	for (size_t i = 0; rc == 0 && i < r.n; i++)
-		if (take[i])
-			rc = idx_manifest_add(out, &r.e[i]);
-	free(take);
-out:
-	sqlite3_finalize(s);
-	idx_manifest_free(&r);
-	return rc;
-}
-
-/* Add each directory above path (its parent, ..., "" the root) to the
- * list *v of *n (grown as needed). 0 or -ENOMEM. */
-static int add_above(const char *path, char ***v, size_t *n, size_t *cap)
-{
-	for (const char *sl = strrchr(path, '/');; sl = memrchr(path, '/', (size_t)(sl - path))) {
-		size_t l = sl ? (size_t)(sl - path) : 0;
-		if (*n == *cap) {
-			size_t c = *cap ? 2 * *cap : 64;
-			char **g = realloc(*v, c * sizeof *g);
-			if (!g)
-				return -ENOMEM;
-			*v = g;
-			*cap = c;
-		}
-		if (!((*v)[*n] = strndup(path, l)))
-			return -ENOMEM;
-		(*n)++;
-		if (!sl)
-			return 0;
-	}
-}
-
-/* The rows of the directories above the roots (the scan records them:
- * their rows are brought up to date, not written again each round), each
- * once. 0, -ENOMEM, -EIO. */
-static int load_above(sqlite3_stmt *s, const char *const *roots, size_t nroots,
-                      struct idx_manifest *out, char *path, char *link, uint64_t *bad)
-{
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < nroots; i++)
-		rc = add_above(roots[i], &v, &n, &cap);
-	if (rc == 0)
-		qsort(v, n, sizeof *v, path_cmp);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if (i && !strcmp(v[i], v[i - 1]))
-			continue;
-		sqlite3_reset(s);
-		sqlite3_bind_blob(s, 1, v[i], (int)strlen(v[i]), SQLITE_STATIC);
-		sqlite3_bind_blob(s, 2, "", 0, SQLITE_STATIC);   /* no range: '' <= p < '' */
-		sqlite3_bind_blob(s, 3, "", 0, SQLITE_STATIC);
-		rc = load_rows(s, out, path, link, bad);
-	}
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-	return rc;
-}
-
-/* The rows at or below each root (a --files-from scan, a --watch round):
- * a round costs the rows it looks at, not the tree's. 0, -ENOMEM, -EIO. */
-static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nroots,
-                      struct idx_manifest *out, char *path, char *link, uint64_t *bad)
-{
-	sqlite3_stmt *s = NULL;
-	const char **v = malloc(nroots * sizeof *v), **top = malloc(nroots * sizeof *top);
-	char lo[IDX_PATH_MAX + 2], hi[IDX_PATH_MAX + 2];
-	size_t ntop = 0;
-	int rc = -ENOMEM;
-	if (!v || !top)
-		goto out;
-	for (size_t i = 0; i < nroots; i++)
-		v[i] = roots[i].path;
-	qsort(v, nroots, sizeof *v, path_cmp);
-	rc = -EIO;
-	if (sqlite3_prepare_v2(db->h,
-	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
-	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries "
-	        "WHERE path=?1 OR (path>=?2 AND path<?3)", -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	rc = 0;
-	for (size_t i = 0; rc == 0 && i < nroots; i++) {
-		size_t l = strlen(v[i]);
-		if ((i && !strcmp(v[i], v[i - 1])) || l > IDX_PATH_MAX || below_any(v[i], v, nroots))
-			continue;   /* loaded with the root above it */
-		top[ntop++] = v[i];
-		/* below it: from "root/" up to "root0" ('0' follows '/') */
-		memcpy(lo, v[i], l);
-		memcpy(hi, v[i], l);
-		lo[l] = '/';
-		hi[l] = '0';
-		sqlite3_reset(s);
-		sqlite3_bind_blob(s, 1, v[i], (int)l, SQLITE_STATIC);
-		sqlite3_bind_blob(s, 2, lo, (int)l + 1, SQLITE_STATIC);
-		sqlite3_bind_blob(s, 3, hi, (int)l + 1, SQLITE_STATIC);
-		rc = load_rows(s, out, path, link, bad);
-	}
-	if (rc == 0)
-		rc = load_above(s, top, ntop, out, path, link, bad);
-out:
-	sqlite3_finalize(s);
-	free(v);
-	free(top);
-	return rc;
-}
-
-int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
-                uint64_t *total, const struct idx_root *roots, size_t nroots)
-{
-	sqlite3_stmt *s = NULL;
-	char *path = malloc(IDX_PATH_MAX + 1), link[IDX_LINK_MAX + 1];
-	uint64_t bad = 0;
-	int rc = -ENOMEM;
-	*scan_ns = 0;
-	*total = 0;
-	if (!path)
-		goto out;
-	rc = -EIO;
-	if (db_int(db->h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
-		goto out;
-	for (size_t i = 0; roots && i < nroots; i++)
-		if (!*roots[i].path)
-			roots = NULL;   /* the whole tree */
-	if (roots) {
-		int64_t rows = 0;
-		rc = load_roots(db, roots, nroots, out, path, link, &bad);
-		if (rc == 0)
-			rc = load_racy(db, *scan_ns, out, path, link, &bad);
-		if (db_int(db->h, "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
-		    rows > 0)
-			*total = (uint64_t)rows;
-		goto loaded;
-	}
-	/* the rows' count as last stored: the array at once, not grown by
-	 * doubling through 4 KiB page faults. A hint only: absent before it
-	 * was kept, stale after an older rdcp stored, never trusted past what
-	 * the file could hold (a row takes more than 16 bytes), and a reserve
-	 * that fails costs nothing but the doubling */
-	int64_t rows = 0, pages = 0, page = 0;
-	if (db_int(db->h, "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
-	    db_int(db->h, "PRAGMA page_count", &pages) == SQLITE_OK &&
-	    db_int(db->h, "PRAGMA page_size", &page) == SQLITE_OK && rows > 1 &&
-	    pages > 0 && page > 0 && rows <= pages * (page / 16) && rows < (int64_t)1 << 32)
-		(void)idx_manifest_reserve(out, (size_t)rows);
-	/* One pass over every page: a small page cache does, and the default
-	 * (2 MB) would be that much more memory touched for the first time
-	 * (docs/index.md, "Memory"); the writes get the default back. */
-	sqlite3_exec(db->h, "PRAGMA cache_size=-256", NULL, NULL, NULL);
-	if (sqlite3_prepare_v2(db->h,
-	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
-	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries", -1, &s,
-	        NULL) != SQLITE_OK)
-		goto out;
-	rc = load_rows(s, out, path, link, &bad);
-loaded:
-	if (rc == 0 && bad)
-		log_warn("index %s: %llu damaged rows ignored (their files will be hashed again)",
-		         db->path, (unsigned long long)bad);
-out:
-	sqlite3_finalize(s);
-	sqlite3_exec(db->h, "PRAGMA cache_size=-2000", NULL, NULL, NULL);
-	free(path);
-	if (rc == 0)
-		idx_manifest_sort(out);
-	else
-		idx_manifest_free(out);
-	if (*total < out->n)
-		*total = out->n;
-	return rc;
-}
-
-static int bind_row(sqlite3_stmt *s, const struct idx_entry *e)
-{
-	sqlite3_bind_blob(s, 1, e->path, (int)strlen(e->path), SQLITE_STATIC);
-	sqlite3_bind_int(s, 2, e->type);
-	sqlite3_bind_int64(s, 3, e->mode);
-	sqlite3_bind_int64(s, 4, e->uid);
-	sqlite3_bind_int64(s, 5, e->gid);
-	sqlite3_bind_int64(s, 6, (int64_t)e->size);
-	sqlite3_bind_int64(s, 7, e->mtime_ns);
-	sqlite3_bind_int64(s, 8, e->ctime_ns);
-	sqlite3_bind_int64(s, 9, (int64_t)e->dev);
-	sqlite3_bind_int64(s, 10, (int64_t)e->ino);
-	sqlite3_bind_int64(s, 11, e->nlink);
-	sqlite3_bind_int64(s, 12, (int64_t)e->rdev);
-	if (e->link)
-		sqlite3_bind_blob(s, 13, e->link, (int)strlen(e->link), SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, 13);
-	sqlite3_bind_blob(s, 14, e->hash, IDX_HASH_LEN, SQLITE_STATIC);
-	if (e->nchunks)
-		sqlite3_bind_blob(s, 15, e->chunks, (int)(e->nchunks * IDX_HASH_LEN),
-		                  SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, 15);
-	sqlite3_bind_int64(s, 16, row_chk(e));
-	struct wire_wr w = { 0 };
-	if (e->got) {
-		unsigned bits = idx_extra_bits(e->x);
-		wr_u8(&w, e->got);
-		wr_u8(&w, (uint8_t)bits);
-		idx_extra_put(&w, e->x, bits);
-		if (w.bad)
-			return -ENOMEM;
-		sqlite3_bind_blob(s, 17, w.buf, (int)w.len, SQLITE_STATIC);
-	} else {
-		sqlite3_bind_null(s, 17);
-	}
-	if (e->flags & IDX_F_ASSUMED)
-		sqlite3_bind_int(s, 18, 1);
-	else
-		sqlite3_bind_null(s, 18);
-	int rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	free(w.buf);
-	return rc == SQLITE_DONE ? 0 : -EIO;
-}
-
-static int del_row(sqlite3_stmt *s, const char *path)
-{
-	sqlite3_bind_blob(s, 1, path, (int)strlen(path), SQLITE_STATIC);
-	int rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : -EIO;
-}
-
-/* An entry of old that was never read has no row to delete or keep (old
- * is then a scan's result, which the scan stored: idx_stats.stored). */
-#define NOROW IDX_F_NOHASH
-
-int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
-                 const struct idx_manifest *now, uint64_t kept, int64_t scan_ns)
-{
-	sqlite3_stmt *ins = NULL, *del = NULL, *meta = NULL;
-	int rc = -EIO;
-	if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		goto fail;
-	if (kept == IDX_DB_KEPT_REST) {
-		int64_t had = 0;
-		uint64_t mine = 0;
-		for (size_t k = 0; k < old->n; k++)
-			mine += !(old->e[k].flags & NOROW);
-		kept = db_int(db->h, "SELECT value FROM meta WHERE key='count'", &had) == SQLITE_OK &&
-		       had > 0 && (uint64_t)had > mine ? (uint64_t)had - mine : 0;
-	}
-	if (sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO entries(path,type,mode,uid,"
-	        "gid,size,mtime_ns,ctime_ns,dev,ino,nlink,rdev,link,hash,chunks,chk,extra,"
-	        "assumed) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
-	        "?17,?18)", -1, &ins, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db->h, "DELETE FROM entries WHERE path=?1", -1, &del,
-	        NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db->h, "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1), "
-	        "('count', ?2)", -1, &meta, NULL) != SQLITE_OK)
-		goto fail;
-	/* Merge the two sorted lists: write only what changed. */
-	size_t i = 0, j = 0;
-	uint64_t rows = kept;
-	while (i < old->n || j < now->n) {
-		int c = i == old->n ? 1 : j == now->n ? -1
-		        : strcmp(old->e[i].path, now->e[j].path);
-		if (c < 0) {
-			if (del_row(del, old->e[i].path) < 0)
-				goto fail;
-			i++;
-			continue;
-		}
-		const struct idx_entry *e = &now->e[j++];
-		const struct idx_entry *o = c == 0 ? &old->e[i++] : NULL;
-		if ((e->flags & (IDX_F_UNSTABLE | IDX_F_NOHASH)) || e->mtime_ns >= scan_ns ||
-		    e->ctime_ns >= scan_ns) {
-			/* changed while we read it, or not read: no hash to keep;
-			 * or changed in or after the clock tick of this stamp: a
-			 * later write in that tick would not show in its stat, so
-			 * no scan would trust the row, and no later store (another
-			 * process's, of some roots only, stamping a later time) may
-			 * find it stored and vouch for it */
-			if (o && !(o->flags & NOROW) && del_row(del, e->path) < 0)
-				goto fail;
-			continue;
-		}
-		rows++;
-		if (o && !(o->flags & NOROW) && row_chk(o) == row_chk(e))
-			continue;
-		if (bind_row(ins, e) < 0)
-			goto fail;
-	}
-	sqlite3_bind_int64(meta, 1, scan_ns);
-	sqlite3_bind_int64(meta, 2, (int64_t)rows);
-	if (sqlite3_step(meta) != SQLITE_DONE)
-		goto fail;
-	if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-		goto fail;
-	rc = 0;
-	goto out;
-fail:
-	log_err("index %s: cannot update: %s", db->path, sqlite3_errmsg(db->h));
-	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-out:
-	sqlite3_finalize(ins);
-	sqlite3_finalize(del);
-	sqlite3_finalize(meta);
-	return rc;
 }
 
 int idx_db_peek(const char *path, char **root, int64_t *used_ns, int64_t *entries)
@@ -967,11 +402,11 @@ int idx_db_peek(const char *path, char **root, int64_t *used_ns, int64_t *entrie
 			goto out;
 	}
 	sqlite3_busy_timeout(h, 2000);
-	if (db_int(h, "PRAGMA application_id", &app) != SQLITE_OK || app != DB_APP_ID)
+	if (idx_db_int(h, "PRAGMA application_id", &app) != SQLITE_OK || app != DB_APP_ID)
 		goto out;
 	/* each part may be missing (an index from before it was kept) */
-	db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", used_ns);
-	if (entries && db_int(h, "SELECT count(*) FROM entries", entries) != SQLITE_OK)
+	idx_db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", used_ns);
+	if (entries && idx_db_int(h, "SELECT count(*) FROM entries", entries) != SQLITE_OK)
 		*entries = -1;
 	if (sqlite3_prepare_v2(h, "SELECT value FROM meta WHERE key='root'", -1, &s,
 	                       NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&

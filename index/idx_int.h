@@ -105,6 +105,11 @@ void idx_db_close(struct idx_db *db);
 int  idx_db_open_tree(const char *root, const struct idx_scan_opts *opts, struct idx_db **db);
 /* The open database handle (index/partial.c keeps a table of its own). */
 sqlite3 *idx_db_handle(struct idx_db *db);
+/* Its file's path (for messages). */
+const char *idx_db_path(const struct idx_db *db);
+/* The integer the query sql answers into *v (left as it was when there is
+ * no row): SQLITE_OK, or SQLite's code. */
+int idx_db_int(sqlite3 *h, const char *sql, int64_t *v);
 /*
  * What an index file says about itself: the tree it indexes (*root, the key
  * given to idx_db_open(), malloc'd; NULL if it does not say), when it was

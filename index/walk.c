@@ -22,82 +22,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "index/idx_int.h"
-
-#define HASH_BUF     (1u << 20)  /* per-thread read buffer */
-#define STACK_MAX    256         /* queued open directories before recursing */
-#define BIG_OPEN_MAX 64          /* large files queued before hashing inline */
-#define PARK_MAX     1024        /* directories kept open waiting for the index */
-
-struct bigfile {
-	struct bigfile *next;   /* in the chunk queue */
-	int fd;
-	uint32_t nchunks, next_chunk, left;
-	uint8_t *chunks;
-	struct stat st;         /* as opened, to notice change while reading */
-	int worker;             /* whose manifest holds the entry */
-	size_t entry;           /* index into that manifest */
-	int unstable;
-};
-
-struct dirjob {
-	int fd;
-	char *path;
-	int depth;      /* levels of entries to list: -1 all, 1 this one only */
-};
-
-/* A directory whose regular files wait for the previous index. */
-struct parked {
-	struct parked *next;
-	DIR *d;
-	size_t n, cap;
-	size_t *ent;        /* the files: indices into the worker's manifest */
-};
-
-struct walker;
-
-struct worker {
-	struct walker *w;
-	int id;
-	pthread_t tid;
-	struct idx_manifest out;
-	struct parked *parked;  /* its directories waiting for the index */
-	struct idx_stats st;
-	uint8_t *buf;
-};
-
-struct walker {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_cond_t ready_cv;            /* the previous index is there */
-	struct dirjob *stack;
-	size_t nstack;
-	struct bigfile *bq_head, *bq_tail;  /* files with chunks not yet taken */
-	size_t nbig_open;
-	struct bigfile **big;               /* every large file, for finishing */
-	size_t nbig, capbig;
-	int active;                         /* threads holding a work item */
-	int nomem;
-	struct idx_prev *prev;
-	int ready;                          /* prev is loaded (atomic) */
-	int late_extra;                     /* entries recorded before it was */
-	size_t nparked, park_max;           /* directories waiting for it */
-	const struct idx_manifest *old;     /* prev->old, once ready */
-	const char *only;
-	int (*skip)(const char *path, int is_dir, void *ctx);
-	void *skip_ctx;
-	unsigned meta;                      /* IDX_SCAN_*: xattrs, ACLs */
-	unsigned want_got;                  /* what reading them gives (IDX_GOT_*) */
-	int one_fs, roots_optional;
-	int trust_prefix;                   /* opts->trust_prefix (--append) */
-	const struct idx_manifest *hint;    /* opts->grown_hint */
-	uint64_t lazy_below;                /* opts->lazy_below */
-	int lazy_any;                       /* opts->lazy_any */
-	int64_t settled_ns;                 /* ... for files of older ctimes */
-	dev_t root_dev;
-	int64_t trust_before;
-	struct worker *workers;
-};
+#include "index/walk_int.h"
 
 static char *join_path(const char *dir, const char *name)
 {
@@ -150,288 +75,6 @@ static void *loader_main(void *arg)
 		usleep((useconds_t)atoi(late) * 1000);
 	set_ready(w, w->prev->load(w->prev));
 	return NULL;
-}
-
-/* Entry i of wk's manifest is not part of the scan after all. */
-static void drop_entry(struct worker *wk, size_t i)
-{
-	struct idx_entry *e = &wk->out.e[i];
-	free(e->path);
-	free(e->link);
-	free(e->chunks);
-	free(e->x);
-	if (i + 1 == wk->out.n) {
-		wk->out.n--;
-		return;
-	}
-	*e = (struct idx_entry){ 0 };   /* a hole, left out by gather() */
-}
-
-static void fill_meta(struct idx_entry *e, const struct stat *st)
-{
-	e->size = S_ISREG(st->st_mode) ? (uint64_t)st->st_size : 0;
-	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-	e->dev = st->st_dev;
-	e->ino = st->st_ino;
-	e->rdev = st->st_rdev;
-	e->nlink = (uint32_t)st->st_nlink;
-	e->mode = st->st_mode & 07777;
-	e->uid = st->st_uid;
-	e->gid = st->st_gid;
-	switch (st->st_mode & S_IFMT) {
-	case S_IFREG:  e->type = IDX_REG;  break;
-	case S_IFDIR:  e->type = IDX_DIR;  break;
-	case S_IFLNK:  e->type = IDX_LNK;  break;
-	case S_IFIFO:  e->type = IDX_FIFO; break;
-	case S_IFCHR:  e->type = IDX_CHR;  break;
-	case S_IFBLK:  e->type = IDX_BLK;  break;
-	default:       e->type = IDX_SOCK; break;
-	}
-}
-
-static int same_stat(const struct stat *a, const struct stat *b)
-{
-	return a->st_size == b->st_size && a->st_ino == b->st_ino &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
-	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-/* The previous index's row of e, if e provably did not change since it
- * was read: same type, size, inode, mtime and ctime (which any write,
- * xattr or ACL change moves), and not within the clock tick of that scan
- * (a row stamped then may predate a write that left the timestamps equal:
- * read again, as git does). */
-static const struct idx_entry *unchanged(const struct walker *w, const struct idx_entry *e)
-{
-	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (!o || o->type != e->type || o->size != e->size || o->ino != e->ino ||
-	    o->mtime_ns != e->mtime_ns || o->ctime_ns != e->ctime_ns)
-		return NULL;
-	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
-		return NULL;
-	return o;
-}
-
-/* Under trust_prefix: the previous row of a file that grew (same inode,
- * at least one whole chunk then, not in the clock tick of its scan), or
- * else its row in opts->grown_hint, whose whole chunks' digests are taken
- * unread. */
-static const struct idx_entry *grown_from(const struct walker *w, const struct idx_entry *e)
-{
-	if (!w->trust_prefix || e->type != IDX_REG)
-		return NULL;
-	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (o && o->type == IDX_REG && o->ino == e->ino && o->size < e->size &&
-	    o->size >= IDX_CHUNK_SIZE && o->mtime_ns < w->trust_before &&
-	    o->ctime_ns < w->trust_before)
-		return o;
-	/* no row the index could keep: what an earlier scan of ours read */
-	o = w->hint ? idx_manifest_find(w->hint, e->path) : NULL;
-	if (o && o->type == IDX_REG && o->ino == e->ino && o->size < e->size &&
-	    o->size >= IDX_CHUNK_SIZE && (o->nchunks ? o->chunks && o->nchunks >= o->size /
-	                                  IDX_CHUNK_SIZE : o->size == IDX_CHUNK_SIZE))
-		return o;
-	return NULL;
-}
-
-/* Take xattrs and ACLs from the previous index if the entry provably did
- * not change and they were read as this scan reads them. What an earlier
- * scan read is kept even when this one reads nothing (so a scan without -X
- * does not rewrite every row that has xattrs). 1 when taken. */
-static int reuse_extra(const struct walker *w, struct idx_entry *e, const struct idx_entry *o)
-{
-	if (!o || (w->want_got && o->got != w->want_got))
-		return 0;
-	int err = 0;
-	e->x = idx_extra_dup(o->x, &err);
-	if (err)
-		return 0;
-	e->got = o->got;
-	return 1;
-}
-
-/* Does the filesystem at fd stamp ctimes with this machine's clock, and
- * does fstat see every write at once? Local ones do. A network filesystem
- * stamps with the server's clock and may answer fstat from a cache, and a
- * FUSE one does what its daemon does: their files are always read by the
- * scan (idx_scan_opts.lazy_below does not apply). */
-static int stamps_locally(int fd)
-{
-	struct statfs sf;
-	if (fstatfs(fd, &sf) < 0)
-		return 0;
-	switch ((unsigned long)sf.f_type) {
-	case 0xEF53:       /* ext2, ext3, ext4 */
-	case 0x58465342:   /* XFS */
-	case 0x9123683E:   /* btrfs */
-	case 0x01021994:   /* tmpfs */
-	case 0x858458F6:   /* ramfs */
-	case 0xF2F52010:   /* f2fs */
-	case 0x2FC12FC1:   /* ZFS */
-	case 0x794C7630:   /* overlayfs */
-	case 0xCA451A4E:   /* bcachefs */
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-/* Take the hash from the previous index if the file provably did not
- * change (o: unchanged()'s answer) and its digests were read (or taken
- * unread, by a scan that trusts them: IDX_F_ASSUMED). */
-static int reuse_hash(const struct walker *w, struct idx_entry *e, const struct idx_entry *o)
-{
-	if (!o || o->type != IDX_REG || ((o->flags & IDX_F_ASSUMED) && !w->trust_prefix))
-		return 0;
-	if (o->nchunks) {
-		e->chunks = malloc((size_t)o->nchunks * IDX_HASH_LEN);
-		if (!e->chunks)
-			return 0;
-		memcpy(e->chunks, o->chunks, (size_t)o->nchunks * IDX_HASH_LEN);
-		e->nchunks = o->nchunks;
-	}
-	memcpy(e->hash, o->hash, IDX_HASH_LEN);
-	e->flags |= o->flags & IDX_F_ASSUMED;
-	return 1;
-}
-
-static int open_for_read(int dfd, const char *name)
-{
-	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
-	int fd = openat(dfd, name, fl | O_NOATIME);
-	if (fd < 0 && errno == EPERM)   /* O_NOATIME needs ownership */
-		fd = openat(dfd, name, fl);
-	return fd;
-}
-
-static void queue_big(struct walker *w, struct bigfile *b)
-{
-	pthread_mutex_lock(&w->mu);
-	if (w->nbig == w->capbig) {
-		size_t cap = w->capbig ? w->capbig * 2 : 64;
-		struct bigfile **nb = realloc(w->big, cap * sizeof *nb);
-		if (!nb) {
-			w->nomem = 1;
-			pthread_mutex_unlock(&w->mu);
-			close(b->fd);
-			free(b->chunks);
-			free(b);
-			return;
-		}
-		w->big = nb;
-		w->capbig = cap;
-	}
-	w->big[w->nbig++] = b;
-	b->next = NULL;
-	if (w->bq_tail)
-		w->bq_tail->next = b;
-	else
-		w->bq_head = b;
-	w->bq_tail = b;
-	w->nbig_open++;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-}
-
-/* Hash chunk k of b. Called without the lock. */
-static void hash_chunk(struct worker *wk, struct bigfile *b, uint32_t k)
-{
-	uint64_t off = (uint64_t)k * IDX_CHUNK_SIZE;
-	uint64_t len = (uint64_t)b->st.st_size - off;
-	if (len > IDX_CHUNK_SIZE)
-		len = IDX_CHUNK_SIZE;
-	uint64_t got = 0;
-	if (idx_hash_range(b->fd, off, len, wk->buf, HASH_BUF,
-	                   b->chunks + (size_t)k * IDX_HASH_LEN, &got) < 0 || got != len)
-		b->unstable = 1;   /* read error or shrank: not a hash to trust */
-	wk->st.hashed_bytes += got;
-}
-
-/* The last chunk of b is done: see whether the file held still. */
-static void finish_big(struct bigfile *b)
-{
-	struct stat now;
-	if (fstat(b->fd, &now) < 0 || !same_stat(&now, &b->st))
-		b->unstable = 1;
-	close(b->fd);
-	b->fd = -1;
-}
-
-/* Hash a regular file opened from dfd into e (small files inline; large ones
- * are queued chunk by chunk). Returns 0, or -errno if it cannot be read. */
-static int hash_file(struct worker *wk, int dfd, const char *name, size_t ei)
-{
-	struct idx_entry *e = &wk->out.e[ei];
-	struct walker *w = wk->w;
-	int fd = open_for_read(dfd, name);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		int rc = errno ? -errno : -EAGAIN;
-		close(fd);
-		return rc;   /* swapped for something else since fstatat */
-	}
-	fill_meta(e, &st);   /* what we read is what we describe */
-	wk->st.hashed++;
-	e->flags |= IDX_F_HASHED;
-	uint32_t n = idx_nchunks(e->size);
-	if (n == 0) {
-		uint64_t got;
-		int rc = idx_hash_range(fd, 0, e->size, wk->buf, HASH_BUF, e->hash, &got);
-		struct stat after;
-		if (rc < 0 || got != e->size || fstat(fd, &after) < 0 || !same_stat(&st, &after))
-			e->flags |= IDX_F_UNSTABLE;
-		wk->st.hashed_bytes += got;
-		close(fd);
-		return 0;
-	}
-	struct bigfile *b = calloc(1, sizeof *b);
-	uint8_t *chunks = malloc((size_t)n * IDX_HASH_LEN);
-	if (!b || !chunks) {
-		free(b);
-		free(chunks);
-		close(fd);
-		return -ENOMEM;
-	}
-	/* --append: the old size's whole chunks as the index has them */
-	const struct idx_entry *o = grown_from(w, e);
-	uint32_t keep = o ? (uint32_t)(o->size / IDX_CHUNK_SIZE) : 0;
-	if (keep) {
-		memcpy(chunks, o->nchunks ? o->chunks : o->hash, (size_t)keep * IDX_HASH_LEN);
-		e->flags |= IDX_F_ASSUMED;
-	}
-	*b = (struct bigfile){ .fd = fd, .nchunks = n, .next_chunk = keep, .left = n - keep,
-	                       .chunks = chunks, .st = st, .worker = wk->id, .entry = ei };
-	pthread_mutex_lock(&w->mu);
-	int inline_hash = w->nbig_open >= BIG_OPEN_MAX;   /* (keep < n: it grew) */
-	pthread_mutex_unlock(&w->mu);
-	if (!inline_hash) {
-		queue_big(w, b);
-		return 0;
-	}
-	/* Too many large files open already: hash this one here. */
-	for (uint32_t k = keep; k < n; k++)
-		hash_chunk(wk, b, k);
-	finish_big(b);
-	pthread_mutex_lock(&w->mu);
-	if (w->nbig == w->capbig) {
-		size_t cap = w->capbig ? w->capbig * 2 : 64;
-		struct bigfile **nb = realloc(w->big, cap * sizeof *nb);
-		if (nb) {
-			w->big = nb;
-			w->capbig = cap;
-		}
-	}
-	if (w->nbig < w->capbig)
-		w->big[w->nbig++] = b;
-	else
-		w->nomem = 1;
-	pthread_mutex_unlock(&w->mu);
-	return 0;
 }
 
 static void walk_dir(struct worker *wk, int fd, const char *path, int depth);
@@ -547,7 +190,7 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 			rc = -EFBIG;
 			break;
 		}
-		if (reuse_hash(wk->w, e, old)) {
+		if (walk_reuse_hash(wk->w, e, old)) {
 			wk->st.reused++;
 			return;
 		}
@@ -558,7 +201,7 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 			e->flags |= IDX_F_NOHASH;
 			return;
 		}
-		rc = hash_file(wk, dfd, name, ei);
+		rc = walk_hash_file(wk, dfd, name, ei);
 		break;
 	default:
 		return;
@@ -572,7 +215,7 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 		log_err("%s: %s", log_path(shown, sizeof shown, e->path), strerror(-rc));
 	wk->st.errors++;
 	if (e->type != IDX_DIR)
-		drop_entry(wk, ei);   /* an unreadable file is not in the manifest */
+		walk_drop_entry(wk, ei);   /* an unreadable file is not in the manifest */
 }
 
 /* Keep entry ei (a regular file) for when the previous index is there, in
@@ -631,8 +274,8 @@ static void drain(struct worker *wk, struct parked *p)
 		size_t ei = p->ent[k];
 		struct idx_entry *e = &wk->out.e[ei];
 		const char *slash = strrchr(e->path, '/');
-		const struct idx_entry *old = unchanged(w, e);
-		reuse_extra(w, e, old);   /* (a scan that reads them never parks) */
+		const struct idx_entry *old = walk_unchanged(w, e);
+		walk_reuse_extra(w, e, old);   /* (a scan that reads them never parks) */
 		take_content(wk, dfd, slash ? slash + 1 : e->path, ei, 0, old);
 	}
 	unpark(w, p);
@@ -676,7 +319,7 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 	}
 	e->path = path;   /* the entry's now */
 	size_t ei = wk->out.n - 1;
-	fill_meta(e, &st);
+	walk_fill_meta(e, &st);
 	const struct idx_entry *old = NULL;
 	int late = !is_ready(w);
 	if (late && e->type == IDX_REG) {
@@ -689,9 +332,9 @@ static void one_entry(struct worker *wk, int dfd, const char *dpath, const char 
 		/* (a scan that reads xattrs waits for the index before it starts) */
 		__atomic_store_n(&w->late_extra, 1, __ATOMIC_RELAXED);
 	} else {
-		old = unchanged(w, e);
-		if (!reuse_extra(w, e, old) && w->meta && read_extra(wk, dfd, name, e) < 0) {
-			drop_entry(wk, ei);   /* vanished */
+		old = walk_unchanged(w, e);
+		if (!walk_reuse_extra(w, e, old) && w->meta && read_extra(wk, dfd, name, e) < 0) {
+			walk_drop_entry(wk, ei);   /* vanished */
 			return;
 		}
 	}
@@ -822,10 +465,10 @@ static void *worker_main(void *arg)
 			}
 			w->active++;
 			pthread_mutex_unlock(&w->mu);
-			hash_chunk(wk, b, k);
+			walk_hash_chunk(wk, b, k);
 			pthread_mutex_lock(&w->mu);
 			if (--b->left == 0) {
-				finish_big(b);
+				walk_finish_big(b);
 				w->nbig_open--;
 			}
 			w->active--;
@@ -949,7 +592,7 @@ static void late_extras(struct walker *w, struct idx_manifest *out, size_t first
 	for (size_t i = first; i < out->n; i++) {
 		struct idx_entry *e = &out->e[i];
 		if (e->type != IDX_REG && !e->got)
-			reuse_extra(w, e, unchanged(w, e));
+			walk_reuse_extra(w, e, walk_unchanged(w, e));
 	}
 }
 
@@ -989,7 +632,7 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.trust_prefix = opts->trust_prefix;
 	w.hint = opts->grown_hint;
 	w.lazy_any = opts->lazy_any;
-	w.lazy_below = w.lazy_any || stamps_locally(root_fd) ? opts->lazy_below : 0;
+	w.lazy_below = w.lazy_any || walk_stamps_locally(root_fd) ? opts->lazy_below : 0;
 	struct timespec now;
 	const char *settle = getenv("RDCP_TEST_SETTLED_S");   /* tests: seconds */
 	int settle_s = settle ? atoi(settle) : IDX_SETTLED_S;

@@ -27,12 +27,8 @@
 #include "sync/select/select.h"
 #include "sync/sync_int.h"
 #include "sync/wire/proto.h"
+#include "sync/client_int.h"
 #include "sync/watch.h"
-
-struct endpoint {
-	char *host;   /* NULL: local */
-	char *path;
-};
 
 static int parse_endpoint(const char *arg, struct endpoint *ep);
 
@@ -60,7 +56,7 @@ static int parse_endpoint(const char *arg, struct endpoint *ep)
 }
 
 /* Start `rsh host rdcp --server` with pipes; returns its pid. */
-static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
+pid_t client_spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c)
 {
 	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
 	pid_t pid = rsh_spawn(o->rsh, host, words, &c->out, &c->in,
@@ -72,7 +68,7 @@ static pid_t spawn_remote(const struct sync_opts *o, const char *host, struct ct
 
 /* --contimeout S: the far side's first word (its rdcp's NOOP, or the
  * remote shell's end or junk) within S seconds. 0, or -ETIME (said). */
-static int await_login(const struct sync_opts *o, const char *host, const struct ctl *c)
+int client_await_login(const struct sync_opts *o, const char *host, const struct ctl *c)
 {
 	struct pollfd p = { c->in, POLLIN, 0 };
 	int rc;
@@ -88,7 +84,7 @@ static int await_login(const struct sync_opts *o, const char *host, const struct
 }
 
 /* Local to local: the far side is a child process on a socketpair. */
-static pid_t spawn_local(struct ctl *c)
+pid_t client_spawn_local(struct ctl *c)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -105,11 +101,10 @@ static pid_t spawn_local(struct ctl *c)
 	return pid;
 }
 
-
 /* Wait for the far side (or its remote shell). After a failed run, give it
  * 5 s to leave, then SIGKILL: a stopped or stuck peer must not keep us.
  * 1 when we killed it (its status is then ours, not what ended it). */
-static int reap(pid_t pid, int *status, int failed)
+int client_reap(pid_t pid, int *status, int failed)
 {
 	for (int i = 0; failed && i < 100; i++) {
 		if (waitpid(pid, status, WNOHANG) == pid)
@@ -147,19 +142,6 @@ static int ended_early(const char *remote, int status, uint64_t frames, char *wh
  * side is given the end of the control channel first (a receiver then
  * unwinds and removes its named temp files), a second to leave, then
  * SIGTERM and SIGKILL. Unnamed (O_TMPFILE) files vanish with us. */
-struct interrupt {
-	sigset_t set;
-	pid_t far;
-	struct ctl *c;
-	int fired;   /* the run is being stopped: its result is 20, not its own */
-	/* --watch: a signal between two rounds ends the watch cleanly (exit 0);
-	 * one during a round (busy) stops it as above */
-	pthread_mutex_t mu;
-	struct sync_watch *watch;
-	int busy, stopping;
-	sem_t started;   /* the thread runs: a fork from now copies no lock of
-	                    its start (--watch forks after it) */
-};
 
 static int gone_within(pid_t pid, int ms)
 {
@@ -208,7 +190,7 @@ static void *interrupt_main(void *arg)
 
 /* Block the signals above in this thread (and every thread it starts) and
  * start the one that takes them. */
-static void catch_interrupts(struct interrupt *in)
+void client_catch_interrupts(struct interrupt *in)
 {
 	pthread_t th;
 	sigemptyset(&in->set);
@@ -279,7 +261,7 @@ static int check_operands(const struct sync_opts *o)
 }
 
 /* Our role, after the HELLO that gives the far side its own. */
-static int play(const struct sync_opts *o, struct role *r, struct endpoint *src,
+int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
                 struct endpoint *dst, const char *remote, struct sync_result *res)
 {
 	int rc;
@@ -352,287 +334,6 @@ static int fanout_at(const struct sync_opts *o)
 	return first >= 1 && first < o->nsrc ? first : 0;
 }
 
-/* --watch: what it needs, said before anything starts. 0 or an exit code. */
-static int watch_check(const struct sync_opts *o, const struct endpoint *src,
-                       const struct endpoint *dst)
-{
-	size_t l = strlen(src->path);
-	struct stat st;
-	const char *why = NULL;
-	if (src->host)
-		why = "--watch watches a local SRC: run rdcp on the host that has it";
-	else if (o->nsrc > 1)
-		why = "--watch takes one SRC";
-	else if (!(o->flags & SYNC_F_RECURSIVE))
-		why = "--watch mirrors a tree: add -r (or -a)";
-	else if (o->files_from)
-		why = "--watch and --files-from do not go together: --watch finds what changed";
-	else if (o->flags & SYNC_F_DRYRUN)
-		why = "--watch and -n/--dry-run do not go together";
-	else if (o->flags & SYNC_F_REMOVE_SOURCE)
-		why = "--watch and --remove-source-files do not go together yet";
-	if (why) {
-		log_err("%s", why);
-		return RD_EXIT_USAGE;
-	}
-	if (stat(src->path, &st) < 0) {
-		log_err("--watch: %s: %s", src->path, strerror(errno));
-		return RD_EXIT_SELECT;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		log_err("--watch: %s: not a directory (--watch watches a directory)", src->path);
-		return RD_EXIT_SELECT;
-	}
-	if (!(o->flags & SYNC_F_MIRROR) && (!l || src->path[l - 1] != '/')) {
-		/* a copy of SRC into DST/SRC: the rounds' paths are SRC's contents */
-		log_err("--watch mirrors a directory's contents: write SRC as '%s/' (and DST "
-		        "as '%s%s/%s' to keep its name there)", src->path, dst->host ? "host:" : "",
-		        dst->path, src->path);
-		return RD_EXIT_USAGE;
-	}
-	return 0;
-}
-
-/* A code after which the watch connects again: the far side or the way to
- * it went away, or another rdcp held DST for a while. */
-static int reconnects(int code)
-{
-	return code == RD_EXIT_CONN || code == RD_EXIT_PROTO || code == RD_EXIT_TIMEOUT ||
-	       code == RD_EXIT_START || code == RD_EXIT_LOCKED;
-}
-
-/* One --watch connection: the far side, its channel, the frames it sent. */
-struct wconn {
-	pid_t pid;
-	struct ctl c;
-	uint64_t frames;
-};
-
-/* Start the far side (the remote shell's login, or a fork). 0 or an exit
- * code (said). */
-static int wconn_open(struct wconn *wc, const struct sync_opts *o, const char *remote,
-                      struct sync_watch *w)
-{
-	*wc = (struct wconn){ .pid = -1, .c = { .in = -1, .out = -1 } };
-	sync_watch_hold(w, 1);   /* the fork copies no lock the event thread holds */
-	wc->pid = remote ? spawn_remote(o, remote, &wc->c) : spawn_local(&wc->c);
-	sync_watch_hold(w, 0);
-	if (wc->pid < 0) {
-		log_err("cannot start the other side: %s", strerror(errno));
-		return RD_EXIT_START;
-	}
-	if (remote && await_login(o, remote, &wc->c) < 0) {
-		kill(wc->pid, SIGKILL);
-		waitpid(wc->pid, NULL, 0);
-		close(wc->c.out);
-		close(wc->c.in);
-		wc->pid = -1;
-		return RD_EXIT_START;
-	}
-	ctl_set_timeout(&wc->c, o->timeout * 1000);
-	return 0;
-}
-
-/* End it: the channel's end tells the server the watch is over. failed:
- * do not wait for it long (reap()). */
-static void wconn_close(struct wconn *wc, int failed)
-{
-	if (wc->pid < 0)
-		return;
-	ctl_free(&wc->c);
-	close(wc->c.out);
-	if (wc->c.in != wc->c.out)
-		close(wc->c.in);
-	int status;
-	reap(wc->pid, &status, failed);
-	wc->pid = -1;
-}
-
-/* The far side closed, under the interrupt's mutex (a signal's thread does
- * not stop what we close). */
-static void watch_far_close(struct interrupt *in, struct wconn *wc, int failed)
-{
-	pthread_mutex_lock(&in->mu);
-	wconn_close(wc, failed);
-	in->far = -1;
-	in->c = NULL;
-	pthread_mutex_unlock(&in->mu);
-}
-
-/* One round: the whole tree (first, or after events were lost), or the
- * batch's paths. Its code; what it did in *res. */
-static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpoint *src,
-                       const struct endpoint *dst, const char *remote, const char **paths,
-                       const struct sync_watch_batch *b, int first, struct sync_result *res)
-{
-	char *all[] = { "" };
-	struct role r = { .ctl = &wc->c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
-	                  .srcs = paths, .nsrc = 1, .verbose = o->verbose,
-	                  .progress = o->progress, .timeout = o->timeout,
-	                  .fails = o->json ? sync_fails_new() : NULL };
-	if (!remote && r.tp.kind == TP_AUTO)
-		r.tp.kind = TP_TCP;
-	int rc;
-	uint64_t tx = wc->c.tx_bytes, rx = wc->c.rx_bytes;   /* the round's own, below */
-	*res = (struct sync_result){ 0 };
-	if (first) {
-		o->round = 0;
-		o->files_from = NULL;
-		rc = play(o, &r, (struct endpoint *)src, (struct endpoint *)dst, remote, res);
-	} else {
-		o->round = 1;
-		o->files_from = "-";
-		o->files = b->whole ? all : b->paths;
-		o->nfiles = b->whole ? 1 : b->n;
-		rc = ctl_send(&wc->c, CTL_ROUND, "", 0);
-		if (rc == 0)
-			rc = sync_files_send(&wc->c, o);
-		r.path = src->path;
-		r.connect_addr = o->data_addr ? o->data_addr
-		                 : remote ? rsh_bare_host(remote) : "127.0.0.1";
-		if (rc == 0)
-			sync_sender(&r, res);
-		o->files = NULL;
-		o->nfiles = 0;
-	}
-	wc->frames += r.frames;
-	res->whole = first || b->whole;
-	res->ctl_tx = wc->c.tx_bytes - tx;
-	res->ctl_rx = wc->c.rx_bytes - rx;
-	int code = (int)res->code;
-	if (!code && rc < 0)
-		code = rc == -ETIME ? RD_EXIT_TIMEOUT : RD_EXIT_CONN;
-	res->fails = r.fails;
-	return code;
-}
-
-/* Is the watch being ended (a signal between rounds)? Else mark us busy:
- * a signal from now on stops the round (exit 20). */
-static int watch_busy(struct interrupt *in, int busy)
-{
-	pthread_mutex_lock(&in->mu);
-	int stopping = in->stopping;
-	if (!stopping)
-		in->busy = busy;
-	pthread_mutex_unlock(&in->mu);
-	return stopping;
-}
-
-/* The report of a round: -v's summary, --json's object (with the round and
- * the age of its oldest change when it landed). */
-static void watch_report(struct sync_opts *o, struct sync_result *res, int code, double t0,
-                         unsigned round, long long first_ms)
-{
-	res->round = round;
-	res->lag_s = first_ms ? (double)(clock_ms() - first_ms) / 1000 : -1;
-	sync_report(o, res, code, t0);
-	sync_fails_free(res->fails);
-	res->fails = NULL;
-}
-
-/* rdcp --sync --watch SRC/ [host:]DST: a whole sync, then a round for each
- * batch of changes, over one login; a lost far side is started again
- * (with a backoff) and the next round is a whole one. Ends with a signal
- * between rounds (exit 0), or with a round's failure that another cannot
- * mend (its code). */
-static int watch_client(struct sync_opts *o, const struct endpoint *src,
-                        const struct endpoint *dst, const char **paths)
-{
-	const char *remote = dst->host;
-	struct sync_watch *w;
-	static struct interrupt in;
-	int code = watch_check(o, src, dst);
-	if (code)
-		return code;
-	signal(SIGPIPE, SIG_IGN);
-	if (!o->no_index)
-		idx_cache_dir_warn();
-	if (!remote)
-		sync_lock_share();
-	/* signals first: the watch's thread must not take them */
-	pthread_mutex_init(&in.mu, NULL);
-	in.far = -1;
-	catch_interrupts(&in);
-	/* watched before the first sync: what changes during it is not missed */
-	if (sync_watch_open(&w, src->path, o->watch, o->watch_poll_s) < 0)
-		return RD_EXIT_SELECT;
-	if (o->verbose && !o->quiet && !o->json && o->watch != SYNC_WATCH_POLL)
-		printf("watching %s with %s (%zu directories)\n", src->path, sync_watch_how(w),
-		       sync_watch_dirs(w));   /* (0 with fanotify: one mark) */
-	pthread_mutex_lock(&in.mu);
-	in.watch = w;
-	pthread_mutex_unlock(&in.mu);
-	unsigned round = 0, backoff = 1;
-	int connected = 0;
-	struct wconn wc = { .pid = -1 };
-	struct sync_watch_batch b = { 0 };
-	struct idx_manifest grown = { 0 };   /* the sender's, from round to round */
-	o->grown = &grown;
-	struct sync_wstatus *ws = sync_wstatus_start(w, o->human, o->quiet);
-	while (!watch_busy(&in, 1)) {
-		sync_wstatus_busy(ws);   /* before a fork (wconn_open()) too */
-		double t0 = sync_report_begin(o, 1);
-		struct sync_result res = { 0 };
-		int first = wc.pid < 0;
-		if (first && (code = wconn_open(&wc, o, remote, w)) == 0) {
-			pthread_mutex_lock(&in.mu);
-			in.far = wc.pid;
-			in.c = &wc.c;
-			pthread_mutex_unlock(&in.mu);
-		}
-		if (!code)
-			code = watch_round(o, &wc, src, dst, remote, paths, &b, first, &res);
-		watch_report(o, &res, code, t0, round++, b.first_ms);
-		sync_wstatus_round(ws, res.wire, res.lag_s);
-		int per_file = code == RD_EXIT_PARTIAL || code == RD_EXIT_VANISHED ||
-		               code == RD_EXIT_DEL_LIMIT || code == RD_EXIT_FILEIO;
-		if (per_file) {
-			/* its paths again (and the deletions an error held back): at once
-			 * after a file that vanished (gone, it is no error then), in 5 s
-			 * after one that could not be read or written */
-			b.whole |= first;
-			sync_watch_again(w, &b, code == RD_EXIT_VANISHED ? 0 : 5000);
-		}
-		sync_watch_batch_free(&b);
-		if (code && !per_file && !reconnects(code))
-			break;   /* the options or the trees: another round would fail too */
-		if (code && !per_file) {
-			watch_far_close(&in, &wc, 1);
-			if (!connected)
-				break;   /* it never worked: say so now, not retry forever */
-			log_warn("--watch: the connection to %s was lost (exit %d): connecting "
-			         "again in %u s", remote ? remote : "the receiver", code, backoff);
-			watch_busy(&in, 0);
-			for (unsigned t = 0; t < backoff * 10 && !watch_busy(&in, 0); t++)
-				usleep(100000);
-			backoff = backoff < 32 ? 2 * backoff : 60;
-			code = 0;
-			continue;
-		}
-		connected = 1;
-		backoff = 1;
-		code = 0;
-		watch_busy(&in, 0);
-		if (sync_watch_next(w, &b) != 0)
-			break;   /* a signal: the watch ends */
-	}
-	int stopped = in.stopping;
-	sync_wstatus_stop(ws);
-	watch_far_close(&in, &wc, code != 0);
-	pthread_mutex_lock(&in.mu);
-	in.watch = NULL;   /* a signal from now on: exit 20, as before the watch */
-	pthread_mutex_unlock(&in.mu);
-	sync_watch_close(w);
-	o->grown = NULL;
-	idx_manifest_free(&grown);
-	if (stopped) {
-		if (o->verbose && !o->quiet && !o->json)
-			printf("watch ended by SIG%s\n", sigabbrev_np(stopped));
-		return RD_EXIT_OK;
-	}
-	return code;
-}
-
 int sync_client(struct sync_opts *o)
 {
 	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
@@ -658,7 +359,7 @@ int sync_client(struct sync_opts *o)
 		return RD_EXIT_USAGE;
 	}
 	if (o->watch) {
-		code = watch_client(o, &src, &dst, paths);
+		code = sync_watch_client(o, &src, &dst, paths);
 		free_endpoints(o, paths, &src, &dst);
 		return code;
 	}
@@ -675,12 +376,12 @@ int sync_client(struct sync_opts *o)
 			idx_cache_dir_warn();
 		if (!remote)
 			sync_lock_share();   /* SRC may hold DST: the run must not meet itself */
-		if ((pid = remote ? spawn_remote(o, remote, &c) : spawn_local(&c)) < 0) {
+		if ((pid = remote ? client_spawn_remote(o, remote, &c) : client_spawn_local(&c)) < 0) {
 			log_err("cannot start the other side: %s", strerror(errno));
 			code = RD_EXIT_START;
 		}
 	}
-	if (!code && remote && await_login(o, remote, &c) < 0) {
+	if (!code && remote && client_await_login(o, remote, &c) < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		close(c.out);
@@ -694,7 +395,7 @@ int sync_client(struct sync_opts *o)
 	static struct interrupt in;
 	in.far = pid;
 	in.c = &c;
-	catch_interrupts(&in);
+	client_catch_interrupts(&in);
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc, .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout,
@@ -703,7 +404,7 @@ int sync_client(struct sync_opts *o)
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	unsigned said = log_errors();   /* lines said before the run's own */
-	int rc = play(o, &r, &src, &dst, remote, &res);
+	int rc = client_play(o, &r, &src, &dst, remote, &res);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
 	if (c.in != c.out)
@@ -713,7 +414,7 @@ int sync_client(struct sync_opts *o)
 		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
 	}
 	int status = 0;
-	int killed = reap(pid, &status, res.code != 0 || rc < 0);
+	int killed = client_reap(pid, &status, res.code != 0 || rc < 0);
 	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	                  r.frames);
 	char why[96];

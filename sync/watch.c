@@ -32,43 +32,10 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "sync/watch.h"
+#include "sync/watch_int.h"
 
 #define MASK (IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | \
               IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
-
-/* The pending paths: a set (open addressing, FNV-1a), so that a file
- * written a thousand times is one entry. */
-struct pset {
-	char **slot;
-	size_t cap, n;   /* cap: a power of two, at most half full */
-};
-
-struct sync_watch {
-	char *root;
-	int how, poll_s;
-	int ifd, wake;           /* inotify; an eventfd that stops the thread */
-	int ffd, mfd;            /* fanotify instead: its fd; the tree's root,
-	                            open (open_by_handle_at()'s mount) */
-	char *real;              /* fanotify: the root's real path */
-	size_t rlen;
-	char **dirs;             /* watch descriptor -> its directory ("" root) */
-	size_t ndirs;            /* slots in dirs */
-	size_t nwatched;
-	int over_limit;          /* a watch could not be added: poll as well */
-	int opening;             /* in sync_watch_open(): it says the limit */
-	int err;                 /* watch_one()'s last failure */
-	pthread_t th;
-	int started;
-	pthread_mutex_t quiet;   /* held by the thread while it takes events:
-	                            sync_watch_hold() (a fork) waits for it */
-	pthread_mutex_t mu;      /* the rest */
-	pthread_cond_t cv;
-	struct pset pend;
-	int whole, stop, ready;
-	long long first_ms, last_ms, poll_at;
-	long long hold_until;    /* no batch before (sync_watch_again()) */
-};
 
 static uint64_t hash_str(const char *s)
 {
@@ -141,7 +108,7 @@ static int under(const char *path, const char *dir)
 }
 
 /* dir + "/" + name, or name under the root. NULL: out of memory. */
-static char *join(const char *dir, const char *name)
+char *watch_join(const char *dir, const char *name)
 {
 	size_t dl = strlen(dir), nl = strlen(name);
 	char *p = malloc(dl + nl + 2);
@@ -156,7 +123,7 @@ static char *join(const char *dir, const char *name)
 }
 
 /* Record a changed path; the caller holds mu. */
-static void changed(struct sync_watch *w, const char *path)
+void watch_changed(struct sync_watch *w, const char *path)
 {
 	long long now = clock_ms();
 	if (!w->whole && !w->pend.n)
@@ -172,7 +139,7 @@ out:
 	pthread_cond_broadcast(&w->cv);
 }
 
-static void lost(struct sync_watch *w)
+void watch_lost(struct sync_watch *w)
 {
 	pthread_mutex_lock(&w->mu);
 	if (!w->whole && !w->pend.n)
@@ -213,7 +180,7 @@ static int set_dir(struct sync_watch *w, int wd, const char *rel)
  * more); -1 at the watch limit (said once, then poll). */
 static int watch_one(struct sync_watch *w, const char *rel)
 {
-	char *full = join(w->root, rel);
+	char *full = watch_join(w->root, rel);
 	if (!full)
 		return -1;
 	int wd = inotify_add_watch(w->ifd, *rel ? full : w->root, MASK);
@@ -257,7 +224,7 @@ static int watch_tree(struct sync_watch *w, const char *rel)
 		if (one < 0)
 			rc = -1;
 		if (one == 0) {
-			char *full = join(w->root, dir);
+			char *full = watch_join(w->root, dir);
 			int fd = full ? open(*dir ? full : w->root,
 			                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 			free(full);
@@ -280,7 +247,7 @@ static int watch_tree(struct sync_watch *w, const char *rel)
 				stack = s;
 				cap *= 2;
 			}
-			if ((stack[n] = join(dir, de->d_name)))
+			if ((stack[n] = watch_join(dir, de->d_name)))
 				n++;
 		}
 		if (d)
@@ -312,7 +279,7 @@ static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 		 * directories were made (their watches): every directory again
 		 * (one already watched keeps its descriptor), then the whole tree */
 		(void)watch_tree(w, "");
-		lost(w);
+		watch_lost(w);
 		return;
 	}
 	if (ev->wd < 0 || (size_t)ev->wd >= w->ndirs || !w->dirs[ev->wd])
@@ -324,9 +291,9 @@ static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 		return;
 	}
 	const char *dir = w->dirs[ev->wd];
-	char *path = ev->len && *ev->name ? join(dir, ev->name) : strdup(dir);
+	char *path = ev->len && *ev->name ? watch_join(dir, ev->name) : strdup(dir);
 	if (!path) {
-		lost(w);
+		watch_lost(w);
 		return;
 	}
 	/* a directory moved away (out of the tree, or to a name its MOVED_TO
@@ -338,112 +305,11 @@ static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 	 * say it changed (what was made in it before its watch is in its scan) */
 	if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
 	    watch_tree(w, path) < 0 && !w->over_limit)
-		lost(w);
+		watch_lost(w);
 	pthread_mutex_lock(&w->mu);
-	changed(w, path);
+	watch_changed(w, path);
 	pthread_mutex_unlock(&w->mu);
 	free(path);
-}
-
-/* fanotify: one mark for the filesystem that holds the tree (its events
- * come with the directory's file handle and the entry's name). 0, or -1
- * with errno (not root, a filesystem without handles, an old kernel). */
-static int fan_open(struct sync_watch *w)
-{
-	const uint64_t mask = FAN_CREATE | FAN_DELETE | FAN_MODIFY | FAN_CLOSE_WRITE |
-	                      FAN_ATTRIB | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_ONDIR;
-	int err;
-	if (!(w->real = realpath(w->root, NULL)))
-		return -1;
-	w->rlen = strlen(w->real);
-	if ((w->ffd = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC |
-	                            FAN_NONBLOCK, O_RDONLY | O_CLOEXEC)) < 0 ||
-	    (w->mfd = open(w->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-	    fanotify_mark(w->ffd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, AT_FDCWD,
-	                  w->root) < 0) {
-		err = errno;
-		if (w->ffd >= 0)
-			close(w->ffd);
-		if (w->mfd >= 0)
-			close(w->mfd);
-		w->ffd = w->mfd = -1;
-		errno = err;
-		return -1;
-	}
-	return 0;
-}
-
-/* The path under the tree of entry name in the directory of handle fh,
- * recorded as changed; nothing when it is outside the tree (the mark sees
- * the whole filesystem) or its directory is gone (the parent's event says). */
-static void fan_entry(struct sync_watch *w, struct file_handle *fh, const char *name)
-{
-	char lnk[64], dir[PATH_MAX];
-	int dfd = open_by_handle_at(w->mfd, fh, O_PATH | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	snprintf(lnk, sizeof lnk, "/proc/self/fd/%d", dfd);
-	ssize_t n = readlink(lnk, dir, sizeof dir - 1);
-	close(dfd);
-	if (n <= 0)
-		return;
-	dir[n] = '\0';
-	size_t dl = (size_t)n, tail = sizeof " (deleted)" - 1;
-	if (strncmp(dir, w->real, w->rlen) || (dir[w->rlen] && dir[w->rlen] != '/') ||
-	    (dl > tail && !strcmp(dir + dl - tail, " (deleted)")))
-		return;
-	const char *rel = dir[w->rlen] ? dir + w->rlen + 1 : "";
-	char *path = strcmp(name, ".") ? join(rel, name) : strdup(rel);
-	if (!path) {
-		lost(w);
-		return;
-	}
-	pthread_mutex_lock(&w->mu);
-	changed(w, path);
-	pthread_mutex_unlock(&w->mu);
-	free(path);
-}
-
-/* The events in buf (len bytes). Their records are not 8-byte aligned
- * one after another (a name pads to 4): each is copied out, never read in
- * place through a struct pointer. */
-static void fan_take(struct sync_watch *w, const char *buf, size_t len)
-{
-	struct fanotify_event_metadata md;
-	struct fanotify_event_info_fid fid;
-	struct file_handle fh0;
-	for (size_t off = 0; off + sizeof md <= len; off += md.event_len) {
-		memcpy(&md, buf + off, sizeof md);
-		if (md.event_len < sizeof md || md.metadata_len < sizeof md ||
-		    md.event_len > len - off)
-			return;
-		if (md.vers != FANOTIFY_METADATA_VERSION || (md.mask & FAN_Q_OVERFLOW)) {
-			lost(w);   /* events were dropped (or cannot be read) */
-			continue;
-		}
-		size_t end = off + md.event_len;
-		for (size_t p = off + md.metadata_len; p + sizeof fid + sizeof fh0 <= end;
-		     p += fid.hdr.len) {
-			memcpy(&fid, buf + p, sizeof fid);
-			if (fid.hdr.len < sizeof fid + sizeof fh0 || fid.hdr.len > end - p)
-				break;
-			if (fid.hdr.info_type != FAN_EVENT_INFO_TYPE_DFID_NAME)
-				continue;
-			memcpy(&fh0, buf + p + sizeof fid, sizeof fh0);
-			size_t at = p + sizeof fid + sizeof fh0, rec_end = p + fid.hdr.len;
-			if (fh0.handle_bytes > MAX_HANDLE_SZ || fh0.handle_bytes >= rec_end - at)
-				continue;
-			const char *name = buf + at + fh0.handle_bytes;
-			if (!memchr(name, '\0', rec_end - (at + fh0.handle_bytes)))
-				continue;
-			union {
-				struct file_handle fh;
-				char b[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-			} h;
-			memcpy(&h, buf + p + sizeof fid, sizeof fh0 + fh0.handle_bytes);
-			fan_entry(w, &h.fh, name);
-		}
-	}
 }
 
 static void *reader_main(void *arg)
@@ -475,12 +341,12 @@ static void *reader_main(void *arg)
 			        "%d s from now on", w->ffd >= 0 ? "fanotify" : "inotify",
 			        got < 0 ? strerror(errno) : "end of file", w->poll_s);
 			__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
-			lost(w);
+			watch_lost(w);
 			pthread_mutex_unlock(&w->quiet);
 			break;
 		}
 		if (w->ffd >= 0) {
-			fan_take(w, buf, (size_t)got);
+			watch_fan_take(w, buf, (size_t)got);
 		} else {
 			for (char *p2 = buf; p2 < buf + got;) {
 				const struct inotify_event *ev = (const struct inotify_event *)(void *)p2;
@@ -521,7 +387,7 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 	if ((w->wake = eventfd(0, EFD_CLOEXEC)) < 0) {
 		err = errno;
 	} else if (how == SYNC_WATCH_FANOTIFY) {
-		if (fan_open(w) < 0) {
+		if (watch_fan_open(w) < 0) {
 			err = errno;
 			log_err("--watch=fanotify: cannot watch %s: %s (fanotify needs root and a "
 			        "filesystem that gives file handles; --watch uses inotify)", root,
@@ -540,7 +406,7 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 		return -err;
 	}
 	if (w->ifd >= 0 && (w->over_limit || watch_tree(w, "") < 0) && w->over_limit) {
-		if (fan_open(w) == 0) {   /* past inotify's limit: as root, fanotify */
+		if (watch_fan_open(w) == 0) {   /* past inotify's limit: as root, fanotify */
 			log_warn("--watch: more directories under %s than inotify may watch "
 			         "(%s): using fanotify (one mark for its filesystem) instead", root,
 			         strerror(w->err));
@@ -680,7 +546,7 @@ void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, in
 		w->whole = 1;
 	}
 	for (size_t i = 0; i < b->n; i++)
-		changed(w, b->paths[i]);
+		watch_changed(w, b->paths[i]);
 	w->last_ms = now;
 	w->hold_until = now + delay_ms;
 	pthread_cond_broadcast(&w->cv);

@@ -387,7 +387,13 @@ void recv_landed(struct rstate *s, size_t i, struct rfile *f);
 void recv_drop_file(struct rfile *f);
 /* After the data: symlinks, hard links, fifos and devices. */
 void recv_make_links(struct rstate *s);
-/* --delete: what DST has and the sender has not. */
+/* mirror.c: with --delete, SRC named without '/' goes only into a DST that
+ * is empty, named as SRC, or its mirror; else exit 3 before DST changes.
+ * 0 or -EEXIST (said). */
+int  recv_check_mirror(struct rstate *s);
+/* What the index keeps of st (a landed file's stat, recv_st). */
+void recv_st_of(struct recv_st *r, const struct stat *st);
+/* finish.c, after the data. --delete: what DST has and the sender has not. */
 void recv_delete_extra(struct rstate *s);
 /* Metadata of unchanged files, then directories, deepest first. */
 void recv_fix_meta(struct rstate *s);

@@ -1,0 +1,56 @@
+/*
+ * Private to the client's files (client.c, one run; rounds.c, --watch's
+ * loop): the operands, the far side's start, the interrupt thread.
+ */
+#ifndef RDCP_SYNC_CLIENT_INT_H
+#define RDCP_SYNC_CLIENT_INT_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include "sync/sync_int.h"
+
+struct sync_watch;
+
+struct endpoint {
+	char *host;   /* NULL: local */
+	char *path;
+};
+
+struct interrupt {
+	sigset_t set;
+	pid_t far;
+	struct ctl *c;
+	int fired;   /* the run is being stopped: its result is 20, not its own */
+	/* --watch: a signal between two rounds ends the watch cleanly (exit 0);
+	 * one during a round (busy) stops it as above */
+	pthread_mutex_t mu;
+	struct sync_watch *watch;
+	int busy, stopping;
+	sem_t started;   /* the thread runs: a fork from now copies no lock of
+	                    its start (--watch forks after it) */
+};
+
+/* The far side started with the remote shell on host, or forked for a
+ * local run, its control channel in c; the pid, or -1 (said). */
+pid_t client_spawn_remote(const struct sync_opts *o, const char *host, struct ctl *c);
+pid_t client_spawn_local(struct ctl *c);
+/* --contimeout S: the far side's first word (or the remote shell's end or
+ * junk) within S seconds. 0, or -ETIME (said). */
+int   client_await_login(const struct sync_opts *o, const char *host, const struct ctl *c);
+/* Wait for the far side pid (failed: it is stopped if it does not end by
+ * itself); 1 when we killed it (its status is then ours), else 0. */
+int   client_reap(pid_t pid, int *status, int failed);
+/* SIGINT, SIGTERM, SIGHUP to a thread of their own, which stops the far
+ * side (or, between --watch rounds, the watch). Returns once it runs. */
+void  client_catch_interrupts(struct interrupt *in);
+/* Our role, after the HELLO that gives the far side its own. */
+int   client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
+                  struct endpoint *dst, const char *remote, struct sync_result *res);
+/* rounds.c: rdcp --sync --watch SRC/ [host:]DST. The exit code. */
+int   sync_watch_client(struct sync_opts *o, const struct endpoint *src,
+                        const struct endpoint *dst, const char **paths);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * Private to the watch (watch.c: inotify, the batches; fanwatch.c:
+ * fanotify's mark and its events). The client knows only watch.h.
+ */
+#ifndef RDCP_SYNC_WATCH_INT_H
+#define RDCP_SYNC_WATCH_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "sync/watch.h"
+
+/* The pending paths: a set (open addressing, FNV-1a), so that a file
+ * written a thousand times is one entry. */
+struct pset {
+	char **slot;
+	size_t cap, n;   /* cap: a power of two, at most half full */
+};
+
+struct sync_watch {
+	char *root;
+	int how, poll_s;
+	int ifd, wake;           /* inotify; an eventfd that stops the thread */
+	int ffd, mfd;            /* fanotify instead: its fd; the tree's root,
+	                            open (open_by_handle_at()'s mount) */
+	char *real;              /* fanotify: the root's real path */
+	size_t rlen;
+	char **dirs;             /* watch descriptor -> its directory ("" root) */
+	size_t ndirs;            /* slots in dirs */
+	size_t nwatched;
+	int over_limit;          /* a watch could not be added: poll as well */
+	int opening;             /* in sync_watch_open(): it says the limit */
+	int err;                 /* watch_one()'s last failure */
+	pthread_t th;
+	int started;
+	pthread_mutex_t quiet;   /* held by the thread while it takes events:
+	                            sync_watch_hold() (a fork) waits for it */
+	pthread_mutex_t mu;      /* the rest */
+	pthread_cond_t cv;
+	struct pset pend;
+	int whole, stop, ready;
+	long long first_ms, last_ms, poll_at;
+	long long hold_until;    /* no batch before (sync_watch_again()) */
+};
+
+/* path (relative to the root) changed: into the pending set (under w->mu). */
+void  watch_changed(struct sync_watch *w, const char *path);
+/* Events were lost (or could not be kept): the next batch is the whole tree. */
+void  watch_lost(struct sync_watch *w);
+/* dir "/" name, malloc'd ("" dir: name); NULL when out of memory. */
+char *watch_join(const char *dir, const char *name);
+/* fanwatch.c: one fanotify mark for the filesystem that holds the tree.
+ * 0, or -1 with errno (not root, a filesystem without handles, an old
+ * kernel). take: the events in buf (len bytes) into the pending set. */
+int   watch_fan_open(struct sync_watch *w);
+void  watch_fan_take(struct sync_watch *w, const char *buf, size_t len);
+
+#endif
