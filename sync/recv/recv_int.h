@@ -20,6 +20,7 @@
 
 #include "sync/archive/archive.h"
 #include "sync/delta/delta.h"
+#include "sync/fanout/tee.h"
 #include "sync/select/select.h"
 #include "sync/sync_int.h"
 #include "sync/wire/proto.h"
@@ -158,9 +159,7 @@ struct rstate {
 	uint64_t incomplete;     /* files whose data stopped short */
 	int werr;                /* ENOSPC or EDQUOT from an I/O thread: stop */
 	/* --relay (relay.c): the next host of a fan-out's chain */
-	struct relay *relay;     /* its dialling */
-	struct tp_session *down; /* every data message is forwarded here */
-	int down_err;            /* it failed: no more forwarding */
+	struct tee *tee;         /* what we receive, forwarded (fanout/tee.h) */
 	int relay_err;           /* we failed, but go on forwarding */
 	struct tp_listener *standby;   /* kept for a re-link (RELAY_F_REJOIN) */
 	struct tp_session *old_ts;     /* the feed that re-link replaced */
@@ -338,20 +337,13 @@ void recv_item_created_root(struct rstate *s, const char *path);
  * the receiver's failure); recv_log_end() stops it and flushes the rest. */
 void recv_log_start(struct rstate *s);
 void recv_log_end(struct rstate *s);
-/* relay.c, --relay: begin: after CTL_DATA, read CTL_RELAY and dial the
- * next host on a thread (0, or an error; not relaying: 0). linked: after
- * our sender's session is up (or not), wait for that dial and tell the
- * client how it went. forward: a copy of m to the next host (a failure
- * ends the forwarding, said once). end: the next host's session finished
- * (ok: our stream ended cleanly) or dropped. */
+/* relay.c, --relay: begin: after CTL_DATA, read CTL_RELAY and open the
+ * tee, which dials the next host on a thread (0, or an error; not
+ * relaying: 0). linked: after the sender is accepted, how that dial went,
+ * told to the client in CTL_RELAY (0 or a send error). The data loop
+ * (take.c) then calls the tee (sync/fanout/tee.h) itself. */
 int  relay_begin(struct rstate *s);
 int  relay_linked(struct rstate *s);
-void relay_forward(struct rstate *s, const struct tp_msg *m);
-void relay_end(struct rstate *s, int ok);
-/* 1 when a host two before us may re-link to us: keep our listener. */
-int  relay_rejoinable(const struct rstate *s);
-/* Forward the gap mark (SYNC_GAP_ID) to the next host. */
-void relay_gap(struct rstate *s);
 /* ctl_send() under ctl_mu. */
 int  recv_ctl_send(struct rstate *s, uint8_t type, const void *p, size_t n);
 

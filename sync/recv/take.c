@@ -452,7 +452,7 @@ static int accept_sender(struct rstate *s, struct tp_session **ts)
 		rc = relay_begin(s);   /* --relay: where the next host listens */
 	if (rc == 0)
 		rc = wait_sender(s, l, 60, 0, ts);   /* 30 s in all */
-	if (rc == 0 && relay_rejoinable(s))
+	if (rc == 0 && tee_rejoinable(s->tee))
 		s->standby = l;   /* a host two before us may come instead (relay.c) */
 	else
 		tp_listener_free(l);
@@ -485,7 +485,7 @@ static int rejoin(struct rstate *s, int rc, struct tp_session **ts)
  * s->relay_err) while it has a next host; else 0, stop. */
 static int relay_on(struct rstate *s, int rc)
 {
-	if (!s->down || s->down_err || rc == -EPROTO)
+	if (!tee_forwarding(s->tee) || rc == -EPROTO)
 		return 0;
 	s->relay_err = rc;
 	return 1;
@@ -499,7 +499,7 @@ static void mark_gap(struct rstate *s, struct unpacker *up)
 	if (s->gap)
 		return;
 	s->gap = 1;
-	relay_gap(s);
+	tee_gap(s->tee);
 	if (up)
 		unpacker_abandon(up);   /* (nothing, if it had ended) */
 }
@@ -531,7 +531,7 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 			tp_msg_release(ts, m);
 			continue;
 		}
-		relay_forward(s, m);   /* --relay: the next host's copy first */
+		tee_forward(s->tee, m);   /* --relay: the next host's copy first */
 		if (s->relay_err || (m->id == SYNC_ARCHIVE_ID && s->gap)) {
 			tp_msg_release(ts, m);   /* we failed, or it is not whole: only forwarding */
 			continue;
@@ -599,11 +599,12 @@ static void end_feed(struct rstate *s, struct tp_session *ts, int clean)
 	s->old_ts = NULL;
 	tp_listener_free(s->standby);
 	s->standby = NULL;
-	if (!clean && s->down && !s->down_err) {
-		relay_gap(s);
+	if (!clean && tee_forwarding(s->tee)) {
+		tee_gap(s->tee);
 		clean = 1;
 	}
-	relay_end(s, clean);
+	tee_close(s->tee, clean);
+	s->tee = NULL;
 }
 
 /* The stream ended cleanly: a file it did not complete is left as it was

@@ -308,6 +308,62 @@ EOF
 	grep -q "connection to localhost was lost" "$T/err"
 }
 
+@test "watch: a rename storm (40 files of 100 KiB renamed back and forth 10 times, a directory too): DST follows, renamed files are not sent again" {
+	mkdir -p "$T/src/d" "$T/dst"
+	local i k
+	for ((i = 0; i < 40; i++)); do head -c 102400 /dev/urandom >"$T/src/d/f$i"; done
+	watching push --delete "$T/src/" "$T/dst"
+	for ((k = 0; k < 10; k++)); do
+		for ((i = 0; i < 40; i++)); do
+			if ((k % 2 == 0)); then mv "$T/src/d/f$i" "$T/src/d/g$i"; else mv "$T/src/d/g$i" "$T/src/d/f$i"; fi
+		done
+		if ((k % 2 == 0)); then mv "$T/src/d" "$T/src/e"; else mv "$T/src/e" "$T/src/d"; fi
+	done
+	mv "$T/src/d/f0" "$T/src/moved-out-of-d"
+	until_same "$T/src" "$T/dst" 10
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ "$(jq -s '[.[].exit_code] | max' "$T/out")" -eq 0 ]
+	# 400 renames of 4 MB: what was sent after the first round is at most
+	# one file's worth of odd blocks, not the files again
+	local sent; sent=$(jq -s '[.[] | select(.round > 0) | .bytes_sent] | add // 0' "$T/out")
+	echo "sent after the first round: $sent"
+	[ "$sent" -le 409600 ]
+}
+
+@test "watch: the watch itself killed (kill -9) mid-round: DST holds only whole files, its far side ends, and the next watch completes the copy" {
+	mkdir -p "$T/src" "$T/dst"
+	echo a >"$T/src/a"
+	watching push --bwlimit 20M "$T/src/" "$T/dst"
+	local srv=""
+	for p in $(pgrep -f -- "--server"); do
+		[ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$WPID" ] && srv=$p
+	done
+	[ -n "$srv" ]
+	head -c $((40 << 20)) /dev/urandom >"$T/src/big"
+	# once the receiver has written 8 MB of it, the watch dies mid-round
+	local i w
+	for ((i = 0; i < 400; i++)); do
+		w=$(awk '/^wchar/ {print $2}' "/proc/$srv/io" 2>/dev/null || echo 0)
+		[ "${w:-0}" -ge $((8 << 20)) ] && break
+		sleep 0.025
+	done
+	[ "$w" -ge $((8 << 20)) ]
+	kill -9 "$WPID"
+	wait "$WPID" || true
+	# the far side sees its control channel end and goes
+	for ((i = 0; i < 100; i++)); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$srv" 2>/dev/null
+	# DST: the old files and no part of big under its name
+	[ ! -e "$T/dst/big" ] || cmp "$T/src/big" "$T/dst/big"
+	cmp "$T/src/a" "$T/dst/a"
+	watching push "$T/src/" "$T/dst"
+	until_same "$T/src" "$T/dst" 10
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+}
+
 @test "watch=poll:1: a filesystem without events: changes land within the period" {
 	mkdir -p "$T/src" "$T/dst"
 	watching local --watch=poll:1 "$T/src/" "$T/dst"
