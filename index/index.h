@@ -166,6 +166,9 @@ struct idx_stats {
 	uint64_t extra_read;      /* entries whose xattrs/ACLs were read (-X, -A);
 	                             the others' came from the index */
 	uint64_t errors;          /* entries that could not be read */
+	uint64_t vanished;        /* entries gone while the scan looked at them
+	                             (said): no error, but what the scan saw of
+	                             their directory may be short of it */
 	uint64_t temps;           /* rdcp temp files seen (left by a crash) */
 	int      stored;          /* 1: the index now holds what the scan saw (a
 	                             later idx_save() may start from its result) */

@@ -104,11 +104,12 @@ static int read_extra(struct worker *wk, int dfd, const char *name, struct idx_e
 	wk->st.extra_read++;
 	if (rc == 0)
 		return 0;
-	wk->st.errors++;
 	if (rc == -ENOENT) {
 		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, e->path));
+		wk->st.vanished++;
 		return rc;
 	}
+	wk->st.errors++;
 	log_err("%s: cannot read its %s: %s", log_path(shown, sizeof shown, e->path),
 	        wk->w->meta == IDX_SCAN_XATTRS ? "xattrs" : wk->w->meta == IDX_SCAN_ACLS
 	        ? "ACLs" : "xattrs and ACLs",
@@ -132,11 +133,14 @@ static int stat_entry(struct worker *wk, int dfd, const char *name, const char *
 		return 0;
 	if (how != ENT_FOUND && errno == ENOENT && wk->w->roots_optional)
 		return -1;
+	if (how == ENT_FOUND && errno == ENOENT) {
+		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
+		wk->st.vanished++;
+		return -1;
+	}
 	if (how != ENT_FOUND)
 		log_err("%s: %s (a path asked for)", log_path(shown, sizeof shown, path),
 		        strerror(errno));
-	else if (errno == ENOENT)
-		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, path));
 	else
 		log_err("%s: cannot stat: %s", log_path(shown, sizeof shown, path), strerror(errno));
 	wk->st.errors++;
@@ -208,12 +212,17 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 	}
 	if (rc == 0)
 		return;
-	if (rc == -EFBIG)
+	if (rc == -ENOENT) {   /* gone since it was listed (renamed, deleted) */
+		log_warn("%s: vanished during the scan", log_path(shown, sizeof shown, e->path));
+		wk->st.vanished++;
+	} else if (rc == -EFBIG) {
 		log_err("%s: %llu bytes, over rdcp's limit of 16 PiB a file",
 		        log_path(shown, sizeof shown, e->path), (unsigned long long)e->size);
-	else
+		wk->st.errors++;
+	} else {
 		log_err("%s: %s", log_path(shown, sizeof shown, e->path), strerror(-rc));
-	wk->st.errors++;
+		wk->st.errors++;
+	}
 	if (e->type != IDX_DIR)
 		walk_drop_entry(wk, ei);   /* an unreadable file is not in the manifest */
 }
@@ -562,6 +571,7 @@ static int gather(struct walker *w, int threads, struct idx_manifest *out,
 		st->reused += wk->st.reused;
 		st->extra_read += wk->st.extra_read;
 		st->errors += wk->st.errors;
+		st->vanished += wk->st.vanished;
 		st->temps += wk->st.temps;
 	}
 	return 0;

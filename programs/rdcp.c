@@ -188,8 +188,10 @@ static int do_scan(const char *dir, const struct idx_scan_opts *o)
 		       "index\n", st.extra_read);
 	if (st.errors)
 		printf("%" PRIu64 " entries could not be read (see above)\n", st.errors);
+	if (st.vanished)
+		printf("%" PRIu64 " entries vanished during the scan (see above)\n", st.vanished);
 	idx_manifest_free(&m);
-	return st.errors ? RD_EXIT_PARTIAL : RD_EXIT_OK;
+	return st.errors ? RD_EXIT_PARTIAL : st.vanished ? RD_EXIT_VANISHED : RD_EXIT_OK;
 }
 
 int main(int argc, char **argv)

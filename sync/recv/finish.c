@@ -192,6 +192,11 @@ void recv_delete_extra(struct rstate *s)
 		        "written (see the messages above)", (unsigned long long)bad);
 		return;
 	}
+	if (s->sender_vanished) {   /* its directory, as the scan saw it, may be short */
+		log_warn("not deleting anything: %llu entries vanished while the sender "
+		         "scanned them (see above)", (unsigned long long)s->sender_vanished);
+		return;
+	}
 	if (s->gap_short)
 		return;   /* a fan-out host short of data: its next round deletes (said) */
 	/* deepest first: what the diff found only in DST, in reverse order */

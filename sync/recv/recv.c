@@ -105,6 +105,7 @@ static int read_manifest(struct rstate *s)
 		struct manifest_end_msg me;
 		if (type == CTL_MANIFEST_END && manifest_end_decode(c->buf, n, &me) == 0) {
 			s->sender_errors = me.errors;
+			s->sender_vanished = me.vanished;
 			memcpy(s->akey, me.akey, SYNC_AKEY_LEN);
 			explicit_bzero(me.akey, SYNC_AKEY_LEN);
 			explicit_bzero(c->buf, n);
@@ -654,13 +655,14 @@ int sync_receiver(struct role *r, struct sync_result *res)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
 	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
+	STAT_ADD(res->vanished, s.sender_vanished);   /* --json */
 	if (!res->code && s.gap_short)
 		res->code = RD_EXIT_CONN;   /* lost on the way: a fan-out retries it */
 	else if (!res->code && s.full_said)
 		res->code = RD_EXIT_FILEIO;   /* as rsync: a file did not fit, the rest landed */
 	else if (!res->code && res->errors)
 		res->code = RD_EXIT_PARTIAL;
-	else if (!res->code && s.unsent)
+	else if (!res->code && (s.unsent || s.sender_vanished))
 		res->code = RD_EXIT_VANISHED;
 	else if (!res->code && s.del_skipped)
 		res->code = RD_EXIT_DEL_LIMIT;   /* rsync's order: 23, 24, then 25 */

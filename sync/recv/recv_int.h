@@ -154,6 +154,7 @@ struct rstate {
 	uint64_t landed_said;    /* files landed, as last told the sender */
 	pthread_mutex_t ctl_mu;  /* frames the receiver sends while it runs */
 	uint64_t sender_errors;  /* entries the sender's scan could not read */
+	uint64_t sender_vanished;   /* entries gone while its scan looked */
 	uint8_t akey[SYNC_AKEY_LEN];   /* the run's archive key (MANIFEST_END) */
 	uint64_t unsent;         /* planned files the sender could not send */
 	uint64_t incomplete;     /* files whose data stopped short */

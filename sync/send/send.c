@@ -36,7 +36,8 @@ static char *mirror_name(const char *src)
  * rsync), then the sender's count of unreadable entries and the run's
  * archive key (made here, into akey); *bytes: its size. */
 static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors,
-                         struct sync_result *res, uint8_t akey[SYNC_AKEY_LEN], double t0)
+                         uint64_t vanished, struct sync_result *res,
+                         uint8_t akey[SYNC_AKEY_LEN], double t0)
 {
 	struct ctl *c = r->ctl;
 	uint8_t *buf;
@@ -57,7 +58,8 @@ static int send_manifest(struct role *r, struct idx_manifest *m, uint64_t errors
 	}
 	free(buf);
 	res->flist_xfer_us = (uint64_t)((clock_s() - t1) * 1e6);
-	struct manifest_end_msg me = { .errors = errors, .gen_us = res->flist_gen_us,
+	struct manifest_end_msg me = { .errors = errors, .vanished = vanished,
+	                               .gen_us = res->flist_gen_us,
 	                               .xfer_us = res->flist_xfer_us };
 	uint8_t e[MANIFEST_END_LEN];
 	if (!rc)
@@ -334,7 +336,7 @@ static int scan_many(struct sstate *s)
 	}
 	if (rc == 0)
 		sync_count_entries(s->res, &s->m, 0);   /* --stats, --json */
-	return rc ? rc : send_manifest(s->r, &s->m, errors, s->res, s->akey, t0);
+	return rc ? rc : send_manifest(s->r, &s->m, errors, 0, s->res, s->akey, t0);
 }
 
 /* READY, the scan of SRC and the manifest. */
@@ -414,7 +416,7 @@ static int scan_and_send(struct sstate *s)
 	if (so.grown_hint)
 		remember_grown(r->o->grown, &s->m, st.stamp_ns, !so.roots);
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
-	return send_manifest(r, &s->m, st.errors, s->res, s->akey, t0);
+	return send_manifest(r, &s->m, st.errors, st.vanished, s->res, s->akey, t0);
 }
 
 /* After the plan: which chunks of the files DST has an old version of

@@ -131,7 +131,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 	}
 	ss->fd[k] = fd;
 	ss->lock[k] = lock;
-	*errors += st.errors;
+	*errors += st.errors + st.vanished;   /* (several SRCs: as errors) */
 	*mflags = m.flags;   /* what every scan read (xattrs, ACLs): the same */
 	for (size_t i = 0; i < m.n; i++) {
 		if (so.only && !*m.e[i].path) {   /* a named SRC's parent is not sent */

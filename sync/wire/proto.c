@@ -322,6 +322,7 @@ void manifest_end_encode(uint8_t b[MANIFEST_END_LEN], const struct manifest_end_
 	memcpy(b + 8, m->akey, SYNC_AKEY_LEN);
 	put_u64(b + 8 + SYNC_AKEY_LEN, m->gen_us);
 	put_u64(b + 16 + SYNC_AKEY_LEN, m->xfer_us);
+	put_u64(b + 24 + SYNC_AKEY_LEN, m->vanished);
 }
 
 int manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m)
@@ -332,6 +333,7 @@ int manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m)
 	memcpy(m->akey, b + 8, SYNC_AKEY_LEN);
 	m->gen_us = get_u64(b + 8 + SYNC_AKEY_LEN);
 	m->xfer_us = get_u64(b + 16 + SYNC_AKEY_LEN);
+	m->vanished = get_u64(b + 24 + SYNC_AKEY_LEN);
 	return 0;
 }
 

@@ -41,13 +41,15 @@ size_t ready_encode(uint8_t b[4 + READY_NAME_MAX], const struct ready_msg *m);
 int    ready_decode(const uint8_t *b, size_t n, struct ready_msg *m);
 
 /* MANIFEST_END, sender -> receiver: u64 entries the scan could not read,
- * the run's archive key, u64 list generation and transfer times (us). */
+ * the run's archive key, u64 list generation and transfer times (us), u64
+ * entries that vanished while the scan looked at them. */
 struct manifest_end_msg {
 	uint64_t errors;
 	uint8_t akey[SYNC_AKEY_LEN];
 	uint64_t gen_us, xfer_us;
+	uint64_t vanished;
 };
-#define MANIFEST_END_LEN (8 + SYNC_AKEY_LEN + 16)
+#define MANIFEST_END_LEN (8 + SYNC_AKEY_LEN + 16 + 8)
 void manifest_end_encode(uint8_t b[MANIFEST_END_LEN], const struct manifest_end_msg *m);
 int  manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m);
 
