@@ -448,7 +448,7 @@ def play_sender(scenario):
     m = MANIFEST.get(scenario, encode_manifest(tree()))
     send_frame(CTL_MANIFEST, m)
     # unreadable entries, the archive key, list generation and transfer times (us)
-    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0) + AKEY + struct.pack(">QQ", 1500, 20))
+    send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0) + AKEY + struct.pack(">QQQ", 1500, 20, 0))
     t, p = recv_frame()
     if t != CTL_PLAN:
         return drain()
