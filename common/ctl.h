@@ -50,7 +50,7 @@ enum ctl_type {
 	                       landed, u64 their bytes (the sender's --progress) */
 	/* sync, version 5 */
 	CTL_CHUNKS,         /* receiver -> sender, after PLAN: which chunks of
-	                       a planned file to send, and how (sync/chunks.c) */
+	                       a planned file to send, and how (sync/delta/chunks.c) */
 	CTL_CHUNKS_END,     /* receiver -> sender: no more CHUNKS (empty) */
 	/* sync fan-out (rdcp SRC h1:DST h2:DST ...), a receiver run with --relay */
 	CTL_RELAY,          /* client -> receiver, after its DATA: where to forward

@@ -14,10 +14,19 @@ unsigned log_errors(void)
 	return __atomic_load_n(&n_errors, __ATOMIC_SEQ_CST);
 }
 
+static int line_shown;   /* log_line_shown(); atomic */
+
+void log_line_shown(int shown)
+{
+	__atomic_store_n(&line_shown, shown, __ATOMIC_RELAXED);
+}
+
 static void vlog(const char *kind, const char *fmt, va_list ap)
 {
 	char msg[2048];
-	int n = snprintf(msg, sizeof msg, "%s: %s", log_prog, kind);
+	/* a live line on the terminal: erased by this message, not glued to it */
+	const char *erase = __atomic_load_n(&line_shown, __ATOMIC_RELAXED) ? "\r\033[K" : "";
+	int n = snprintf(msg, sizeof msg, "%s%s: %s", erase, log_prog, kind);
 	if (n < 0)
 		return;
 	if ((size_t)n < sizeof msg)

@@ -15,6 +15,10 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * must say why a run failed says so only if nothing has been said since it
  * took the count (one clear line, not two). */
 unsigned log_errors(void);
+/* A live line (a status line) is on the terminal (1) or not (0): while it
+ * is, each message starts by erasing it, so it stands on a line of its own
+ * (the live line's owner draws it again after). */
+void log_line_shown(int shown);
 
 /* Render bytes as "1.23 GiB" into buf (at least 16 bytes); returns buf. */
 char *log_bytes(char *buf, unsigned long long bytes);

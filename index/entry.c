@@ -209,9 +209,11 @@ void walk_hash_chunk(struct worker *wk, struct bigfile *b, uint32_t k)
 	if (len > IDX_CHUNK_SIZE)
 		len = IDX_CHUNK_SIZE;
 	uint64_t got = 0;
-	if (idx_hash_range(b->fd, off, len, wk->buf, HASH_BUF,
-	                   b->chunks + (size_t)k * IDX_HASH_LEN, &got) < 0 || got != len)
+	uint8_t *out = b->chunks + (size_t)k * IDX_HASH_LEN;
+	if (idx_hash_range(b->fd, off, len, wk->buf, HASH_BUF, out, &got) < 0 || got != len) {
 		b->unstable = 1;   /* read error or shrank: not a hash to trust */
+		memset(out, 0, IDX_HASH_LEN);   /* (nor one left unwritten) */
+	}
 	wk->st.hashed_bytes += got;
 }
 

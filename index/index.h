@@ -328,8 +328,10 @@ int idx_note_set(const char *root, const struct idx_scan_opts *opts, const char 
 
 /*
  * Store now (sorted; entries with fresh stat data) as the index of root,
- * replacing prev (what the last idx_scan() of root returned). For a receiver
- * that knows the hashes of what it just wrote: the next scan reuses them.
+ * replacing prev (what the last idx_scan() of root returned, with the same
+ * opts: after a scan of some roots only their rows change, and the rows'
+ * count carries over). For a receiver that knows the hashes of what it
+ * just wrote: the next scan reuses them.
  */
 int idx_save(const char *root, const struct idx_scan_opts *opts,
              const struct idx_manifest *prev, const struct idx_manifest *now);

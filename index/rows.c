@@ -166,8 +166,9 @@ static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link
 
 int idx_db_forget(struct idx_db *db, const char *path)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *s;
-	if (sqlite3_prepare_v2(idx_db_handle(db), "DELETE FROM entries WHERE path=?1", -1, &s,
+	if (sqlite3_prepare_v2(h, "DELETE FROM entries WHERE path=?1", -1, &s,
 	                       NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_blob(s, 1, path, (int)strlen(path), SQLITE_STATIC);
@@ -184,11 +185,12 @@ static int note_key_ok(const char *key)
 
 int idx_db_note_get(struct idx_db *db, const char *key, char **val)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *s;
 	*val = NULL;
 	if (!note_key_ok(key))
 		return -EINVAL;
-	if (sqlite3_prepare_v2(idx_db_handle(db), "SELECT value FROM meta WHERE key=?1", -1, &s,
+	if (sqlite3_prepare_v2(h, "SELECT value FROM meta WHERE key=?1", -1, &s,
 	                       NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
@@ -202,10 +204,11 @@ int idx_db_note_get(struct idx_db *db, const char *key, char **val)
 
 int idx_db_note_set(struct idx_db *db, const char *key, const char *val)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *s;
 	if (!note_key_ok(key))
 		return -EINVAL;
-	if (sqlite3_prepare_v2(idx_db_handle(db), "INSERT OR REPLACE INTO meta VALUES(?1, ?2)", -1, &s,
+	if (sqlite3_prepare_v2(h, "INSERT OR REPLACE INTO meta VALUES(?1, ?2)", -1, &s,
 	                       NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
@@ -262,10 +265,11 @@ static int below_any(const char *path, const char *const *v, size_t n)
 static int load_racy(struct idx_db *db, int64_t scan_ns, struct idx_manifest *out,
                      char *path, char *link, uint64_t *bad)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *s = NULL;
 	struct idx_manifest r = { 0 };
 	int rc = -EIO;
-	if (sqlite3_prepare_v2(idx_db_handle(db),
+	if (sqlite3_prepare_v2(h,
 	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
 	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries "
 	        "WHERE mtime_ns>=?1 OR ctime_ns>=?1", -1, &s, NULL) != SQLITE_OK)
@@ -348,6 +352,7 @@ static int load_above(sqlite3_stmt *s, const char *const *roots, size_t nroots,
 static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nroots,
                       struct idx_manifest *out, char *path, char *link, uint64_t *bad)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *s = NULL;
 	const char **v = malloc(nroots * sizeof *v), **top = malloc(nroots * sizeof *top);
 	char lo[IDX_PATH_MAX + 2], hi[IDX_PATH_MAX + 2];
@@ -359,7 +364,7 @@ static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nr
 		v[i] = roots[i].path;
 	qsort(v, nroots, sizeof *v, path_cmp);
 	rc = -EIO;
-	if (sqlite3_prepare_v2(idx_db_handle(db),
+	if (sqlite3_prepare_v2(h,
 	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
 	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries "
 	        "WHERE path=?1 OR (path>=?2 AND path<?3)", -1, &s, NULL) != SQLITE_OK)
@@ -393,6 +398,7 @@ out:
 int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
                 uint64_t *total, const struct idx_root *roots, size_t nroots)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *s = NULL;
 	char *path = malloc(IDX_PATH_MAX + 1), link[IDX_LINK_MAX + 1];
 	uint64_t bad = 0;
@@ -402,7 +408,7 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
 	if (!path)
 		goto out;
 	rc = -EIO;
-	if (idx_db_int(idx_db_handle(db), "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
+	if (idx_db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
 		goto out;
 	for (size_t i = 0; roots && i < nroots; i++)
 		if (!*roots[i].path)
@@ -412,7 +418,7 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
 		rc = load_roots(db, roots, nroots, out, path, link, &bad);
 		if (rc == 0)
 			rc = load_racy(db, *scan_ns, out, path, link, &bad);
-		if (idx_db_int(idx_db_handle(db), "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
+		if (idx_db_int(h, "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
 		    rows > 0)
 			*total = (uint64_t)rows;
 		goto loaded;
@@ -423,16 +429,16 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
 	 * the file could hold (a row takes more than 16 bytes), and a reserve
 	 * that fails costs nothing but the doubling */
 	int64_t rows = 0, pages = 0, page = 0;
-	if (idx_db_int(idx_db_handle(db), "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
-	    idx_db_int(idx_db_handle(db), "PRAGMA page_count", &pages) == SQLITE_OK &&
-	    idx_db_int(idx_db_handle(db), "PRAGMA page_size", &page) == SQLITE_OK && rows > 1 &&
+	if (idx_db_int(h, "SELECT value FROM meta WHERE key='count'", &rows) == SQLITE_OK &&
+	    idx_db_int(h, "PRAGMA page_count", &pages) == SQLITE_OK &&
+	    idx_db_int(h, "PRAGMA page_size", &page) == SQLITE_OK && rows > 1 &&
 	    pages > 0 && page > 0 && rows <= pages * (page / 16) && rows < (int64_t)1 << 32)
 		(void)idx_manifest_reserve(out, (size_t)rows);
 	/* One pass over every page: a small page cache does, and the default
 	 * (2 MB) would be that much more memory touched for the first time
 	 * (docs/index.md, "Memory"); the writes get the default back. */
-	sqlite3_exec(idx_db_handle(db), "PRAGMA cache_size=-256", NULL, NULL, NULL);
-	if (sqlite3_prepare_v2(idx_db_handle(db),
+	sqlite3_exec(h, "PRAGMA cache_size=-256", NULL, NULL, NULL);
+	if (sqlite3_prepare_v2(h,
 	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
 	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries", -1, &s,
 	        NULL) != SQLITE_OK)
@@ -444,7 +450,7 @@ loaded:
 		         idx_db_path(db), (unsigned long long)bad);
 out:
 	sqlite3_finalize(s);
-	sqlite3_exec(idx_db_handle(db), "PRAGMA cache_size=-2000", NULL, NULL, NULL);
+	sqlite3_exec(h, "PRAGMA cache_size=-2000", NULL, NULL, NULL);
 	free(path);
 	if (rc == 0)
 		idx_manifest_sort(out);
@@ -517,25 +523,32 @@ static int del_row(sqlite3_stmt *s, const char *path)
 int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
                  const struct idx_manifest *now, uint64_t kept, int64_t scan_ns)
 {
+	sqlite3 *h = idx_db_handle(db);
 	sqlite3_stmt *ins = NULL, *del = NULL, *meta = NULL;
 	int rc = -EIO;
-	if (sqlite3_exec(idx_db_handle(db), "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	if (kept == IDX_DB_KEPT_REST) {
-		int64_t had = 0;
+		/* old's rows are those its scan stored: read, and older than that
+		 * scan's stamp (the one stored now) */
+		int64_t had = 0, at = INT64_MAX;
 		uint64_t mine = 0;
-		for (size_t k = 0; k < old->n; k++)
-			mine += !(old->e[k].flags & NOROW);
-		kept = idx_db_int(idx_db_handle(db), "SELECT value FROM meta WHERE key='count'", &had) == SQLITE_OK &&
+		idx_db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", &at);
+		for (size_t k = 0; k < old->n; k++) {
+			const struct idx_entry *o = &old->e[k];
+			mine += !(o->flags & (NOROW | IDX_F_UNSTABLE)) && o->mtime_ns < at &&
+			        o->ctime_ns < at;
+		}
+		kept = idx_db_int(h, "SELECT value FROM meta WHERE key='count'", &had) == SQLITE_OK &&
 		       had > 0 && (uint64_t)had > mine ? (uint64_t)had - mine : 0;
 	}
-	if (sqlite3_prepare_v2(idx_db_handle(db), "INSERT OR REPLACE INTO entries(path,type,mode,uid,"
+	if (sqlite3_prepare_v2(h, "INSERT OR REPLACE INTO entries(path,type,mode,uid,"
 	        "gid,size,mtime_ns,ctime_ns,dev,ino,nlink,rdev,link,hash,chunks,chk,extra,"
 	        "assumed) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
 	        "?17,?18)", -1, &ins, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(idx_db_handle(db), "DELETE FROM entries WHERE path=?1", -1, &del,
+	    sqlite3_prepare_v2(h, "DELETE FROM entries WHERE path=?1", -1, &del,
 	        NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(idx_db_handle(db), "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1), "
+	    sqlite3_prepare_v2(h, "INSERT OR REPLACE INTO meta VALUES('scan_ns', ?1), "
 	        "('count', ?2)", -1, &meta, NULL) != SQLITE_OK)
 		goto fail;
 	/* Merge the two sorted lists: write only what changed. */
@@ -574,13 +587,13 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	sqlite3_bind_int64(meta, 2, (int64_t)rows);
 	if (sqlite3_step(meta) != SQLITE_DONE)
 		goto fail;
-	if (sqlite3_exec(idx_db_handle(db), "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	rc = 0;
 	goto out;
 fail:
-	log_err("index %s: cannot update: %s", idx_db_path(db), sqlite3_errmsg(idx_db_handle(db)));
-	sqlite3_exec(idx_db_handle(db), "ROLLBACK", NULL, NULL, NULL);
+	log_err("index %s: cannot update: %s", idx_db_path(db), sqlite3_errmsg(h));
+	sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
 out:
 	sqlite3_finalize(ins);
 	sqlite3_finalize(del);

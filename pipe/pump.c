@@ -234,7 +234,7 @@ static void write_done(struct io_job *j, void *ctx)
 }
 
 /* Writes into the one file take turns here rather than on its inode's
- * lock, where the kernel spins (as the sync receiver's, sync/take.c):
+ * lock, where the kernel spins (as the sync receiver's, sync/recv/take.c):
  * measured on a 4 GiB tmpfs copy, 17% of the samples in
  * rwsem_spin_on_owner and the writes themselves three times slower. The
  * I/O threads still give each buffer back as soon as it is written. */

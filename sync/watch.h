@@ -9,7 +9,7 @@
  * inotify may watch). --watch=poll[:S] has no events: every S seconds the
  * whole tree is one batch (the index makes a rescan cheap).
  *
- * Used by the client's watch loop (client.c) only; it knows nothing of the
+ * Used by the client's watch loop (rounds.c) only; it knows nothing of the
  * wire. Paths are relative to the root, without "./"; "" is the root.
  */
 #ifndef RDCP_SYNC_WATCH_H

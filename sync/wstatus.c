@@ -5,18 +5,21 @@
  * landed) and how long ago, and the changes waiting for the next batch:
  *
  *   watch: 812 rounds, 1.21GB sent, 45.02MB/s, lag 0.05 s (0 s ago), 3 pending
- * Erased while a round runs, so that -v's lines and any error are printed
- * on a line of their own.
+ * Erased while a round runs, so that -v's lines are printed on lines of
+ * their own; a message between rounds erases it first (log_line_shown()).
+ * Drawn only while rdcp is the terminal's foreground job.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "sync/sync_int.h"
 #include "sync/watch.h"
 
@@ -56,6 +59,9 @@ static void sample(struct sync_wstatus *s, double t)
  * line that wrapped could not be drawn over. */
 static void draw(struct sync_wstatus *s)
 {
+	/* not from the background: the shell's line, or SIGTTOU under tostop */
+	if (tcgetpgrp(STDERR_FILENO) != getpgrp())
+		return;
 	double t = clock_s();
 	int human = s->human ? s->human : 2;   /* compact: 1.50M, as -hh */
 	char b[SYNC_NUM_LEN], r[SYNC_NUM_LEN], line[256];
@@ -79,6 +85,7 @@ static void draw(struct sync_wstatus *s)
 	fprintf(stderr, "\r%s\033[K", line);
 	fflush(stderr);
 	s->shown = 1;
+	log_line_shown(1);
 }
 
 static void *status_main(void *arg)
@@ -140,6 +147,7 @@ static void erase(struct sync_wstatus *s)
 		fputs("\r\033[K", stderr);
 		fflush(stderr);
 		s->shown = 0;
+		log_line_shown(0);
 	}
 }
 

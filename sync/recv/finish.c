@@ -313,7 +313,11 @@ void recv_save_index(struct rstate *s)
 		n.ctime_ns = r.ctime_ns;
 		/* --append kept DST's own start: the row has the digests of
 		 * what is on disk, or is no row at all (its hash unknown) */
-		int rc = f && f->ops && f->ops->row ? f->ops->row(f, e, &n) : 0;
+		/* a basis changed in the clock tick of our scan may have changed
+		 * again unseen: its digests are not ours to vouch for */
+		const struct idx_entry *b = f ? f->basis : NULL;
+		int racy = b && (b->mtime_ns >= s->dst_stamp || b->ctime_ns >= s->dst_stamp);
+		int rc = f && f->ops && f->ops->row ? racy ? 1 : f->ops->row(f, e, &n) : 0;
 		if (rc < 0)
 			break;   /* ENOMEM: what is stored so far is true */
 		if (rc > 0)

@@ -181,7 +181,7 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 				recv_item(s, 'c', e, SYNC_ITEM_NEW);
 			} else if (!d)
 				make_dir(s, i);
-			else if (d && s->change[i] == IDX_META)   /* set at the end (land.c) */
+			else if (d && s->change[i] == IDX_META)   /* set at the end (finish.c) */
 				recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 			if (s->res->code)
 				return -EIO;   /* DST itself could not be made */
@@ -192,7 +192,7 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		if ((f & SYNC_F_HARDLINKS) && e->hlink && e->hlink != i + 1)
 			continue;   /* a follower: linked to its leader later */
 		if (d && s->change[i] != IDX_CONTENT) {
-			if (s->change[i] == IDX_META) {   /* said when set (land.c) */
+			if (s->change[i] == IDX_META) {   /* said when set (finish.c) */
 				if (f & SYNC_F_DRYRUN)
 					recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
 				s->res->meta++;

@@ -3,7 +3,8 @@
  * sender sends, and DST's root is chosen; (2) DST is scanned with its index;
  * (3) the sender's manifest is read and checked; (4) the plan (plan.c) is
  * made and sent; (5) the data is taken (take.c); (6) links, deletions,
- * metadata and the index (land.c, finish.c); --delete's guard is mirror.c. The result goes back in DONE.
+ * metadata and the index (land.c, finish.c; --delete's guard: mirror.c).
+ * The result goes back in DONE.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -396,6 +397,7 @@ static int scan_dst(struct rstate *s)
 		return rc;
 	}
 	s->scan_stored = st.stored;
+	s->dst_stamp = st.stamp_ns;
 	recv_partial_load(s);   /* before the temps go: --partial may reuse some */
 	if (st.temps && !(r->flags & SYNC_F_DRYRUN))
 		recv_clean_temps(s);

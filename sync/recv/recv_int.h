@@ -2,7 +2,8 @@
  * Private to the receiving side of a sync (sync/recv/recv.c and the files of its
  * phases). The receiver scans DST, reads the sender's manifest (recv.c),
  * plans (plan.c), takes the data (take.c), and lands every file through a
- * temp file, then links, deletions, metadata and its index (land.c).
+ * temp file (land.c), then links, deletions, metadata and its index
+ * (finish.c).
  *
  * Threads: the main thread takes chunks and hands them to I/O threads,
  * which verify and write them (take.c); the archive's writer threads land
@@ -155,6 +156,7 @@ struct rstate {
 	pthread_mutex_t ctl_mu;  /* frames the receiver sends while it runs */
 	uint64_t sender_errors;  /* entries the sender's scan could not read */
 	uint64_t sender_vanished;   /* entries gone while its scan looked */
+	int64_t dst_stamp;       /* our scan's stamp (idx_stats.stamp_ns) */
 	uint8_t akey[SYNC_AKEY_LEN];   /* the run's archive key (MANIFEST_END) */
 	uint64_t unsent;         /* planned files the sender could not send */
 	uint64_t incomplete;     /* files whose data stopped short */

@@ -291,11 +291,23 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
  * keep (changed as they were read, or in the clock tick of the scan: a
  * recording being written), so that the next round's scan takes their
  * whole chunks' digests from here and reads only what they gained, instead
- * of the whole file again. A row the index now keeps leaves the memo; a
- * scan of the whole tree starts it again.
+ * of the whole file again. A row the index now keeps leaves the memo, and
+ * so does any other under the scan's roots (a path gone is gone); a scan
+ * of the whole tree starts it again. A row whose old part the send then
+ * finds changed leaves it too (send_grown_forget()).
  */
+static int under_root(const char *path, const struct idx_root *r, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		size_t l = strlen(r[k].path);
+		if (!l || (!strncmp(path, r[k].path, l) && (path[l] == '\0' || path[l] == '/')))
+			return 1;
+	}
+	return 0;
+}
+
 static void remember_grown(struct idx_manifest *memo, const struct idx_manifest *m,
-                           int64_t stamp, int whole)
+                           int64_t stamp, const struct idx_root *roots, size_t nroots)
 {
 	struct idx_manifest next = { 0 };
 	int rc = 0;
@@ -306,8 +318,8 @@ static void remember_grown(struct idx_manifest *memo, const struct idx_manifest 
 		    e->mtime_ns >= stamp || e->ctime_ns >= stamp))
 			rc = idx_manifest_add(&next, e);
 	}
-	for (size_t i = 0; rc == 0 && !whole && i < memo->n; i++)
-		if (!idx_manifest_find(m, memo->e[i].path))
+	for (size_t i = 0; rc == 0 && roots && i < memo->n; i++)
+		if (memo->e[i].size && !under_root(memo->e[i].path, roots, nroots))
 			rc = idx_manifest_add(&next, &memo->e[i]);
 	idx_manifest_free(memo);
 	if (rc < 0) {
@@ -316,6 +328,13 @@ static void remember_grown(struct idx_manifest *memo, const struct idx_manifest 
 	}
 	idx_manifest_sort(&next);
 	*memo = next;
+}
+
+void send_grown_forget(struct idx_manifest *memo, const char *path)
+{
+	struct idx_entry *e = (struct idx_entry *)idx_manifest_find(memo, path);
+	if (e)
+		e->size = 0;   /* no whole chunk: never a basis again, and dropped */
 }
 
 /* Several SRCs: READY for a directory's contents, then their entries,
@@ -414,7 +433,7 @@ static int scan_and_send(struct sstate *s)
 		return -ECANCELED;
 	}
 	if (so.grown_hint)
-		remember_grown(r->o->grown, &s->m, st.stamp_ns, !so.roots);
+		remember_grown(r->o->grown, &s->m, st.stamp_ns, so.roots, so.nroots);
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
 	return send_manifest(r, &s->m, st.errors, st.vanished, s->res, s->akey, t0);
 }
@@ -613,6 +632,7 @@ static int send_data(struct sstate *s)
 		.sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
 		.append = (s->r->flags & SYNC_F_APPEND) != 0,
 		.files = tp_sends_files(s->ts), .root_path = s->root, .akey = s->akey,
+		.grown = s->r->o->grown,
 		.iso = { .only = s->only, .no_index = s->r->o->no_index },
 		.start = data_start, .tick = data_tick, .ctx = s };
 	uint64_t changed = 0, failed = 0;

@@ -33,6 +33,7 @@ struct sendq_args {
 	const char *root_path;         /* SRC (one SRC): its index, to forget a row */
 	const uint8_t *akey;           /* the archive key: entry tags */
 	struct idx_scan_opts iso;      /* how SRC's index was opened */
+	struct idx_manifest *grown;    /* --watch --append's memo (send.c), or NULL */
 	/* the caller's: the plan's bytes and files at the start, then the
 	 * bytes sent so far after each step */
 	void (*start)(void *ctx, uint64_t total, uint32_t files);
@@ -89,5 +90,9 @@ struct src_remover {
 	uint64_t removed, errors;
 };
 int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
+
+/* send.c: path's row leaves the --watch memo (its old part was found
+ * changed: the next round reads the file whole). */
+void send_grown_forget(struct idx_manifest *memo, const char *path);
 
 #endif

@@ -152,6 +152,7 @@ struct sendq {
 	const char *root_path;   /* SRC (one SRC): its index, to forget a row */
 	const uint8_t *akey;     /* the archive key: entry tags */
 	struct idx_scan_opts iso;
+	struct idx_manifest *grown;   /* a_args' */
 };
 
 /* The directory entry i's path is relative to. */
@@ -355,6 +356,8 @@ static int send_next(struct sendq *q, int drop)
 		if (!q->ss->n && idx_forget(q->root_path, &q->iso, e->path) < 0)
 			log_warn("%s: SRC's index still vouches for it: run once without "
 			         "--append", log_path(shown, sizeof shown, e->path));
+		if (q->grown)   /* nor may the watch's memo */
+			send_grown_forget(q->grown, e->path);
 	}
 	if (!drop && !q->bad[c->file] && c->fromfile &&
 	    (c->m->file_fd = fcntl(c->j.fd, F_DUPFD_CLOEXEC, 0)) < 0) {
@@ -735,8 +738,9 @@ int sendq_run(const struct sendq_args *a, const uint32_t *plan, const struct chu
 {
 	struct sendq q = { .ts = a->ts, .dc = { NULL, -1, -1 }, .root = a->root, .ss = a->ss,
 	                   .m = a->m, .res = a->res, .a = a, .sent = a->sent,
-	                   .sparse = a->sparse, .append = a->append, .files = a->files, .root_path = a->root_path,
-	                   .akey = a->akey, .iso = a->iso };
+	                   .sparse = a->sparse, .append = a->append, .files = a->files,
+	                   .root_path = a->root_path, .akey = a->akey, .iso = a->iso,
+	                   .grown = a->grown };
 	int rc = send_all(&q, plan, maps, nplan);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)

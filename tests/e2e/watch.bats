@@ -199,6 +199,43 @@ follows() {
 	[[ "$output" == *"hashed 0 files"* ]]
 }
 
+@test "watch --append: a recording whose old part is rewritten as it grows (its copy gone from DST) is read whole again, not refused round after round" {
+	mkdir -p "$T/src" "$T/dst"
+	head -c $((12 << 20)) /dev/urandom >"$T/src/rec"
+	watching push --append "$T/src/" "$T/dst"
+	python3 - "$T/src/rec" <<-'PY' &
+	import os, sys, time
+	end = time.monotonic() + 16
+	with open(sys.argv[1], "ab", buffering=0) as f:
+	    while time.monotonic() < end:
+	        f.write(os.urandom(65536))
+	        time.sleep(0.005)
+	PY
+	local wr=$!
+	sleep 1.5
+	# the first 4 MiB rewritten in place, and DST's copy removed: the next
+	# round asks for every chunk, and the first is not what the last
+	# round's memo says
+	dd if=/dev/urandom of="$T/src/rec" bs=1M count=4 conv=notrunc status=none
+	rm -f "$T/dst/rec"
+	# (a round in flight as the copy went fails for it: 23, and the watch
+	# holds its batches 5 s)
+	local i ok=0
+	for ((i = 0; i < 220; i++)); do
+		if [ -e "$T/dst/rec" ] && cmp -s -n $((4 << 20)) "$T/src/rec" "$T/dst/rec"; then
+			ok=1
+			break
+		fi
+		sleep 0.05
+	done
+	kill -0 "$wr"   # (still writing: it landed while the file grew)
+	wait "$wr"
+	until_same "$T/src" "$T/dst" 10
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ "$ok" = 1 ]
+}
+
 @test "watch: on a terminal, a status line between rounds (rounds, bytes sent, lag, pending), erased as it ends; none when stderr is not one" {
 	command -v script >/dev/null || skip "SKIPPED: script(1) (bsdutils) is not installed"
 	mkdir -p "$T/src"

@@ -5,7 +5,7 @@
  * old files scanned, the plan (recv_plan) with its chunk maps, the
  * CTL_CHUNKS frames it sends read back by the sender's decoder, the data
  * messages (recv_fuzz_chunk) and the small-file archive
- * (recv_fuzz_archive), then links, --delete and metadata (land.c).
+ * (recv_fuzz_archive), then links, --delete and metadata (finish.c).
  *
  * The per-decoder targets check each stage against a fixed manifest; the
  * bugs between stages (a size the decoder takes that the plan's geometry

@@ -506,7 +506,7 @@ def play_receiver(scenario):
         send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(88))
     elif scenario.startswith("landed-"):
         # --remove-source-files: an empty plan, then a list of what
-        # "landed" that lies (sync/remove.c must refuse it, removing nothing)
+        # "landed" that lies (sync/send/remove.c must refuse it, removing nothing)
         dirs = [i for i, e in enumerate(entries) if e[1] == IDX_DIR]
         idx = {"landed-dir": [dirs[0]], "landed-out-of-range": [len(entries) + 7],
                "landed-twice": [files[-1], files[-1]],
