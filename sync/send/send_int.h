@@ -91,8 +91,12 @@ struct src_remover {
 };
 int landed_take(struct src_remover *rm, const uint8_t *b, size_t n);
 
-/* send.c: path's row leaves the --watch memo (its old part was found
- * changed: the next round reads the file whole). */
+/* grown.c, --watch --append's memo. remember: after a round's scan (m, its
+ * stamp, its roots: NULL for the whole tree), keep the rows of large files
+ * the index could not keep, and drop what the scan covered. forget: path's
+ * row leaves it (its old part was found changed: read whole next time). */
+void send_remember_grown(struct idx_manifest *memo, const struct idx_manifest *m,
+                         int64_t stamp, const struct idx_root *roots, size_t nroots);
 void send_grown_forget(struct idx_manifest *memo, const char *path);
 
 #endif
