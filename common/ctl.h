@@ -63,7 +63,12 @@ enum ctl_type {
 	/* sync --watch (a receiver given --watch only) */
 	CTL_ROUND,          /* client -> server, after a round's end: another
 	                       round follows (empty), its paths in FILES */
-	CTL_LAST = CTL_ROUND,
+	/* sync, version 9 (a receiver given --rounds) */
+	CTL_RETRY,          /* receiver -> sender, after SENT: u32 count, u32
+	                       manifest indices of files whose data did not
+	                       match the file list (changed as they were sent):
+	                       the client sends them again in a round */
+	CTL_LAST = CTL_RETRY,
 };
 
 struct ctl {

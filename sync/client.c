@@ -275,7 +275,19 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 		if (rc == 0)
 			sync_receiver(r, res);
 	} else {           /* local -> remote or local: we send */
-		rc = hello_send(r->ctl, ROLE_RECEIVER, o, (const char **)&dst->path, 1, "");
+		/* --rounds: the far side waits for rounds of the files that
+		 * changed as we read them (client_retry()) */
+		struct sync_opts ro = *o;
+		char **fwd = r->retry ? calloc((size_t)o->nfwd + 1, sizeof *fwd) : NULL;
+		if (fwd) {
+			memcpy(fwd, o->fwd, (size_t)o->nfwd * sizeof *fwd);
+			fwd[ro.nfwd++] = "--rounds";
+			ro.fwd = fwd;
+		} else {
+			r->retry = NULL;   /* (out of memory: said as it comes, no rounds) */
+		}
+		rc = hello_send(r->ctl, ROLE_RECEIVER, &ro, (const char **)&dst->path, 1, "");
+		free(fwd);
 		if (rc == 0 && o->files_from)
 			rc = sync_files_send(r->ctl, o);
 		r->path = src->path;
@@ -285,6 +297,84 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 			sync_sender(r, res);
 	}
 	return rc;
+}
+
+/*
+ * Files the sender found changed as it read them (a large file rewritten in
+ * place, a file at another size than the scan's) were not sent: send them
+ * again, in a round of their own over the same login, as they then are;
+ * up to RETRY_ROUNDS rounds a moment apart. What still changes then is
+ * left in retry, for the caller to name (exit 24). With --delete or -H a
+ * round is the whole tree (from the index): the first round held its
+ * deletions back, or a hard link's leader took its links with it.
+ * 0 or an error.
+ */
+#define RETRY_ROUNDS 3
+
+static int client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
+                        struct sync_paths *retry)
+{
+	char *all[] = { "" };
+	char **files = o->files;   /* the user's --files-from, put back after */
+	size_t nfiles = o->nfiles;
+	const char *files_from = o->files_from;
+	int rc = 0;
+	for (int t = 0; t < RETRY_ROUNDS && res->code == RD_EXIT_VANISHED && retry->n &&
+	                !retry->lost; t++) {
+		usleep(50000u << t);   /* 50, 100, 200 ms: a writer's burst may end */
+		struct sync_paths these = *retry;
+		*retry = (struct sync_paths){ 0 };
+		int whole = (o->flags & (SYNC_F_DELETE | SYNC_F_HARDLINKS)) != 0;
+		o->round = 1;
+		o->files_from = "-";
+		o->files = whole ? all : these.v;
+		o->nfiles = whole ? 1 : these.n;
+		if (o->verbose > 1)
+			printf("%zu files changed as they were read: sending them again\n", these.n);
+		struct sync_result more = { 0 };
+		rc = ctl_send(r->ctl, CTL_ROUND, "", 0);
+		if (rc == 0)
+			rc = sync_files_send(r->ctl, o);
+		if (rc == 0)
+			sync_sender(r, &more);
+		o->files = files;
+		o->nfiles = nfiles;
+		o->files_from = files_from;
+		o->round = 0;
+		if (rc < 0) {
+			sync_paths_free(&these);
+			break;
+		}
+		/* its counts added; the files it took no longer vanished */
+		uint64_t vanished = res->vanished > these.n ? res->vanished - these.n : 0;
+		result_add(res, &more);
+		res->vanished = vanished + more.vanished;
+		res->code = more.code;
+		res->wire += more.wire;
+		sync_paths_free(&these);
+	}
+	return rc;
+}
+
+/* What still changed as it was read, after the rounds: named, as the
+ * sender names a file it could not send (exit 24). */
+static int path_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void say_changed(struct role *r, struct sync_paths *retry)
+{
+	char shown[4096];
+	if (retry->n > 1)   /* (the sender and the receiver may both have seen it) */
+		qsort(retry->v, retry->n, sizeof *retry->v, path_cmp);
+	for (size_t i = 0; i < retry->n; i++) {
+		if (i && !strcmp(retry->v[i - 1], retry->v[i]))
+			continue;
+		log_warn("%s: changed while being sent; not sent",
+		         log_path(shown, sizeof shown, retry->v[i]));
+		sync_fails_add(r->fails, retry->v[i], "changed while being sent", 1);
+	}
 }
 
 /* The run's exit code from our result (code), our last error (rc) and the
@@ -404,7 +494,15 @@ int sync_client(struct sync_opts *o)
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	unsigned said = log_errors();   /* lines said before the run's own */
+	struct sync_paths retry = { 0 };
+	if (!src.host && nsrc == 1 && !(o->flags & SYNC_F_DRYRUN))
+		r.retry = &retry;   /* we send: files that change as read go again */
 	int rc = client_play(o, &r, &src, &dst, remote, &res);
+	if (rc == 0 && r.retry)
+		rc = client_retry(o, &r, &res, &retry);
+	say_changed(&r, &retry);
+	r.retry = NULL;
+	sync_paths_free(&retry);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
 	if (c.in != c.out)

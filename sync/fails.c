@@ -143,3 +143,31 @@ void sync_fails_json(FILE *out, const struct sync_fails *f)
 	}
 	fputc(']', out);
 }
+
+int sync_paths_add(struct sync_paths *p, const char *path)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 16;
+		char **v = realloc(p->v, cap * sizeof *v);
+		if (!v) {
+			p->lost = 1;
+			return -ENOMEM;
+		}
+		p->v = v;
+		p->cap = cap;
+	}
+	if (!(p->v[p->n] = strdup(path))) {
+		p->lost = 1;
+		return -ENOMEM;
+	}
+	p->n++;
+	return 0;
+}
+
+void sync_paths_free(struct sync_paths *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i]);
+	free(p->v);
+	*p = (struct sync_paths){ 0 };
+}

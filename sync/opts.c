@@ -29,7 +29,8 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_BWLIMIT, OPT_IGNORE_EXISTING, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_LINK_DEST,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
-       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT, OPT_WATCH };
+       OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT, OPT_WATCH,
+       OPT_ROUNDS };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -110,6 +111,7 @@ static const struct opt_def defs[] = {
 	{ { "hosts", required_argument, NULL, OPT_HOSTS }, CLIENT },
 	/* the fan-out client gives it to each receiver; never typed (below) */
 	{ { "relay", required_argument, NULL, OPT_RELAY }, FAR },
+	{ { "rounds", no_argument, NULL, OPT_ROUNDS }, FAR },
 	/* what to print */
 	/* far too: the receiver makes the lines (names with -v, codes with -i,
 	 * none with -q), the sender says "using TCP" with -v */
@@ -439,6 +441,7 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_DATA_ADDR: o->data_addr = optarg; return -1;
 	case OPT_HOSTS: o->hosts = optarg; return -1;
 	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
+	case OPT_ROUNDS: o->take_rounds = 1; return -1;
 	case OPT_WATCH:
 		return watch_arg(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
 	}
@@ -547,6 +550,10 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 		if (!far && c == OPT_RELAY) {   /* the fan-out's own, for its receivers */
 			log_err("--relay is rdcp's own option for the hosts of a fan-out; to copy "
 			        "to several hosts, name them all: rdcp SRC host1:DST host2:DST");
+			return RD_EXIT_USAGE;
+		}
+		if (!far && c == OPT_ROUNDS) {   /* the client's own, for its far side */
+			log_err("--rounds is rdcp's own option for its far side; it is not typed");
 			return RD_EXIT_USAGE;
 		}
 		int rc = take_opt(c, a);

@@ -242,7 +242,7 @@ int sync_serve(int local)
 	if (!code) {
 		play(&r, h.role, h.addr, local, &res);
 		code = (int)res.code;
-		if (o->watch && h.role == ROLE_RECEIVER)
+		if ((o->watch || o->take_rounds) && h.role == ROLE_RECEIVER)
 			code = rounds(&r, &a.o, local);
 	}
 	free(srcs);

@@ -132,6 +132,9 @@ struct sync_opts {
 	int watch_poll_s;           /* --watch=poll:S */
 	int round;                  /* a --watch round after the first: its
 	                               paths are in files (a server's too) */
+	int take_rounds;            /* the server (--rounds, which the client
+	                               adds): more rounds may follow the first,
+	                               for files that changed as they were read */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the

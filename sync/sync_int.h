@@ -74,7 +74,21 @@ struct role {
 	int all_hashes;            /* sender: every hash in the manifest (the
 	                              fan-out's: a host must not be able to make
 	                              small files for the hosts after it) */
+	struct sync_paths *retry;  /* sender, NULL: none: the files it found
+	                              changed as it read them (still there, not
+	                              what the scan saw), unsaid, for the client
+	                              to send in a round of their own */
 };
+
+/* A list of paths (sync/fails.c). add: 0 or -ENOMEM (the list is then
+ * marked lost: whoever reads it must not trust it to be whole). */
+struct sync_paths {
+	char **v;
+	size_t n, cap;
+	int lost;
+};
+int  sync_paths_add(struct sync_paths *p, const char *path);
+void sync_paths_free(struct sync_paths *p);
 
 /* What a scan reads besides (idx_scan_opts.meta) for the run's flags. */
 static inline unsigned sync_scan_meta(unsigned flags)

@@ -186,7 +186,11 @@ void recv_delete_extra(struct rstate *s)
 	/* as rclone: after any error, nothing is deleted (an entry that vanished
 	 * or moved while the sender read it may have been seen under a name
 	 * that is no longer its own) */
-	uint64_t bad = s->sender_errors + s->unsent + s->res->errors;
+	uint64_t bad = s->sender_errors + s->unsent + s->res->errors + s->nmismatch;
+	if (bad && s->r->o && s->r->o->take_rounds && !s->sender_errors &&
+	    !s->res->errors && s->retried == s->unsent)
+		return;   /* files changed as they were read: the client's next round
+		             (a whole one) sends them, then deletes, or says why not */
 	if (bad) {
 		log_err("not deleting anything: %llu entries could not be read, sent or "
 		        "written (see the messages above)", (unsigned long long)bad);

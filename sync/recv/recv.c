@@ -490,6 +490,7 @@ static int read_sent(struct rstate *s)
 		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
 		                   "%zu bytes)", type, n);
 	s->unsent = sm.unsent;
+	s->retried = sm.retried;
 	uint64_t unread = sm.unreadable;
 	if (s->gap && s->incomplete) {
 		/* past a gap the sender's counts (of every host's files) cannot
@@ -581,6 +582,8 @@ static int receive(struct rstate *s)
 	}
 	if (send_n && (rc = read_sent(s)) < 0)
 		return rc;
+	if ((rc = recv_send_retry(s)) < 0)   /* --rounds: what changed as sent */
+		return rc;
 	/* 6. links, deletions, metadata, and the index for next time */
 	recv_make_links(s);
 	if (!(s->r->flags & SYNC_F_DELETE_BEFORE))
@@ -611,6 +614,7 @@ static void rstate_free(struct rstate *s)
 		chunk_map_free(&s->files[k].map);
 	}
 	free(s->logbuf);
+	free(s->mismatch);
 	free(s->want);
 	free(s->fetch);
 	free(s->files);
@@ -657,14 +661,14 @@ int sync_receiver(struct role *r, struct sync_result *res)
 		res->code = rd_exit_code(rc);
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
 	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
-	STAT_ADD(res->vanished, s.sender_vanished);   /* --json */
+	STAT_ADD(res->vanished, s.sender_vanished + s.nmismatch);   /* --json */
 	if (!res->code && s.gap_short)
 		res->code = RD_EXIT_CONN;   /* lost on the way: a fan-out retries it */
 	else if (!res->code && s.full_said)
 		res->code = RD_EXIT_FILEIO;   /* as rsync: a file did not fit, the rest landed */
 	else if (!res->code && res->errors)
 		res->code = RD_EXIT_PARTIAL;
-	else if (!res->code && (s.unsent || s.sender_vanished))
+	else if (!res->code && (s.unsent || s.sender_vanished || s.nmismatch))
 		res->code = RD_EXIT_VANISHED;
 	else if (!res->code && s.del_skipped)
 		res->code = RD_EXIT_DEL_LIMIT;   /* rsync's order: 23, 24, then 25 */

@@ -159,6 +159,11 @@ struct rstate {
 	int64_t dst_stamp;       /* our scan's stamp (idx_stats.stamp_ns) */
 	uint8_t akey[SYNC_AKEY_LEN];   /* the run's archive key (MANIFEST_END) */
 	uint64_t unsent;         /* planned files the sender could not send */
+	uint64_t retried;        /* of them, sent again in another round (SENT) */
+	uint32_t *mismatch;      /* --rounds: sender indices of files whose data
+	                            did not match the list (changed as sent),
+	                            for CTL_RETRY; under mu */
+	uint32_t nmismatch, capmismatch;
 	uint64_t incomplete;     /* files whose data stopped short */
 	int werr;                /* ENOSPC or EDQUOT from an I/O thread: stop */
 	/* --relay (relay.c): the next host of a fan-out's chain */
@@ -386,6 +391,9 @@ void recv_make_links(struct rstate *s);
  * is empty, named as SRC, or its mirror; else exit 3 before DST changes.
  * 0 or -EEXIST (said). */
 int  recv_check_mirror(struct rstate *s);
+/* landed.c, --rounds: CTL_RETRY with the files whose data did not match
+ * the list (the client sends them again). 0 or an error. */
+int  recv_send_retry(struct rstate *s);
 /* What the index keeps of st (a landed file's stat, recv_st). */
 void recv_st_of(struct recv_st *r, const struct stat *st);
 /* finish.c, after the data. --delete: what DST has and the sender has not. */

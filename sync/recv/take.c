@@ -167,6 +167,21 @@ static void chunk_io(struct io_job *j)
 	}
 }
 
+/* Note manifest index i for CTL_RETRY (under s->mu). 0 or -ENOMEM. */
+static int mismatch_add(struct rstate *s, uint32_t i)
+{
+	if (s->nmismatch == s->capmismatch) {
+		uint32_t cap = s->capmismatch ? 2 * s->capmismatch : 16;
+		uint32_t *v = realloc(s->mismatch, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		s->mismatch = v;
+		s->capmismatch = cap;
+	}
+	s->mismatch[s->nmismatch++] = i + s->shift;
+	return 0;
+}
+
 /* c is verified and written, or not: count it, land its file when it was
  * the last. Under s->mu. */
 static void chunk_end(struct cjob *c)
@@ -178,6 +193,11 @@ static void chunk_end(struct cjob *c)
 	f->inflight--;
 	if (f->failed) {
 		/* another chunk of it failed meanwhile: already said */
+	} else if (c->bad && s->r->o && s->r->o->take_rounds && !f->inplace &&
+	           !s->r->o->relay && mismatch_add(s, c->i) == 0) {
+		/* changed as it was sent: the client sends it again, as it then
+		 * is, in a round of its own (CTL_RETRY); its temp goes */
+		fail_file(f);
 	} else if (c->bad) {
 		/* in place, the chunks written before it (or on their way now)
 		 * are in DST's file */

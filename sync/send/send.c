@@ -185,13 +185,42 @@ static int next_frame(struct watch *w, uint8_t *type, size_t *n)
 	return 0;
 }
 
-/* Read CTL_LOG lines (printing them) and CTL_LANDED (removing what it
- * names, rm) until the receiver's CTL_DONE; w (may be NULL): frames
- * watch_peer() kept come first. */
+/* CTL_RETRY (peer input): files whose data did not match the list at the
+ * receiver (changed as we sent them), onto r->retry for another round.
+ * Only when we offered rounds, each index one of m's regular files, once,
+ * ascending. 0 or -EPROTO (said). */
+static int retry_take(struct role *r, const struct idx_manifest *m, const uint8_t *b, size_t n,
+                      int64_t *last)
+{
+	if (!r->retry || !m) {   /* (before the data: no list to check against) */
+		log_err("the receiver asked to be sent files again, which was not offered");
+		return -EPROTO;
+	}
+	if (n < 4 || n % 4 || (n - 4) / 4 != get_u32(b)) {
+		log_err("the receiver's list of files to send again is malformed (%zu bytes)", n);
+		return -EPROTO;
+	}
+	for (uint32_t k = 0, cnt = get_u32(b); k < cnt; k++) {
+		uint32_t i = get_u32(b + 4 + 4 * k);
+		if (i >= m->n || (int64_t)i <= *last || m->e[i].type != IDX_REG) {
+			log_err("the receiver asks for entry %u again, which is not a file of the "
+			        "list, or not in order", i);
+			return -EPROTO;
+		}
+		*last = i;
+		sync_paths_add(r->retry, m->e[i].path);   /* (out of memory: marked lost) */
+	}
+	return 0;
+}
+
+/* Read CTL_LOG lines (printing them), CTL_LANDED (removing what it
+ * names, rm) and CTL_RETRY until the receiver's CTL_DONE; w (may be NULL):
+ * frames watch_peer() kept come first. */
 static int await_done(struct role *r, struct sync_result *res, struct src_remover *rm,
                       struct watch *w)
 {
 	struct watch none = { .r = r };
+	int64_t retry_last = -1;
 	if (!w)
 		w = &none;
 	for (;;) {
@@ -204,6 +233,11 @@ static int await_done(struct role *r, struct sync_result *res, struct src_remove
 			continue;
 		if (type == CTL_LANDED) {
 			if ((rc = landed_take(rm, r->ctl->buf, n)) < 0)
+				return rc;
+			continue;
+		}
+		if (type == CTL_RETRY) {
+			if ((rc = retry_take(r, rm->m, r->ctl->buf, n, &retry_last)) < 0)
 				return rc;
 			continue;
 		}
@@ -292,6 +326,7 @@ static int scan_many(struct sstate *s)
 {
 	uint64_t errors = 0;
 	const struct ready_msg rm = { .kind = READY_CONTENTS, .is_dir = 1 };
+	s->r->retry = NULL;   /* rounds of changed files: one SRC's contents only */
 	uint8_t ready[4 + READY_NAME_MAX];
 	double t0 = clock_s();
 	int rc = ctl_send(s->r->ctl, CTL_READY, ready, ready_encode(ready, &rm));
@@ -333,6 +368,8 @@ static int scan_and_send(struct sstate *s)
 		}
 		return rc;
 	}
+	if (s->only || !is_dir)
+		r->retry = NULL;   /* rounds of changed files: a directory's contents only */
 	/* --sync of a directory named without a trailing '/': its contents,
 	 * but its name goes along (READY_MIRROR) so that a receiver told to
 	 * --delete can refuse a DST that has nothing in common with it */
@@ -581,7 +618,7 @@ static int send_data(struct sstate *s)
 		.sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
 		.append = (s->r->flags & SYNC_F_APPEND) != 0,
 		.files = tp_sends_files(s->ts), .root_path = s->root, .akey = s->akey,
-		.grown = s->r->o->grown,
+		.grown = s->r->o->grown, .retry = s->r->retry,
 		.iso = { .only = s->only, .no_index = s->r->o->no_index },
 		.start = data_start, .tick = data_tick, .ctx = s };
 	uint64_t changed = 0, failed = 0;
@@ -600,7 +637,9 @@ static int send_data(struct sstate *s)
 	}
 	/* what could not be sent, before the receiver decides on deletions */
 	uint8_t sent[SENT_LEN];
-	sent_encode(sent, &(struct sent_msg){ .unsent = changed + failed, .unreadable = failed });
+	uint64_t retried = s->r->retry && !s->r->retry->lost ? s->r->retry->n : 0;
+	sent_encode(sent, &(struct sent_msg){ .unsent = changed + failed, .unreadable = failed,
+	                                      .retried = retried });
 	s->res->errors = changed;   /* await_done turns this into exit 24 */
 	s->res->vanished = changed;   /* --json's: the receiver's DONE has no such count */
 	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */
@@ -628,7 +667,8 @@ static int sender_run(struct sstate *s)
 	if (s->rm.on && !(s->rm.sent = s->sent = calloc(s->m.n ? s->m.n : 1, 1)))
 		return -ENOMEM;
 	if (s->nplan) {
-		test_pause(&s->w);
+		if (!s->r->o->round)   /* (a round of changed files: no pause again) */
+			test_pause(&s->w);
 		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
 			return rc;
 	}

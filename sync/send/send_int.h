@@ -34,6 +34,8 @@ struct sendq_args {
 	const uint8_t *akey;           /* the archive key: entry tags */
 	struct idx_scan_opts iso;      /* how SRC's index was opened */
 	struct idx_manifest *grown;    /* --watch --append's memo (send.c), or NULL */
+	struct sync_paths *retry;      /* files found changed as read: listed for
+	                                  another round instead of said (or NULL) */
 	/* the caller's: the plan's bytes and files at the start, then the
 	 * bytes sent so far after each step */
 	void (*start)(void *ctx, uint64_t total, uint32_t files);

@@ -67,9 +67,11 @@ static int same_or_grown(const struct stat *st, const struct idx_entry *e)
 
 /* Open a planned file and check it is still what the scan saw, or that
  * file grown (same_or_grown(), into *grown if not NULL); -1 (with a
- * warning) if it vanished or changed, -2 if it cannot be read. */
+ * warning) if it vanished or changed, -2 if it cannot be read; -6, unsaid,
+ * when it is there but changed and say_changed is 0 (another round takes
+ * it: changed_file()). */
 static int open_planned(struct dircache *dc, int root, const struct idx_entry *e,
-                        struct sync_fails *fails, int *grown)
+                        struct sync_fails *fails, int *grown, int say_changed)
 {
 	char shown[4096];
 	int fd = open_file(dc, root, e->path);
@@ -80,6 +82,10 @@ static int open_planned(struct dircache *dc, int root, const struct idx_entry *e
 	if (same)
 		return fd;
 	int err = fd < 0 ? errno : 0;
+	if (fd >= 0 && !say_changed) {
+		close(fd);
+		return -6;
+	}
 	int gone = fd >= 0 || err == ENOENT || err == ENOTDIR || err == ELOOP;
 	const char *why = err == ENOENT ? "vanished since the scan"
 	                  : fd < 0 ? strerror(err) : "changed since the scan; not sent";
@@ -153,6 +159,7 @@ struct sendq {
 	const uint8_t *akey;     /* the archive key: entry tags */
 	struct idx_scan_opts iso;
 	struct idx_manifest *grown;   /* a_args' */
+	struct sync_paths *retry;     /* a_args' */
 };
 
 /* The directory entry i's path is relative to. */
@@ -174,6 +181,19 @@ static uint64_t map_end(const struct chunk_map *cm, uint64_t size)
 	return 0;
 }
 
+/* A planned file found changed as it was read (there still, but not what
+ * the scan saw): counted, and said, unless another round will send it as
+ * it then is (q->retry: the client's list). */
+static void changed_file(struct sendq *q, const struct idx_entry *e, const char *why)
+{
+	q->changed++;
+	if (q->retry && sync_paths_add(q->retry, e->path) == 0)
+		return;
+	char shown[4096];
+	log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path), why);
+	sync_fails_add(q->res->fails, e->path, why, 1);
+}
+
 /* Open the next large file into slot o; 0 when it is open, -1 when there
  * is nothing of it to read (it could not be opened, or the receiver has
  * every chunk of it): the caller moves on. */
@@ -183,12 +203,15 @@ static int open_next(struct sendq *q, struct openf *o)
 	const struct idx_entry *e = &q->m->e[i];
 	*o = (struct openf){ .bi = q->bi++ };
 	o->end = map_end(q->bmap[o->bi], e->size);
-	o->fd = open_planned(&q->dc, root_of(q, i), e, q->res->fails, &o->grown);
+	o->fd = open_planned(&q->dc, root_of(q, i), e, q->res->fails, &o->grown, !q->retry);
 	if (o->fd >= 0 && o->end == 0) {   /* it is all in DST's old version */
 		close(o->fd);
 		o->fd = -1;
 		if (q->sent)
 			q->sent[i] = 1;
+	} else if (o->fd == -6) {
+		changed_file(q, e, "changed since the scan");
+		o->fd = -1;
 	} else if (o->fd < 0) {
 		*(o->fd == -2 ? &q->failed : &q->changed) += 1;
 		o->fd = -1;
@@ -328,29 +351,27 @@ static int send_next(struct sendq *q, int drop)
 	q->count--;
 	const struct idx_entry *e = &q->m->e[c->file];
 	int rc = 0;
-	if (!drop && !q->bad[c->file] && (c->j.err || c->j.got != c->j.len)) {
+	if (!drop && !q->bad[c->file] && c->j.err) {
 		char shown[4096];
-		const char *why = c->j.err ? strerror(c->j.err) : "shrank while being sent";
+		const char *why = strerror(c->j.err);
 		log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path), why);
-		sync_fails_add(q->res->fails, e->path, why, !c->j.err);
-		*(c->j.err ? &q->failed : &q->changed) += 1;
+		sync_fails_add(q->res->fails, e->path, why, 0);
+		q->failed++;
+		q->bad[c->file] = 1;
+	}
+	if (!drop && !q->bad[c->file] && c->j.got != c->j.len) {
+		changed_file(q, e, "shrank while being sent");
 		q->bad[c->file] = 1;
 	}
 	if (!drop && !q->bad[c->file] && c->stale && !(e->flags & IDX_F_ASSUMED)) {
 		/* grown since the scan, and the part the scan saw rewritten */
-		char shown[4096];
-		log_warn("%s: changed while being sent; not sent",
-		         log_path(shown, sizeof shown, e->path));
-		sync_fails_add(q->res->fails, e->path, "changed while being sent", 1);
-		q->changed++;
+		changed_file(q, e, "changed while being sent");
 		q->bad[c->file] = 1;
 	}
 	if (!drop && !q->bad[c->file] && c->stale) {
 		char shown[4096];
-		log_warn("%s: its old part changed, which --append took unread from SRC's "
-		         "index; not sent (the next run reads it whole)",
-		         log_path(shown, sizeof shown, e->path));
-		q->changed++;
+		changed_file(q, e, "its old part changed, which --append took unread from SRC's "
+		             "index (the next run reads it whole)");
 		q->bad[c->file] = 1;
 		/* (several SRCs: a run without --append reads it whole) */
 		if (!q->ss->n && idx_forget(q->root_path, &q->iso, e->path) < 0)
@@ -365,10 +386,13 @@ static int send_next(struct sendq *q, int drop)
 		c->m->file_fd = -1;   /* no fd left: read it here */
 		size_t got;
 		int err = io_pread_full(c->j.fd, c->m->data, c->len, c->j.off, &got);
-		if (err < 0 || got != c->len) {
+		if (err < 0) {
 			log_warn("%s: %s; not sent", log_path(shown, sizeof shown, e->path),
-			         err < 0 ? strerror(-err) : "shrank while being sent");
-			*(err < 0 ? &q->failed : &q->changed) += 1;   /* as send_next() counts */
+			         strerror(-err));
+			q->failed++;   /* as send_next() counts */
+			q->bad[c->file] = 1;
+		} else if (got != c->len) {
+			changed_file(q, e, "shrank while being sent");
 			q->bad[c->file] = 1;
 		}
 	}
@@ -409,8 +433,9 @@ struct small_rd {
 	int st[SMALL_BATCH_FILES];        /* 0: read whole; -1: vanished or changed
 	                                     (said); -2: unreadable (said);
 	                                     -3: shrank while read; -4: not read
-	                                     (the run had failed); -5: not the
-	                                     hash the index gave (said) */
+	                                     (the run had failed); -5: never
+	                                     stood still; -6: changed since the
+	                                     scan (these three: changed_file()) */
 	uint8_t hash[SMALL_BATCH_FILES][IDX_HASH_LEN];   /* of what was read */
 	uint8_t reread[SMALL_BATCH_FILES];   /* 1: read whole, rewritten since
 	                                        the scan at its size (sent as read) */
@@ -500,7 +525,8 @@ static void read_small(struct io_job *j)
 			b->st[k] = -4;
 			continue;
 		}
-		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e, b->q->res->fails, NULL);
+		int fd = open_planned(&dc, root_of(b->q, b->idx[k]), e, b->q->res->fails, NULL,
+		                      !b->q->retry);
 		if (fd < 0) {
 			b->st[k] = fd;
 			continue;
@@ -543,10 +569,7 @@ static void read_small(struct io_job *j)
 			have_prev = again;
 			memcpy(prev, b->hash[k], IDX_HASH_LEN);
 			if (t + 1 == REREAD_TRIES) {
-				log_warn("%s: changed while being sent; not sent",
-				         log_path(shown, sizeof shown, e->path));
-				sync_fails_add(b->q->res->fails, e->path, "changed while being sent", 1);
-				b->st[k] = (e->flags & IDX_F_NOHASH) ? -1 : -5;
+				b->st[k] = -5;   /* said on the main thread (changed_file()) */
 				break;
 			}
 			usleep(10000u << (2 * t));   /* 10, 40, 160 ms */
@@ -627,16 +650,15 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 		if (b->reread[k] && !(e->flags & IDX_F_NOHASH))
 			forget_row(q, i, e);
 	} else if (b->st[k] == -5) {
-		q->changed++;
-		/* its stat is the row's, its content not (a write that stamped
-		 * nothing): the next scan reads it */
-		forget_row(q, i, e);
+		changed_file(q, e, "changed while being sent");
+		/* its stat may be the row's, its content not (a write that
+		 * stamped nothing): the next scan reads it */
+		if (!(e->flags & IDX_F_NOHASH))
+			forget_row(q, i, e);
 	} else if (b->st[k] == -3) {
-		char shown[4096];
-		log_warn("%s: shrank while being sent; not sent",
-		         log_path(shown, sizeof shown, e->path));
-		sync_fails_add(q->res->fails, e->path, "shrank while being sent", 1);
-		q->changed++;
+		changed_file(q, e, "shrank while being sent");
+	} else if (b->st[k] == -6) {
+		changed_file(q, e, "changed since the scan");
 	} else if (b->st[k] < 0) {
 		*(b->st[k] == -2 ? &q->failed : &q->changed) += 1;
 	}
@@ -740,7 +762,7 @@ int sendq_run(const struct sendq_args *a, const uint32_t *plan, const struct chu
 	                   .m = a->m, .res = a->res, .a = a, .sent = a->sent,
 	                   .sparse = a->sparse, .append = a->append, .files = a->files,
 	                   .root_path = a->root_path, .akey = a->akey, .iso = a->iso,
-	                   .grown = a->grown };
+	                   .grown = a->grown, .retry = a->retry };
 	int rc = send_all(&q, plan, maps, nplan);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)

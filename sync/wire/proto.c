@@ -341,14 +341,18 @@ void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m)
 {
 	put_u64(b, m->unsent);
 	put_u64(b + 8, m->unreadable);
+	put_u64(b + 16, m->retried);
 }
 
 int sent_decode(const uint8_t *b, size_t n, struct sent_msg *m)
 {
-	if (n != SENT_LEN || get_u64(b + 8) > get_u64(b))
+	if (n != SENT_LEN)
 		return -EPROTO;
 	m->unsent = get_u64(b);
 	m->unreadable = get_u64(b + 8);
+	m->retried = get_u64(b + 16);
+	if (m->unreadable > m->unsent || m->retried > m->unsent - m->unreadable)
+		return -EPROTO;
 	return 0;
 }
 

@@ -54,12 +54,13 @@ void manifest_end_encode(uint8_t b[MANIFEST_END_LEN], const struct manifest_end_
 int  manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m);
 
 /* SENT, sender -> receiver after the data: u64 planned files not sent,
- * u64 of them unreadable (the rest vanished or changed); never more
- * unreadable than not sent. */
+ * u64 of them unreadable (the rest vanished or changed), u64 of them
+ * changed as they were read and sent again in a round of their own (the
+ * client's, when it sends); unreadable + retried never over not sent. */
 struct sent_msg {
-	uint64_t unsent, unreadable;
+	uint64_t unsent, unreadable, retried;
 };
-#define SENT_LEN 16
+#define SENT_LEN 24
 void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m);
 int  sent_decode(const uint8_t *b, size_t n, struct sent_msg *m);
 

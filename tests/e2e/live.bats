@@ -120,9 +120,10 @@ rewritten_small() {
 }
 
 # With -c the file list carries every small file's hash and the receiver
-# checks what lands against it: a file rewritten at its size is then named
-# and left for the next run (exit 24), not refused as damaged (23).
-@test "live: with -c, a small file rewritten after the scan at its size is named, not sent, exit 24; a grown one lands its scanned part" {
+# checks what lands against it: a file rewritten at its size is not sent
+# in the first round (its bytes are not that hash), but the client, which
+# sends, takes it again in a round of its own, as it now is: exit 0.
+@test "live: with -c, a small file rewritten after the scan at its size goes in a second round as it now is, exit 0; a grown one lands its scanned part" {
 	mkdir -p "$T/src"
 	head -c 2000 /dev/urandom >"$T/src/state"
 	head -c 1000 /dev/urandom >"$T/src/log"
@@ -130,55 +131,113 @@ rewritten_small() {
 	head -c 2000 /dev/urandom >"$T/src/state"
 	head -c 500 /dev/urandom >>"$T/src/log"
 	resumed
-	[ "$RC" -eq 24 ]
-	grep -q "state: changed while being sent; not sent" "$T/err"
-	! grep -q "log" "$T/err"
-	[ ! -e "$T/dst/state" ]
+	[ "$RC" -eq 0 ]
+	[ ! -s "$T/err" ]
+	cmp "$T/src/state" "$T/dst/state"
 	prefix_of "$T/src/log" "$T/dst/log" 1000
 	"$RDCP" --sync -c "$T/src" "$T/dst"
 	same "$T/src" "$T/dst"
 }
 
-# What did change is still caught: a small file whose scanned part was
-# rewritten as it grew (hash known), and a large one whose first chunk was:
-# named, not landed as the old file's, exit 24 (a vanished-class change, so
-# --delete is off); at rest the next run completes the mirror.
-@test "live: a file whose scanned part was rewritten as it grew is named, not landed wrong, exit 24 (local)" {
+# What changed under the sender, a small file whose scanned part was
+# rewritten as it grew (hash known) and a large one whose first chunk was,
+# is not landed as the scan's: the first round does not send it (nor does
+# the receiver refuse it: 23), and a second round, of those files alone,
+# sends them as they then are: exit 0, DST is SRC. (local, push)
+rewritten_files() {
+	local mode=$1
 	unset RDCP_TEST_SETTLED_S   # the scan hashes the small file
-	mkdir -p "$T/src"
+	mkdir -p "$T/src" "$T/dst"
 	head -c 1000 /dev/urandom >"$T/src/log"
 	head -c $((5 * 1048576)) /dev/urandom >"$T/src/rec"
-	paused "$RDCP" --sync "$T/src" "$T/dst"
+	head -c 6000000 /dev/urandom >"$T/src/shrinks"
+	echo old >"$T/dst/extra"
+	local dst=$T/dst args=()
+	[ "$mode" = push ] && { dst=localhost:$T/dst; args=(-e "$LRSH" --rdcp-path "$RDCP"); }
+	paused "$RDCP" --sync --delete -i "${args[@]}" "$T/src/" "$dst"
 	head -c 3000 /dev/urandom >"$T/src/log"                        # rewritten, longer
 	# in place: the first chunk overwritten, then more appended (same inode)
 	head -c 4096 /dev/urandom | dd of="$T/src/rec" conv=notrunc status=none
 	head -c 1048576 /dev/urandom >>"$T/src/rec"
+	truncate -s 5000000 "$T/src/shrinks"                             # another size
 	resumed
-	[ "$RC" -eq 24 ]
-	grep -q "log: changed while being sent; not sent" "$T/err"
-	grep -q "rec: changed while being sent; not sent" "$T/err"   # by the sender, not refused
-	! grep -q "does not match" "$T/err"                          # by the receiver (23)
-	[ ! -e "$T/dst/log" ] && [ ! -e "$T/dst/rec" ]
-	"$RDCP" --sync "$T/src" "$T/dst"
+	[ "$RC" -eq 0 ]
+	! grep -q "not sent\|does not match\|not deleting" "$T/err"
+	same "$T/src" "$T/dst"                     # the extra file deleted too
+	[ "$(grep -c '^[<>]f.* log$' "$T/out")" -eq 1 ]   # itemized once, as it landed
+}
+@test "live: files rewritten in place or cut after the scan go in a second round as they now are, exit 0, --delete deletes (local)" {
+	rewritten_files local
+}
+@test "live: files rewritten in place or cut after the scan go in a second round as they now are, exit 0, --delete deletes (push)" {
+	rewritten_files push
+}
+
+# Pulling, the far side sends and there is no second round: a large file
+# rewritten in place at its size is refused by the receiver, which checks
+# every chunk (exit 23, as before), not landed wrong; the next run at rest
+# completes the mirror.
+@test "live: pulling, a large file rewritten in place at its size is refused, not landed wrong, exit 23" {
+	unset RDCP_TEST_SETTLED_S
+	mkdir -p "$T/src" "$T/dst"
+	head -c $((5 * 1048576)) /dev/urandom >"$T/src/rec"
+	RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync -e "$LRSH" --rdcp-path "$RDCP" \
+		"localhost:$T/src/" "$T/dst" >"$T/out" 2>"$T/err" &
+	PID=$!
+	for _ in $(seq 400); do [ -e "$T/pause" ] && break; sleep 0.025; done
+	head -c 4096 /dev/urandom | dd of="$T/src/rec" conv=notrunc status=none
+	resumed
+	[ "$RC" -eq 23 ]
+	grep -q "rec: chunk 0 does not match the sender's hash: the file changed while it was sent" "$T/err"
+	[ ! -e "$T/dst/rec" ]
+	"$RDCP" --sync -e "$LRSH" --rdcp-path "$RDCP" "localhost:$T/src/" "$T/dst"
 	same "$T/src" "$T/dst"
 }
 
+# A file that never stands still (rewritten in place all the time) is
+# tried three more times, a moment apart, then named: exit 24, once.
+@test "live: a large file rewritten in place all the time: three more rounds, then named once, exit 24; the rest lands" {
+	mkdir -p "$T/src"
+	head -c $((6 * 1048576)) /dev/urandom >"$T/src/busy"
+	echo calm >"$T/src/calm"
+	python3 - "$T/src/busy" "$T/stop" <<-'PY' &
+	import os, sys, time
+	end = time.monotonic() + 30
+	with open(sys.argv[1], "r+b", buffering=0) as f:
+	    while time.monotonic() < end and not os.path.exists(sys.argv[2]):
+	        f.seek(0)
+	        f.write(os.urandom(4096))
+	        time.sleep(0.002)
+	PY
+	local wr=$!
+	sleep 0.2
+	local rc=0
+	"$RDCP" --sync -vv "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+	touch "$T/stop"
+	wait "$wr"
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 24 ]
+	[ "$(grep -c 'busy: changed while being sent; not sent' "$T/err")" -eq 1 ]
+	[ "$(grep -c 'changed as they were read: sending them again' "$T/out")" -eq 3 ]
+	cmp "$T/src/calm" "$T/dst/calm"
+	[ ! -e "$T/dst/busy" ]
+}
+
 # Another file renamed over a hard link's leader after the scan, at the
-# same size: it is not the file the scan saw, so it is not sent as read
-# (its links would land it; --remove-source-files would then remove the
-# one name that still held the old bytes). Named, exit 24; SRC keeps both
-# names, DST gets neither.
-@test "live: a hard link's leader replaced by another file of its size is named, not sent; --remove-source-files keeps its links" {
+# same size: the first round does not send it as the scan's file (its
+# links would land it). The second round sees two files now, a (the new
+# one) and b (the old bytes), and sends both: each lands as it is, and
+# --remove-source-files removes them only once landed.
+@test "live: a hard link's leader replaced by another file of its size goes in a second round; --remove-source-files removes only what landed" {
 	mkdir -p "$T/src"
 	head -c 3000 /dev/urandom >"$T/src/a"
 	ln "$T/src/a" "$T/src/b"
 	cp "$T/src/a" "$T/old"
-	paused "$RDCP" --sync -H --remove-source-files "$T/src" "$T/dst"
-	head -c 3000 /dev/urandom >"$T/new" && mv "$T/new" "$T/src/a"
+	paused "$RDCP" --sync -H --remove-source-files "$T/src/" "$T/dst"
+	head -c 3000 /dev/urandom >"$T/new" && cp "$T/new" "$T/new.copy" && mv "$T/new" "$T/src/a"
 	resumed
-	[ "$RC" -eq 24 ]
-	grep -q "changed while being sent; not sent" "$T/err"
-	cmp "$T/old" "$T/src/b"                          # the old bytes' one name is kept
-	[ -e "$T/src/a" ]
-	[ ! -e "$T/dst/a" ] && [ ! -e "$T/dst/b" ]
+	[ "$RC" -eq 0 ]
+	cmp "$T/old" "$T/dst/b"                          # the old bytes kept, in DST
+	cmp "$T/new.copy" "$T/dst/a"
+	[ ! -e "$T/src/a" ] && [ ! -e "$T/src/b" ]
 }

@@ -476,7 +476,7 @@ def play_sender(scenario):
         pass
     verdict = conn.finish()
     if verdict == 0:
-        send_frame(CTL_SENT, struct.pack(">QQ", 0, 0))   # unsent, of them unreadable
+        send_frame(CTL_SENT, struct.pack(">QQQ", 0, 0, 0))   # unsent, of them unreadable, retried
     drain()
 
 
