@@ -283,6 +283,7 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 			memcpy(fwd, o->fwd, (size_t)o->nfwd * sizeof *fwd);
 			fwd[ro.nfwd++] = "--rounds";
 			ro.fwd = fwd;
+			r->rounds = 1;
 		} else {
 			r->retry = NULL;   /* (out of memory: said as it comes, no rounds) */
 		}
@@ -495,8 +496,10 @@ int sync_client(struct sync_opts *o)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	unsigned said = log_errors();   /* lines said before the run's own */
 	struct sync_paths retry = { 0 };
-	if (!src.host && nsrc == 1 && !(o->flags & SYNC_F_DRYRUN))
-		r.retry = &retry;   /* we send: files that change as read go again */
+	if (!src.host && nsrc == 1 && !(o->flags & SYNC_F_DRYRUN) &&
+	    sync_src_contents(src.path, o->flags))
+		r.retry = &retry;   /* we send a directory's contents: files that
+		                       change as they are read go again */
 	int rc = client_play(o, &r, &src, &dst, remote, &res);
 	if (rc == 0 && r.retry)
 		rc = client_retry(o, &r, &res, &retry);

@@ -74,6 +74,8 @@ struct role {
 	int all_hashes;            /* sender: every hash in the manifest (the
 	                              fan-out's: a host must not be able to make
 	                              small files for the hosts after it) */
+	int rounds;                /* sender: the receiver was offered rounds
+	                              (--rounds: it may ask for files again) */
 	struct sync_paths *retry;  /* sender, NULL: none: the files it found
 	                              changed as it read them (still there, not
 	                              what the scan saw), unsaid, for the client
@@ -89,6 +91,9 @@ struct sync_paths {
 };
 int  sync_paths_add(struct sync_paths *p, const char *path);
 void sync_paths_free(struct sync_paths *p);
+/* sync/send/sources.c: SRC is a directory whose contents are sent (its
+ * paths are relative to it): 1, else 0. */
+int  sync_src_contents(const char *src, unsigned flags);
 
 /* What a scan reads besides (idx_scan_opts.meta) for the run's flags. */
 static inline unsigned sync_scan_meta(unsigned flags)

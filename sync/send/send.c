@@ -192,7 +192,7 @@ static int next_frame(struct watch *w, uint8_t *type, size_t *n)
 static int retry_take(struct role *r, const struct idx_manifest *m, const uint8_t *b, size_t n,
                       int64_t *last)
 {
-	if (!r->retry || !m) {   /* (before the data: no list to check against) */
+	if (!r->rounds || !m) {   /* (before the data: no list to check against) */
 		log_err("the receiver asked to be sent files again, which was not offered");
 		return -EPROTO;
 	}
@@ -208,7 +208,12 @@ static int retry_take(struct role *r, const struct idx_manifest *m, const uint8_
 			return -EPROTO;
 		}
 		*last = i;
-		sync_paths_add(r->retry, m->e[i].path);   /* (out of memory: marked lost) */
+		char shown[4096];
+		if (!r->retry)   /* (no rounds after all: SRC is not what it was) */
+			log_warn("%s: changed while being sent; not sent",
+			         log_path(shown, sizeof shown, m->e[i].path));
+		else
+			sync_paths_add(r->retry, m->e[i].path);   /* (no memory: marked lost) */
 	}
 	return 0;
 }

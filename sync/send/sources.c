@@ -18,6 +18,15 @@
 #include "common/log.h"
 #include "sync/send/send_int.h"
 
+int sync_src_contents(const char *src, unsigned flags)
+{
+	size_t len = strlen(src);
+	struct stat st;
+	return len && stat(src, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       ((flags & SYNC_F_MIRROR) || src[len - 1] == '/' ||
+	        (len >= 2 && !strcmp(src + len - 2, "/.")) || !strcmp(src, "."));
+}
+
 int src_split(const char *src, unsigned flags, char **root, char **only, int *is_dir)
 {
 	size_t len = strlen(src);
