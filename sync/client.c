@@ -503,7 +503,8 @@ int sync_client(struct sync_opts *o)
 	int rc = client_play(o, &r, &src, &dst, remote, &res);
 	if (rc == 0 && r.retry)
 		rc = client_retry(o, &r, &res, &retry);
-	say_changed(&r, &retry);
+	if (res.code != RD_EXIT_PROTO)   /* (a lying peer's list is not said) */
+		say_changed(&r, &retry);
 	r.retry = NULL;
 	sync_paths_free(&retry);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */

@@ -200,13 +200,18 @@ static int retry_take(struct role *r, const struct idx_manifest *m, const uint8_
 		log_err("the receiver's list of files to send again is malformed (%zu bytes)", n);
 		return -EPROTO;
 	}
-	for (uint32_t k = 0, cnt = get_u32(b); k < cnt; k++) {
+	int64_t prev = *last;
+	for (uint32_t k = 0, cnt = get_u32(b); k < cnt; k++) {   /* all checked first */
 		uint32_t i = get_u32(b + 4 + 4 * k);
-		if (i >= m->n || (int64_t)i <= *last || m->e[i].type != IDX_REG) {
+		if (i >= m->n || (int64_t)i <= prev || m->e[i].type != IDX_REG) {
 			log_err("the receiver asks for entry %u again, which is not a file of the "
 			        "list, or not in order", i);
 			return -EPROTO;
 		}
+		prev = i;
+	}
+	for (uint32_t k = 0, cnt = get_u32(b); k < cnt; k++) {
+		uint32_t i = get_u32(b + 4 + 4 * k);
 		*last = i;
 		char shown[4096];
 		if (!r->retry)   /* (no rounds after all: SRC is not what it was) */

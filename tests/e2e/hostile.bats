@@ -243,6 +243,25 @@ attack() {
 @test "attack: a plan asking for a file twice" {
 	attack push plan-twice 12 "the receiver's plan asks for entry 2 again or out of order"
 }
+# --rounds: a receiver may ask for files to be sent again (RETRY), only
+# files of the list, each once, and only when the client offered rounds
+@test "attack: a RETRY for a directory" {
+	attack push retry-dir 12 "the receiver asks for entry 0 again, which is not a file of the list, or not in order"
+}
+@test "attack: a RETRY with an index out of range" {
+	attack push retry-out-of-range 12 "the receiver asks for entry 11 again, which is not a file of the list, or not in order"
+}
+@test "attack: a RETRY naming a file twice" {
+	attack push retry-twice 12 "not a file of the list, or not in order"
+}
+@test "attack: a RETRY when no rounds were offered (SRC sent by name)" {
+	local rc=0
+	"$RDCP" -e "$FAKE retry-unoffered" -r "$T/src" host:dst >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	! grep -q Traceback "$T/fake.log"
+	[ "$rc" -eq 12 ]
+	grep -qF "the receiver asked to be sent files again, which was not offered" "$T/err"
+}
 @test "attack: a chunk list for a file that was not planned" {
 	attack push chunks-unplanned 12 "the receiver's list of chunks to send names a file that was not planned"
 }

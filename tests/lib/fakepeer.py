@@ -28,6 +28,7 @@ CTL_HELLO, CTL_READY, CTL_ERROR, CTL_MANIFEST, CTL_MANIFEST_END, CTL_PLAN, \
     CTL_DATA, CTL_DONE, CTL_LOG = range(1, 10)
 CTL_SENT = 14
 CTL_LANDED = 16
+CTL_RETRY = 24
 CTL_CHUNKS, CTL_CHUNKS_END = 19, 20
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 IDX_REG, IDX_DIR, IDX_LNK = 1, 2, 3
@@ -514,6 +515,15 @@ def play_receiver(scenario):
         send_frame(CTL_PLAN, struct.pack(">I", 0))
         send_frame(CTL_CHUNKS_END)
         send_frame(CTL_LANDED, struct.pack(">I%dI" % len(idx), len(idx), *idx))
+        send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(88))
+    elif scenario.startswith("retry-"):
+        # RETRY (files to send again) that lies: the sender must refuse it
+        dirs = [i for i, e in enumerate(entries) if e[1] == IDX_DIR]
+        idx = {"retry-dir": [dirs[0]], "retry-out-of-range": [len(entries) + 7],
+               "retry-twice": [files[-1], files[-1]], "retry-unoffered": [files[0]]}[scenario]
+        send_frame(CTL_PLAN, struct.pack(">I", 0))
+        send_frame(CTL_CHUNKS_END)
+        send_frame(CTL_RETRY, struct.pack(">I%dI" % len(idx), len(idx), *idx))
         send_frame(CTL_DONE, struct.pack(">IQQQQQ", 0, 0, 0, 0, 0, 0) + bytes(88))
     elif scenario.startswith("chunks-"):
         # a lying list of chunks: the sender must refuse it (exit 12)
