@@ -325,6 +325,7 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 		usleep(50000u << t);   /* 50, 100, 200 ms: a writer's burst may end */
 		struct sync_paths these = *retry;
 		*retry = (struct sync_paths){ 0 };
+		sync_paths_unique(&these);   /* (the sender and the receiver may both list one) */
 		int whole = (o->flags & (SYNC_F_DELETE | SYNC_F_HARDLINKS)) != 0;
 		o->round = 1;
 		o->files_from = "-";
@@ -346,11 +347,12 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 			sync_paths_free(&these);
 			break;
 		}
-		/* its counts added; the files it took no longer vanished */
+		/* its counts added; the files it took no longer vanished, but
+		 * those that did vanish still make the run's 24 */
 		uint64_t vanished = res->vanished > these.n ? res->vanished - these.n : 0;
 		result_add(res, &more);
 		res->vanished = vanished + more.vanished;
-		res->code = more.code;
+		res->code = more.code ? more.code : vanished ? RD_EXIT_VANISHED : 0;
 		res->wire += more.wire;
 		sync_paths_free(&these);
 	}
@@ -359,19 +361,11 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 
 /* What still changed as it was read, after the rounds: named, as the
  * sender names a file it could not send (exit 24). */
-static int path_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static void say_changed(struct role *r, struct sync_paths *retry)
 {
 	char shown[4096];
-	if (retry->n > 1)   /* (the sender and the receiver may both have seen it) */
-		qsort(retry->v, retry->n, sizeof *retry->v, path_cmp);
+	sync_paths_unique(retry);   /* (the sender and the receiver may both list one) */
 	for (size_t i = 0; i < retry->n; i++) {
-		if (i && !strcmp(retry->v[i - 1], retry->v[i]))
-			continue;
 		log_warn("%s: changed while being sent; not sent",
 		         log_path(shown, sizeof shown, retry->v[i]));
 		sync_fails_add(r->fails, retry->v[i], "changed while being sent", 1);

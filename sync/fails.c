@@ -171,3 +171,23 @@ void sync_paths_free(struct sync_paths *p)
 	free(p->v);
 	*p = (struct sync_paths){ 0 };
 }
+
+static int path_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void sync_paths_unique(struct sync_paths *p)
+{
+	if (p->n < 2)
+		return;
+	qsort(p->v, p->n, sizeof *p->v, path_cmp);
+	size_t k = 1;
+	for (size_t i = 1; i < p->n; i++) {
+		if (!strcmp(p->v[k - 1], p->v[i]))
+			free(p->v[i]);
+		else
+			p->v[k++] = p->v[i];
+	}
+	p->n = k;
+}

@@ -91,6 +91,8 @@ struct sync_paths {
 };
 int  sync_paths_add(struct sync_paths *p, const char *path);
 void sync_paths_free(struct sync_paths *p);
+/* Sorted, each path once. */
+void sync_paths_unique(struct sync_paths *p);
 /* sync/send/sources.c: SRC is a directory whose contents are sent (its
  * paths are relative to it): 1, else 0. */
 int  sync_src_contents(const char *src, unsigned flags);

@@ -125,22 +125,37 @@ inplace_keeps_inode() {
 # A DST that lacks the file asks for the chunks whose digests SRC took
 # unread: the sender reads and checks them, and says what it found rather
 # than send digests the receiver would refuse, run after run.
-@test "--append: SRC's old part changed and DST lacks the file: named, exit 24; the next run copies it" {
+# The sender finds the old part --append took unread changed: SRC's index
+# forgets the row, and (pushing) a round of its own reads and sends the
+# file whole, exit 0; pulling, it is named, exit 24, and the next run does.
+appended_old_part_changed() {
+	local mode=$1
 	mkdir "$T/src"
 	head -c $((12 * MiB)) /dev/urandom >"$T/src/f"
 	sync_in local --sync -a "$T/src" "$T/dst"   # SRC's index has its row
 	poke "$T/src/f" $((5 * MiB))
 	head -c $MiB /dev/urandom >>"$T/src/f"
 	local rc=0
-	sync_in push --sync -a --append "$T/src" "$T/new" 2>"$T/err" || rc=$?
+	sync_in "$mode" --sync -a --append "$T/src" "$T/new" 2>"$T/err" || rc=$?
 	cat "$T/err"
-	[ "$rc" -eq 24 ]
-	grep -q "f: its old part changed, which --append took unread from SRC's index; not sent" \
-		"$T/err"
-	[ ! -e "$T/new/f" ]
-	sync_in push --sync -a --append "$T/src" "$T/new"
+	if [ "$mode" = push ]; then
+		[ "$rc" -eq 0 ]
+		[ ! -s "$T/err" ]
+	else
+		[ "$rc" -eq 24 ]
+		grep -q "f: its old part changed, which --append took unread from SRC's index" \
+			"$T/err"
+		[ ! -e "$T/new/f" ]
+		sync_in "$mode" --sync -a --append "$T/src" "$T/new"
+	fi
 	cmp "$T/src/f" "$T/new/f"
 	same "$T/src" "$T/new"
+}
+@test "--append: SRC's old part changed and DST lacks the file: a round of its own sends it whole, exit 0 (push)" {
+	appended_old_part_changed push
+}
+@test "--append: SRC's old part changed and DST lacks the file: named, exit 24; the next run copies it (pull)" {
+	appended_old_part_changed pull
 }
 
 @test "--append: a DST file as long or longer is left alone, as rsync" {
