@@ -89,8 +89,8 @@ load helpers
 	rm "$T/tree/d2/f250"
 	rc=0
 	wait $pid || rc=$?
-	[ "$rc" -eq 23 ]   # an entry could not be read
-	grep -q "d2/f250: No such file or directory" "$T/out"
+	[ "$rc" -eq 24 ]   # an entry vanished, as rsync's (not unreadable: 23)
+	grep -q "d2/f250: vanished during the scan" "$T/out"
 	! grep -q " d2/f250$" "$T/out"
 	grep -q " d2/f249$" "$T/out"
 	grep -q "hashed 0 files (0 B), reused 299" "$T/out"
