@@ -319,6 +319,7 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 	char **files = o->files;   /* the user's --files-from, put back after */
 	size_t nfiles = o->nfiles;
 	const char *files_from = o->files_from;
+	uint64_t gone = res->gone;   /* what vanished: the run's 24 whatever follows */
 	int rc = 0;
 	for (int t = 0; t < RETRY_ROUNDS && res->code == RD_EXIT_VANISHED && retry->n &&
 	                !retry->lost; t++) {
@@ -326,15 +327,19 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 		struct sync_paths these = *retry;
 		*retry = (struct sync_paths){ 0 };
 		sync_paths_unique(&these);   /* (the sender and the receiver may both list one) */
+		/* the whole tree (or the user's list) with --delete or -H */
 		int whole = (o->flags & (SYNC_F_DELETE | SYNC_F_HARDLINKS)) != 0;
 		o->round = 1;
 		o->files_from = "-";
-		o->files = whole ? all : these.v;
-		o->nfiles = whole ? 1 : these.n;
+		o->files = whole ? (files_from ? files : all) : these.v;
+		o->nfiles = whole ? (files_from ? nfiles : 1) : these.n;
 		if (o->verbose > 1)
 			printf("%zu files changed as they were read: sending them again\n", these.n);
 		struct sync_result more = { 0 };
-		rc = ctl_send(r->ctl, CTL_ROUND, "", 0);
+		/* the last round's receiver says what it holds back and refuses
+		 * what does not match, as in a run without rounds */
+		uint8_t last = t + 1 == RETRY_ROUNDS;
+		rc = ctl_send(r->ctl, CTL_ROUND, &last, 1);
 		if (rc == 0)
 			rc = sync_files_send(r->ctl, o);
 		if (rc == 0)
@@ -343,19 +348,19 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 		o->nfiles = nfiles;
 		o->files_from = files_from;
 		o->round = 0;
-		if (rc < 0) {
-			sync_paths_free(&these);
-			break;
-		}
-		/* its counts added; the files it took no longer vanished, but
-		 * those that did vanish still make the run's 24 */
-		uint64_t vanished = res->vanished > these.n ? res->vanished - these.n : 0;
-		result_add(res, &more);
-		res->vanished = vanished + more.vanished;
-		res->code = more.code ? more.code : vanished ? RD_EXIT_VANISHED : 0;
-		res->wire += more.wire;
 		sync_paths_free(&these);
+		if (rc < 0)
+			break;
+		result_add(res, &more);
+		gone += more.gone;
+		res->code = more.code ? more.code : gone ? RD_EXIT_VANISHED : 0;
+		res->wire += more.wire;
+		res->ctl_tx += more.ctl_tx;
+		res->ctl_rx += more.ctl_rx;
 	}
+	/* --json's: what vanished, and what still changed (said next) */
+	sync_paths_unique(retry);
+	res->vanished = gone + retry->n;
 	return rc;
 }
 
@@ -490,8 +495,11 @@ int sync_client(struct sync_opts *o)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	unsigned said = log_errors();   /* lines said before the run's own */
 	struct sync_paths retry = { 0 };
+	/* (not with --delete and --remove-source-files: a round of the whole
+	 * tree would find removed what landed, and delete it in DST) */
 	if (!src.host && nsrc == 1 && !(o->flags & SYNC_F_DRYRUN) &&
-	    sync_src_contents(src.path, o->flags))
+	    (o->flags & (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE)) !=
+	    (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE) && sync_src_contents(src.path, o->flags))
 		r.retry = &retry;   /* we send a directory's contents: files that
 		                       change as they are read go again */
 	int rc = client_play(o, &r, &src, &dst, remote, &res);

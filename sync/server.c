@@ -147,9 +147,10 @@ static void play(struct role *r, int role, const char *addr, int local,
 	sync_sender(r, res);
 }
 
-/* --watch: round after round, each for the paths that changed, until the
- * client ends the control channel (its watch ended: exit 0). A round that
- * failed is the client's to judge; we wait for the next. */
+/* --watch, --rounds: round after round, each for the paths that changed
+ * (or, --rounds, the files that changed as they were sent), until the
+ * client ends the control channel (exit 0). A round that failed is the
+ * client's to judge; we wait for the next. */
 static int rounds(struct role *r, struct sync_opts *o, int local)
 {
 	for (;;) {
@@ -162,11 +163,13 @@ static int rounds(struct role *r, struct sync_opts *o, int local)
 			return RD_EXIT_TIMEOUT;   /* --timeout: not even a keep-alive */
 		if (rc < 0)
 			return 0;   /* the client ended the watch: what landed stays */
-		if (type != CTL_ROUND) {
-			log_err("the client sent a message of type %u between two --watch rounds",
-			        type);
+		if (type != CTL_ROUND || n > 1) {
+			log_err("the client sent a message of type %u (%zu bytes) between two rounds",
+			        type, n);
 			return RD_EXIT_PROTO;
 		}
+		if (n == 1 && r->ctl->buf[0] == 1)
+			o->take_rounds = 0;   /* the last: hold nothing back unsaid */
 		for (size_t i = 0; i < o->nfiles; i++)
 			free(o->files[i]);
 		free(o->files);
@@ -175,7 +178,7 @@ static int rounds(struct role *r, struct sync_opts *o, int local)
 		o->files_from = "-";
 		o->round = 1;
 		if (sync_files_recv(r, o) < 0) {
-			ctl_error(r->ctl, RD_EXIT_PROTO, "the server could not read a --watch "
+			ctl_error(r->ctl, RD_EXIT_PROTO, "the server could not read a "
 			          "round's paths (see above)");
 			return RD_EXIT_PROTO;
 		}

@@ -205,6 +205,9 @@ struct sync_result {
 	/* this side's own, for the report (not in DONE) */
 	uint64_t vanished;         /* files that vanished or changed while being
 	                              sent: the sender's count (exit 24) */
+	uint64_t gone;             /* the sender, with rounds: entries that vanished
+	                              (its scan's, its reads'), not those listed to
+	                              go again */
 	struct sync_fails *fails;  /* --json: the role's list (struct role) */
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */

@@ -428,6 +428,7 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = (uint32_t)rc;
 		return -ECANCELED;
 	}
+	s->res->gone = st.vanished;   /* (with rounds: the run's 24 stays) */
 	if (so.grown_hint)
 		send_remember_grown(r->o->grown, &s->m, st.stamp_ns, so.roots, so.nroots);
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
@@ -648,6 +649,7 @@ static int send_data(struct sstate *s)
 	/* what could not be sent, before the receiver decides on deletions */
 	uint8_t sent[SENT_LEN];
 	uint64_t retried = s->r->retry && !s->r->retry->lost ? s->r->retry->n : 0;
+	s->res->gone += changed - (retried < changed ? retried : changed);
 	sent_encode(sent, &(struct sent_msg){ .unsent = changed + failed, .unreadable = failed,
 	                                      .retried = retried });
 	s->res->errors = changed;   /* await_done turns this into exit 24 */

@@ -195,9 +195,12 @@ rewritten_files() {
 }
 
 # A file that never stands still (rewritten in place all the time) is
-# tried three more times, a moment apart, then named: exit 24, once.
-@test "live: a large file rewritten in place all the time: three more rounds, then named once, exit 24; the rest lands" {
-	mkdir -p "$T/src"
+# tried three more times, a moment apart; the last round's receiver refuses
+# what does not match, as without rounds (23, once), and says why it
+# deletes nothing.
+@test "live: a large file rewritten in place all the time: three more rounds, then refused once, exit 23; the rest lands, nothing deleted" {
+	mkdir -p "$T/src" "$T/dst"
+	echo extra >"$T/dst/extra"
 	head -c $((6 * 1048576)) /dev/urandom >"$T/src/busy"
 	echo calm >"$T/src/calm"
 	python3 - "$T/src/busy" "$T/stop" <<-'PY' &
@@ -212,15 +215,51 @@ rewritten_files() {
 	local wr=$!
 	sleep 0.2
 	local rc=0
-	"$RDCP" --sync -vv "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+	"$RDCP" --sync --delete -vv "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
 	touch "$T/stop"
 	wait "$wr"
 	cat "$T/out" "$T/err"
-	[ "$rc" -eq 24 ]
-	[ "$(grep -c 'busy: changed while being sent; not sent' "$T/err")" -eq 1 ]
+	[ "$rc" -eq 23 ]
+	[ "$(grep -c 'busy: chunk .* does not match the sender' "$T/err")" -eq 1 ]
 	[ "$(grep -c 'changed as they were read: sending them again' "$T/out")" -eq 3 ]
+	[ "$(grep -c 'not deleting anything' "$T/err")" -eq 1 ]
 	cmp "$T/src/calm" "$T/dst/calm"
 	[ ! -e "$T/dst/busy" ]
+	[ -e "$T/dst/extra" ]
+}
+
+# With --delete and --remove-source-files there are no rounds: a round of
+# the whole tree would find removed what landed, and delete it in DST.
+@test "live: with --delete and --remove-source-files a file cut as it is sent is named, exit 24, and what landed stays in DST" {
+	mkdir -p "$T/src"
+	echo a >"$T/src/a"
+	head -c 6000000 /dev/urandom >"$T/src/s"
+	paused "$RDCP" -a --delete --remove-source-files "$T/src/" "$T/dst"
+	truncate -s 5000000 "$T/src/s"
+	resumed
+	[ "$RC" -eq 24 ]
+	grep -q "s: changed since the scan; not sent" "$T/err"
+	[ "$(cat "$T/dst/a")" = a ] && [ ! -e "$T/src/a" ]
+	[ -e "$T/src/s" ]
+}
+
+# A round lands what changed; a file that vanished in the first one still
+# makes the run's 24.
+@test "live: a file rewritten as it is sent lands in a second round, another that vanished still makes it exit 24" {
+	mkdir -p "$T/src"
+	head -c $((6 * 1048576)) /dev/urandom >"$T/src/big"
+	echo gone >"$T/src/gone"
+	echo stays >"$T/src/stays"
+	paused "$RDCP" --sync --json "$T/src/" "$T/dst"
+	head -c 4096 /dev/urandom | dd of="$T/src/big" conv=notrunc status=none
+	rm "$T/src/gone"
+	resumed
+	[ "$RC" -eq 24 ]
+	grep -q "gone: vanished since the scan" "$T/err"
+	! grep -q "big" "$T/err"
+	cmp "$T/src/big" "$T/dst/big"
+	[ "$(jq -r .vanished "$T/out")" -eq 1 ]
+	[ "$(jq -r '.failed | length' "$T/out")" -eq 1 ]
 }
 
 # Another file renamed over a hard link's leader after the scan, at the
