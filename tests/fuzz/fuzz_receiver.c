@@ -309,6 +309,8 @@ static void run_free(struct run *x)
 	free(s->written);
 	free(s->change);
 	free(s->scratch);
+	free(s->moved);      /* (moved.c's table: a renamed file's basis) */
+	free(s->mismatch);   /* (take.c's RETRY list) */
 	idx_diff_free(&s->diff);
 	recv_dircache_free(&s->dirc);
 	idx_manifest_free(&s->sm);

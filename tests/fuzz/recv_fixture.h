@@ -180,6 +180,8 @@ static void fx_end(struct fixture *f)
 	free(s->files);
 	free(s->written);
 	free(s->change);
+	free(s->moved);
+	free(s->mismatch);
 	idx_diff_free(&s->diff);
 	recv_dircache_free(&s->dirc);
 	close(s->root);
