@@ -313,7 +313,7 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 #define RETRY_ROUNDS 3
 
 static int client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
-                        struct sync_paths *retry)
+                        struct sync_paths *retry, struct sync_paths *as_read)
 {
 	char *all[] = { "" };
 	char **files = o->files;   /* the user's --files-from, put back after */
@@ -342,8 +342,12 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 		rc = ctl_send(r->ctl, CTL_ROUND, &last, 1);
 		if (rc == 0)
 			rc = sync_files_send(r->ctl, o);
+		/* the last: a large file that does not stand still goes as read,
+		 * as rsync sends what it reads (its chunks tagged: SYNC_MSG_ASREAD) */
+		r->as_read = last ? as_read : NULL;
 		if (rc == 0)
 			sync_sender(r, &more);
+		r->as_read = NULL;
 		o->files = files;
 		o->nfiles = nfiles;
 		o->files_from = files_from;
@@ -365,10 +369,16 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 }
 
 /* What still changed as it was read, after the rounds: named, as the
- * sender names a file it could not send (exit 24). */
-static void say_changed(struct role *r, struct sync_paths *retry)
+ * sender names a file it could not send (exit 24); what went as read,
+ * named with -v (no error: exit 0). */
+static void say_changed(const struct sync_opts *o, struct role *r, struct sync_paths *retry,
+                        struct sync_paths *as_read)
 {
 	char shown[4096];
+	sync_paths_unique(as_read);
+	for (size_t i = 0; o->verbose && !o->quiet && !o->json && i < as_read->n; i++)
+		printf("%s: changed while it was read, in every round: sent as read\n",
+		       log_path(shown, sizeof shown, as_read->v[i]));
 	sync_paths_unique(retry);   /* (the sender and the receiver may both list one) */
 	for (size_t i = 0; i < retry->n; i++) {
 		log_warn("%s: changed while being sent; not sent",
@@ -494,7 +504,7 @@ int sync_client(struct sync_opts *o)
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	unsigned said = log_errors();   /* lines said before the run's own */
-	struct sync_paths retry = { 0 };
+	struct sync_paths retry = { 0 }, as_read = { 0 };
 	/* (not with --delete and --remove-source-files: a round of the whole
 	 * tree would find removed what landed, and delete it in DST) */
 	if (!src.host && nsrc == 1 && !(o->flags & SYNC_F_DRYRUN) &&
@@ -504,9 +514,9 @@ int sync_client(struct sync_opts *o)
 		                       change as they are read go again */
 	int rc = client_play(o, &r, &src, &dst, remote, &res);
 	if (rc == 0 && r.retry)
-		rc = client_retry(o, &r, &res, &retry);
+		rc = client_retry(o, &r, &res, &retry, &as_read);
 	if (res.code != RD_EXIT_PROTO)   /* (a lying peer's list is not said) */
-		say_changed(&r, &retry);
+		say_changed(o, &r, &retry, &as_read);
 	r.retry = NULL;
 	sync_paths_free(&retry);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
@@ -540,8 +550,10 @@ int sync_client(struct sync_opts *o)
 	}
 	free_endpoints(o, paths, &src, &dst);
 	res.fails = r.fails;
+	res.as_read = &as_read;
 	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
 	sync_fails_free(r.fails);
+	sync_paths_free(&as_read);
 	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
 		pause();   /* the interrupt thread exits 20 for the run */
 	return code;

@@ -303,8 +303,14 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	uint64_t errors = res->errors + res->vanished, listed = res->fails ? res->fails->n : 0;
 	printf("\"failed\":");
 	sync_fails_json(stdout, res->fails);
-	printf(",\"failed_omitted\":%llu,\"transport\":",
+	printf(",\"failed_omitted\":%llu,\"sent_as_read\":[",
 	       (unsigned long long)(errors > listed ? errors - listed : 0));
+	for (size_t i = 0; res->as_read && i < res->as_read->n; i++) {
+		if (i)
+			putchar(',');
+		sync_json_str(stdout, res->as_read->v[i]);
+	}
+	printf("],\"transport\":");
 	/* always a name: "none" when no data connection was made (nothing to
 	 * send, a dry run, a run that failed before it) */
 	sync_json_str(stdout, res->transport ? res->transport : "none");

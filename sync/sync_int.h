@@ -10,7 +10,8 @@
 #include "common/ctl.h"
 #include "sync/sync.h"
 
-#define SYNC_MSG_SIZE  ((uint32_t)IDX_CHUNK_SIZE)   /* one message = one chunk */
+/* One message = one chunk (with room for an ASREAD chunk's tag). */
+#define SYNC_MSG_SIZE  ((uint32_t)IDX_CHUNK_SIZE + 64)
 /* Files smaller than this go in the archive stream (tuned with
  * benchmarks/threshold.sh; build with -DSYNC_SMALL=N to try another). */
 #ifndef SYNC_SMALL
@@ -80,6 +81,9 @@ struct role {
 	                              changed as it read them (still there, not
 	                              what the scan saw), unsaid, for the client
 	                              to send in a round of their own */
+	struct sync_paths *as_read;  /* sender, the last round: a large file
+	                              rewritten as it is read is sent as read
+	                              (SYNC_MSG_ASREAD), and listed here */
 };
 
 /* A list of paths (sync/fails.c). add: 0 or -ENOMEM (the list is then
@@ -209,6 +213,8 @@ struct sync_result {
 	                              (its scan's, its reads'), not those listed to
 	                              go again */
 	struct sync_fails *fails;  /* --json: the role's list (struct role) */
+	const struct sync_paths *as_read;   /* the client sender: large files
+	                              that never stood still, sent as read */
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
 	uint64_t flist_bytes;      /* the file list's encoded size */

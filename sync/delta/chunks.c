@@ -15,9 +15,21 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "common/crypto.h"
 #include "common/io.h"
 #include "common/wire.h"
 #include "sync/delta/delta.h"
+
+void chunk_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t id, uint64_t off,
+               const uint8_t hash[IDX_HASH_LEN], uint8_t tag[SYNC_TAG_LEN])
+{
+	uint8_t m[16 + IDX_HASH_LEN];
+	put_u64(m, id);
+	put_u64(m + 8, off);
+	memcpy(m + 16, hash, IDX_HASH_LEN);
+	if (cr_blake2b(tag, SYNC_TAG_LEN, m, sizeof m, key, SYNC_AKEY_LEN) < 0)
+		abort();   /* (only without memory for OpenSSL's MAC state) */
+}
 
 void chunk_map_free(struct chunk_map *cm)
 {

@@ -40,7 +40,17 @@ enum {
 	                          the rest is the receiver's basis */
 	SYNC_MSG_SPARSE = 2,   /* the blocks that are not zeros, then their u64
 	                          mask: the rest is zeros (-S: holes) */
+	SYNC_MSG_ASREAD = 3,   /* the chunk's bytes as the sender read them, not
+	                          the scan's, then their tag (chunk_tag()) */
 };
+/* The tag of an ASREAD chunk: keyed BLAKE2b-128 (the run's archive key) of
+ * the message's id, its off with the kind bits, and the XXH3-128 of its
+ * bytes. The receiver takes that digest for the chunk's instead of the
+ * manifest's; no one on the data path can make one. (An archive entry's
+ * tag, sync_entry_tag(), covers a size below 64 KiB where this has an off
+ * of at least 3 << 62: neither passes for the other.) */
+void chunk_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t id, uint64_t off,
+               const uint8_t hash[IDX_HASH_LEN], uint8_t tag[SYNC_TAG_LEN]);
 
 /* sparse.c: -S. pack: the read chunk buf of len bytes as a
  * SYNC_MSG_SPARSE payload in place (its non-zero 64 KiB blocks, then their

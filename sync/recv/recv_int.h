@@ -104,6 +104,8 @@ struct rfile {
 	uint8_t *seen;       /* one byte per chunk, nseen of them */
 	uint32_t nseen;
 	int failed, done;
+	int asread;          /* a chunk came as the sender read it (its digest
+	                        replaced the manifest's): the file's hash anew */
 	int claimed;         /* small files: a writer thread has it */
 	int existed;         /* DST had a file by that name (for -v's line) */
 	int st_ok;           /* st: the file as landed, for the index */

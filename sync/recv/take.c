@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/crypto.h"
 #include "common/io.h"
 #include "common/iopool.h"
 #include "common/log.h"
@@ -45,6 +46,13 @@ static int check_kind(struct rstate *s, const struct rfile *f, const struct tp_m
 			return recv_reject(s, "the sender sent chunk %llu of '%s' as a sparse "
 			                   "message whose blocks do not add up (%u bytes)",
 			                   (unsigned long long)k, shown, m->len);
+		return 0;
+	}
+	if (kind == SYNC_MSG_ASREAD) {   /* whole, then its tag */
+		if (m->len != want + SYNC_TAG_LEN)
+			return recv_reject(s, "the sender sent chunk %llu of '%s' as read with %u "
+			                   "bytes, not %llu", (unsigned long long)k, shown, m->len,
+			                   (unsigned long long)(want + SYNC_TAG_LEN));
 		return 0;
 	}
 	if (kind != SYNC_MSG_WHOLE)
@@ -127,6 +135,8 @@ struct cjob {
 	const uint8_t *data;     /* what is verified and written */
 	uint32_t len;
 	int bad;                 /* its digest did not match */
+	uint8_t asread[IDX_HASH_LEN];   /* an ASREAD chunk's digest, vouched
+	                                   for by its tag: the chunk's now */
 };
 
 /* f failed: left as it was. Its temp goes once no chunk of it is on its
@@ -158,7 +168,16 @@ static void chunk_io(struct io_job *j)
 	else
 		idx_hash_buf(c->data, c->len, h);
 	j->err = 0;
-	c->bad = memcmp(h, chunk_digest(&c->s->sm.e[c->i], c->k), IDX_HASH_LEN) != 0;
+	if (c->kind == SYNC_MSG_ASREAD) {
+		/* the bytes as the sender read them (the file changed since its
+		 * scan): the tag, not the manifest, says they are what it sent */
+		uint8_t tag[SYNC_TAG_LEN];
+		chunk_tag(c->s->akey, c->m->id, c->m->off, h, tag);
+		c->bad = !cr_equal(tag, c->data + c->len, SYNC_TAG_LEN);
+		memcpy(c->asread, h, IDX_HASH_LEN);
+	} else {
+		c->bad = memcmp(h, chunk_digest(&c->s->sm.e[c->i], c->k), IDX_HASH_LEN) != 0;
+	}
 	if (!c->bad) {
 		pthread_mutex_t *mu = &write_mu[(size_t)c->s->fetch[c->i] % WRITE_LOCKS];
 		pthread_mutex_lock(mu);
@@ -201,10 +220,11 @@ static void chunk_end(struct cjob *c)
 	} else if (c->bad) {
 		/* in place, the chunks written before it (or on their way now)
 		 * are in DST's file */
-		log_err("%s: chunk %u does not match the sender's hash: the file changed while "
-		        "it was sent, or was damaged in transit; %s",
+		log_err("%s: chunk %u does not match %s; %s",
 		        log_path(shown, sizeof shown, e->path), c->k,
-		        recv_left_as(f, f->got || f->inflight));
+		        c->kind == SYNC_MSG_ASREAD ? "the tag it came with (damaged or altered in "
+		        "transit)" : "the sender's hash: the file changed while it was sent, or "
+		        "was damaged in transit", recv_left_as(f, f->got || f->inflight));
 		STAT_ADD(s->res->errors, 1);
 		fail_file(f);
 	} else if (c->j.err) {
@@ -213,10 +233,19 @@ static void chunk_end(struct cjob *c)
 			__atomic_store_n(&s->werr, c->j.err, __ATOMIC_RELAXED);
 		fail_file(f);
 	} else {
-		STAT_ADD(s->res->bytes, c->kind != SYNC_MSG_WHOLE ? c->m->len - 8 : c->m->len);
+		STAT_ADD(s->res->bytes, c->kind == SYNC_MSG_WHOLE ? c->m->len
+		         : c->kind == SYNC_MSG_ASREAD ? c->len : c->m->len - 8);
+		if (c->kind == SYNC_MSG_ASREAD) {
+			/* its digest from now on, for the file's hash and DST's index
+			 * (only this chunk's verifier reads this slot) */
+			memcpy((uint8_t *)chunk_digest(e, c->k), c->asread, IDX_HASH_LEN);
+			f->asread = 1;
+		}
 		if (f->ops && f->ops->verified)
 			f->ops->verified(s, f, c->k, chunk_digest(e, c->k));
-		if (++f->got == f->need)
+		if (++f->got == f->need && f->asread && e->nchunks)   /* its hash anew */
+			idx_hash_combine(e->chunks, e->nchunks, (uint8_t *)e->hash);
+		if (f->got == f->need)
 			recv_finish_file(s, c->i, f);
 	}
 	if (f->failed && !f->inflight)
@@ -258,6 +287,8 @@ static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
 	c.want = e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE;
 	if (check_kind(s, f, m, c.kind, c.k, c.want, shown, &c.mask) < 0)
 		return -EPROTO;
+	if (c.kind == SYNC_MSG_ASREAD)
+		c.len = (uint32_t)c.want;   /* the tag follows */
 	/* every chunk came (or this one did), or a one-chunk file's only chunk
 	 * came and failed: a chunk of a file that failed later is still news */
 	if (f->done || f->taken >= f->need || (f->seen && f->seen[c.k]) ||

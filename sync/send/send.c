@@ -629,7 +629,7 @@ static int send_data(struct sstate *s)
 		.sent = s->sent, .sparse = (s->r->flags & SYNC_F_SPARSE) != 0,
 		.append = (s->r->flags & SYNC_F_APPEND) != 0,
 		.files = tp_sends_files(s->ts), .root_path = s->root, .akey = s->akey,
-		.grown = s->r->o->grown, .retry = s->r->retry,
+		.grown = s->r->o->grown, .retry = s->r->retry, .as_read = s->r->as_read,
 		.iso = { .only = s->only, .no_index = s->r->o->no_index },
 		.start = data_start, .tick = data_tick, .ctx = s };
 	uint64_t changed = 0, failed = 0;

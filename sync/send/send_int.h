@@ -36,6 +36,8 @@ struct sendq_args {
 	struct idx_manifest *grown;    /* --watch --append's memo (send.c), or NULL */
 	struct sync_paths *retry;      /* files found changed as read: listed for
 	                                  another round instead of said (or NULL) */
+	struct sync_paths *as_read;    /* the last round: rewritten large files
+	                                  go as read, listed here (or NULL) */
 	/* the caller's: the plan's bytes and files at the start, then the
 	 * bytes sent so far after each step */
 	void (*start)(void *ctx, uint64_t total, uint32_t files);

@@ -115,6 +115,9 @@ struct chunk_rd {
 	                        (IDX_F_ASSUMED), or of a file that grew since
 	                        the scan: checked as it is read */
 	int stale;           /* and it was not what was read */
+	const uint8_t *akey; /* set: one not what the scan saw goes as read
+	                        (SYNC_MSG_ASREAD, tagged with this key) */
+	int asread;          /* and this one does */
 };
 
 /* What is being sent: small files into the archive, large ones chunk by
@@ -160,6 +163,7 @@ struct sendq {
 	struct idx_scan_opts iso;
 	struct idx_manifest *grown;   /* a_args' */
 	struct sync_paths *retry;     /* a_args' */
+	struct sync_paths *as_read;   /* a_args' */
 };
 
 /* The directory entry i's path is relative to. */
@@ -292,6 +296,15 @@ static void read_chunk(struct io_job *j)
 		uint8_t h[IDX_HASH_LEN];
 		idx_hash_buf(c->m->data, c->len, h);
 		c->stale = memcmp(h, c->want, IDX_HASH_LEN) != 0;
+		if (c->stale && c->akey) {   /* as read, whole, with its tag */
+			c->m->len = c->len + SYNC_TAG_LEN;
+			c->m->off = c->j.off | (uint64_t)SYNC_MSG_ASREAD << 62;
+			chunk_tag(c->akey, (uint64_t)c->file + 1, c->m->off, h,
+			          (uint8_t *)c->m->data + c->len);
+			c->stale = 0;
+			c->asread = 1;
+			return;
+		}
 	}
 	shape(c);
 }
@@ -321,9 +334,13 @@ static int queue_reads(struct sendq *q)
 		/* a chunk whose digest --append took unread is read and checked
 		 * here (the receiver would refuse it, run after run) */
 		uint32_t k = (uint32_t)(o->off / IDX_CHUNK_SIZE);
-		c->want = ((e->flags & IDX_F_ASSUMED) || o->grown) && !c->hole
-		          ? (e->nchunks ? e->chunks + (size_t)k * IDX_HASH_LEN : e->hash) : NULL;
-		c->stale = 0;
+		/* the last round: every chunk is checked, and one that is not the
+		 * scan's goes as read (not a file --append took partly unread, nor
+		 * a hard link's leader, whose links keep the scan's hash) */
+		c->akey = q->as_read && !(e->flags & IDX_F_ASSUMED) && !e->hlink ? q->akey : NULL;
+		c->want = ((e->flags & IDX_F_ASSUMED) || o->grown || c->akey) && !c->hole
+		          ? chunk_digest(e, k) : NULL;
+		c->stale = c->asread = 0;
 		/* a whole chunk over plain TCP is not read here: the kernel sends
 		 * it from the page cache (the receiver checks its digest) */
 		c->fromfile = q->files && !c->hole && !c->rec && !q->sparse && !c->want;
@@ -396,6 +413,8 @@ static int send_next(struct sendq *q, int drop)
 			q->bad[c->file] = 1;
 		}
 	}
+	if (!drop && !q->bad[c->file] && c->asread)
+		sync_paths_add(q->as_read, e->path);   /* (each chunk: made unique after) */
 	if (c->fromfile)
 		c->m->file_off = c->j.off;
 	if (drop || q->bad[c->file]) {
@@ -762,7 +781,7 @@ int sendq_run(const struct sendq_args *a, const uint32_t *plan, const struct chu
 	                   .m = a->m, .res = a->res, .a = a, .sent = a->sent,
 	                   .sparse = a->sparse, .append = a->append, .files = a->files,
 	                   .root_path = a->root_path, .akey = a->akey, .iso = a->iso,
-	                   .grown = a->grown, .retry = a->retry };
+	                   .grown = a->grown, .retry = a->retry, .as_read = a->as_read };
 	int rc = send_all(&q, plan, maps, nplan);
 	free(q.dc.dir);
 	if (q.dc.fd >= 0)

@@ -194,6 +194,15 @@ attack() {
 	[ ! -e "$W/dst/a" ]
 	[ -f "$W/dst/c" ] && [ -f "$W/dst/s" ] && [ -f "$W/dst/t" ]   # the rest came
 }
+@test "attack: a chunk sent as read with a tag made without the key: refused, exit 23" {
+	attack pull asread-forged-tag 23 "rdcp: a: chunk 0 does not match the tag it came with (damaged or altered in transit)"
+	[ ! -e "$W/dst/a" ]
+	[ -f "$W/dst/c" ] && [ -f "$W/dst/s" ] && [ -f "$W/dst/t" ]   # the rest came
+}
+@test "attack: a chunk sent as read a byte short of its tag: exit 12" {
+	attack pull asread-short 12 "the sender sent chunk 0 of 'a' as read with 100015 bytes, not 100016"
+	[ ! -e "$W/dst/a" ]
+}
 @test "attack: an archive entry of an absurd size" {
 	attack pull archive-absurd-size 12 "the sender's archive has an entry of 1099511627776 bytes for file 4"
 }

@@ -277,6 +277,16 @@ def entry_tag(index, size, data, key=AKEY):
                            digest_size=16, key=key).digest()
 
 
+ASREAD = 3 << 62   # a chunk as the sender read it, then its tag
+
+
+def asread(ident, off, data, key=AKEY):
+    """An ASREAD chunk's payload (docs/protocol.md): its bytes, then the
+    keyed BLAKE2b-128 of its id, its off with the kind and its XXH3-128."""
+    return data + hashlib.blake2b(struct.pack(">QQ", ident, off | ASREAD) + xxh3_128(data),
+                                  digest_size=16, key=key).digest()
+
+
 def tar_entry(name, data, size=None, hash_of=None, key=AKEY):
     """An archive entry: a manifest index is named with the tag of data
     (or of hash_of), as the sender names it."""
@@ -345,6 +355,13 @@ DATA = {
     "sparse-bad-hash": [("chunk", 2, SPARSE, struct.pack(">Q", 0)),
                         ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
                                                                 tar_entry(5, T_), TAR_END))],
+    # a chunk as read (not the manifest's bytes) with a tag made without the
+    # key, as one on the data path would; and one a byte short of its tag
+    "asread-forged-tag": [("chunk", 2, ASREAD, asread(2, 0, content(b"evil", 100000),
+                                                      key=bytes(32))),
+                          ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
+                                                                  tar_entry(5, T_), TAR_END))],
+    "asread-short": [("chunk", 2, ASREAD, asread(2, 0, content(b"evil", 100000))[:-1])],
     # a file whose size's chunk count does not fit 32 bits: chunk 100000,
     # past what a 32-bit count of 2 would have allocated
     "manifest-size-wraps": [("chunk", 2, 100000 * CHUNK, BIG4)],
