@@ -4,7 +4,8 @@
  *   id (8), off (8), len (4), how (1): 0 = len zero bytes (the manifest's
  *   content, so chunks can verify), 1 = the next len bytes of the input,
  *   else len bytes of the value how
- * (len at most 4 MiB: the transport refuses longer messages). An input
+ * (len at most SYNC_MSG_SIZE: the transport refuses longer messages;
+ * off's kind 3, ASREAD, checks a tag keyed with the fixture's zero key). An input
  * whose last byte is 0xff runs with -S, so sparse messages
  * (off's kind 2) are taken, not refused. Whatever
  * comes, only verified content may land, and only at the manifest's paths.
@@ -30,10 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t how = data[20];
 		data += 21;
 		size -= 21;
-		if (len > IDX_CHUNK_SIZE)
+		if (len > SYNC_MSG_SIZE)
 			break;   /* the transport's bound */
 		static uint8_t *fill;
-		if (!fill && !(fill = malloc(IDX_CHUNK_SIZE)))
+		if (!fill && !(fill = malloc(SYNC_MSG_SIZE)))
 			abort();
 		if (how == 0) {
 			m.data = fx_zeros;

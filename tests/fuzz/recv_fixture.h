@@ -29,7 +29,10 @@
 #define FX_BIG ((uint64_t)IDX_CHUNK_SIZE + 1000)
 
 static struct idx_manifest fx_m;
-static uint8_t *fx_zeros;   /* IDX_CHUNK_SIZE zero bytes */
+static uint8_t *fx_zeros;   /* SYNC_MSG_SIZE zero bytes */
+/* Each entry's digests as made: a chunk sent as read (SYNC_MSG_ASREAD)
+ * replaces its digest in the receiver's manifest, which every run shares. */
+static uint8_t (*fx_hash)[IDX_HASH_LEN], **fx_chunks;
 
 static void fx_add(const char *path, uint8_t type, uint64_t size, int fill)
 {
@@ -64,7 +67,7 @@ static void fx_init(void)
 {
 	if (fx_zeros)
 		return;
-	fx_zeros = calloc(1, IDX_CHUNK_SIZE);
+	fx_zeros = calloc(1, SYNC_MSG_SIZE);
 	fx_add("", IDX_DIR, 0, 0);
 	fx_add("big", IDX_REG, FX_BIG, 0);
 	fx_add("d", IDX_DIR, 0, 0);
@@ -77,6 +80,29 @@ static void fx_init(void)
 	fx_add("z", IDX_REG, 50, 'z');   /* without a hash, as a sender sends small files */
 	fx_m.e[fx_m.n - 1].flags |= IDX_F_NOHASH;
 	fx_m.nohash_below = 64 << 10;
+	fx_hash = calloc(fx_m.n, sizeof *fx_hash);
+	fx_chunks = calloc(fx_m.n, sizeof *fx_chunks);
+	if (!fx_hash || !fx_chunks)
+		abort();
+	for (size_t i = 0; i < fx_m.n; i++) {
+		const struct idx_entry *e = &fx_m.e[i];
+		memcpy(fx_hash[i], e->hash, IDX_HASH_LEN);
+		if (e->nchunks && !(fx_chunks[i] = malloc((size_t)e->nchunks * IDX_HASH_LEN)))
+			abort();
+		if (e->nchunks)
+			memcpy(fx_chunks[i], e->chunks, (size_t)e->nchunks * IDX_HASH_LEN);
+	}
+}
+
+/* The fixture's digests as made (a run may have replaced some). */
+static void fx_restore(void)
+{
+	for (size_t i = 0; i < fx_m.n; i++) {
+		struct idx_entry *e = &fx_m.e[i];
+		memcpy(e->hash, fx_hash[i], IDX_HASH_LEN);
+		if (e->nchunks)
+			memcpy(e->chunks, fx_chunks[i], (size_t)e->nchunks * IDX_HASH_LEN);
+	}
 }
 
 struct fixture {
@@ -90,6 +116,7 @@ struct fixture {
 static void fx_start(struct fixture *f)
 {
 	fx_init();
+	fx_restore();
 	memset(f, 0, sizeof *f);
 	snprintf(f->dir, sizeof f->dir, "%s/rdcp-fuzz-XXXXXX",
 	         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
