@@ -265,9 +265,22 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
                 struct endpoint *dst, const char *remote, struct sync_result *res)
 {
 	int rc;
+	/* --rounds: the far side waits for rounds of the files that changed
+	 * as they were read (client_retry()); a far sender lists them */
+	struct sync_opts ro = *o;
+	char **fwd = r->retry ? calloc((size_t)o->nfwd + 1, sizeof *fwd) : NULL;
+	if (fwd) {
+		memcpy(fwd, o->fwd, (size_t)o->nfwd * sizeof *fwd);
+		fwd[ro.nfwd++] = "--rounds";
+		ro.fwd = fwd;
+		r->rounds = !src->host;   /* our receiver may ask (CTL_RETRY) */
+	} else {
+		r->retry = NULL;   /* (out of memory: said as it comes, no rounds) */
+	}
 	if (src->host) {   /* remote -> local: we receive */
-		rc = hello_send(r->ctl, ROLE_SENDER, o, r->srcs, r->nsrc,
+		rc = hello_send(r->ctl, ROLE_SENDER, &ro, r->srcs, r->nsrc,
 		                o->data_addr ? o->data_addr : "");
+		free(fwd);
 		if (rc == 0 && o->files_from)
 			rc = sync_files_send(r->ctl, o);
 		r->path = dst->path;
@@ -275,18 +288,6 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 		if (rc == 0)
 			sync_receiver(r, res);
 	} else {           /* local -> remote or local: we send */
-		/* --rounds: the far side waits for rounds of the files that
-		 * changed as we read them (client_retry()) */
-		struct sync_opts ro = *o;
-		char **fwd = r->retry ? calloc((size_t)o->nfwd + 1, sizeof *fwd) : NULL;
-		if (fwd) {
-			memcpy(fwd, o->fwd, (size_t)o->nfwd * sizeof *fwd);
-			fwd[ro.nfwd++] = "--rounds";
-			ro.fwd = fwd;
-			r->rounds = 1;
-		} else {
-			r->retry = NULL;   /* (out of memory: said as it comes, no rounds) */
-		}
 		rc = hello_send(r->ctl, ROLE_RECEIVER, &ro, (const char **)&dst->path, 1, "");
 		free(fwd);
 		if (rc == 0 && o->files_from)
@@ -313,7 +314,7 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 #define RETRY_ROUNDS 3
 
 static int client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
-                        struct sync_paths *retry, struct sync_paths *as_read)
+                        struct sync_paths *retry, struct sync_paths *as_read, int pull)
 {
 	char *all[] = { "" };
 	char **files = o->files;   /* the user's --files-from, put back after */
@@ -343,10 +344,16 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 		if (rc == 0)
 			rc = sync_files_send(r->ctl, o);
 		/* the last: a large file that does not stand still goes as read,
-		 * as rsync sends what it reads (its chunks tagged: SYNC_MSG_ASREAD) */
-		r->as_read = last ? as_read : NULL;
-		if (rc == 0)
+		 * as rsync sends what it reads (its chunks tagged: SYNC_MSG_ASREAD);
+		 * pulling, our receiver takes what the far sender found changed,
+		 * quietly, but in the last round, and names what came as read */
+		o->take_rounds = pull && !last;
+		r->as_read = last || pull ? as_read : NULL;
+		if (rc == 0 && pull)
+			sync_receiver(r, &more);
+		else if (rc == 0)
 			sync_sender(r, &more);
+		o->take_rounds = 0;
 		r->as_read = NULL;
 		o->files = files;
 		o->nfiles = nfiles;
@@ -507,14 +514,22 @@ int sync_client(struct sync_opts *o)
 	struct sync_paths retry = { 0 }, as_read = { 0 };
 	/* (not with --delete and --remove-source-files: a round of the whole
 	 * tree would find removed what landed, and delete it in DST) */
-	if (!src.host && nsrc == 1 && !(o->flags & SYNC_F_DRYRUN) &&
+	if (nsrc == 1 && !(o->flags & SYNC_F_DRYRUN) &&
 	    (o->flags & (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE)) !=
-	    (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE) && sync_src_contents(src.path, o->flags))
-		r.retry = &retry;   /* we send a directory's contents: files that
-		                       change as they are read go again */
+	    (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE) &&
+	    (src.host || sync_src_contents(src.path, o->flags)))
+		r.retry = &retry;   /* a directory's contents (pulling, the far
+		                       sender checks): files that change as they
+		                       are read go again */
+	/* pulling: our receiver takes the files that changed as sent quietly,
+	 * for the next round; what came as read is named after */
+	o->take_rounds = src.host && r.retry;
+	r.as_read = src.host ? &as_read : NULL;
 	int rc = client_play(o, &r, &src, &dst, remote, &res);
+	o->take_rounds = 0;
+	r.as_read = NULL;
 	if (rc == 0 && r.retry)
-		rc = client_retry(o, &r, &res, &retry, &as_read);
+		rc = client_retry(o, &r, &res, &retry, &as_read, src.host != NULL);
 	if (res.code != RD_EXIT_PROTO)   /* (a lying peer's list is not said) */
 		say_changed(o, &r, &retry, &as_read);
 	r.retry = NULL;

@@ -147,11 +147,28 @@ static void play(struct role *r, int role, const char *addr, int local,
 	sync_sender(r, res);
 }
 
+/* The sender's play, pulled with --rounds: the files that change as they
+ * are read are listed for the client (after SENT), not said; in the last
+ * round (o->take_rounds 0) a large one is sent as read. */
+static void play_sender(struct role *r, const struct sync_opts *o, const char *addr, int local,
+                        struct sync_result *res)
+{
+	struct sync_paths retry = { 0 }, as_read = { 0 };
+	r->retry = &retry;
+	r->as_read = o->round && !o->take_rounds ? &as_read : NULL;
+	play(r, ROLE_SENDER, addr, local, res);
+	r->retry = NULL;
+	r->as_read = NULL;
+	sync_paths_free(&retry);
+	sync_paths_free(&as_read);
+}
+
 /* --watch, --rounds: round after round, each for the paths that changed
  * (or, --rounds, the files that changed as they were sent), until the
  * client ends the control channel (exit 0). A round that failed is the
- * client's to judge; we wait for the next. */
-static int rounds(struct role *r, struct sync_opts *o, int local)
+ * client's to judge; we wait for the next. role: ours (a pull's rounds
+ * are the sender's), addr: the client's data address. */
+static int rounds(struct role *r, struct sync_opts *o, int role, const char *addr, int local)
 {
 	for (;;) {
 		uint8_t type;
@@ -185,7 +202,10 @@ static int rounds(struct role *r, struct sync_opts *o, int local)
 		struct sync_result res = { 0 };
 		sync_fails_free(r->fails);
 		r->fails = o->json && !o->relay ? sync_fails_new() : NULL;
-		play(r, ROLE_RECEIVER, "", local, &res);
+		if (role == ROLE_SENDER)
+			play_sender(r, o, addr, local, &res);
+		else
+			play(r, ROLE_RECEIVER, "", local, &res);
 	}
 }
 
@@ -243,10 +263,13 @@ int sync_serve(int local)
 		}
 	}
 	if (!code) {
-		play(&r, h.role, h.addr, local, &res);
+		if (o->take_rounds && h.role == ROLE_SENDER)
+			play_sender(&r, o, h.addr, local, &res);   /* a pull with rounds */
+		else
+			play(&r, h.role, h.addr, local, &res);
 		code = (int)res.code;
-		if ((o->watch || o->take_rounds) && h.role == ROLE_RECEIVER)
-			code = rounds(&r, &a.o, local);
+		if (o->watch || o->take_rounds)
+			code = rounds(&r, &a.o, h.role, h.addr, local);
 	}
 	free(srcs);
 	sync_fails_free(r.fails);

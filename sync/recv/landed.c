@@ -65,6 +65,11 @@ int recv_send_retry(struct rstate *s)
 {
 	if (!s->nmismatch)
 		return 0;
+	if (s->r->is_client) {   /* pulling: our own list for the next round */
+		for (uint32_t k = 0; k < s->nmismatch; k++)
+			sync_paths_add(s->r->retry, s->sm.e[s->mismatch[k] - s->shift].path);
+		return 0;
+	}
 	qsort(s->mismatch, s->nmismatch, sizeof *s->mismatch, cmp_u32);
 	const uint32_t per = (CTL_FRAME_MAX - 4) / 4;
 	int rc = 0;

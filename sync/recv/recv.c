@@ -467,6 +467,42 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	return rc;
 }
 
+/* Pulling with rounds (we are the client): after SENT, the sender's
+ * CTL_RETRY frames, s->retried entries in all (peer input: each one of the
+ * manifest's regular files, ascending), onto the client's list for the
+ * next round. 0 or an error (said). */
+static int take_sender_retry(struct rstate *s)
+{
+	uint64_t got = 0;
+	int64_t prev = -1;
+	if (!s->r->retry || s->retried > s->unsent)
+		return recv_reject(s, "the sender listed %llu files to send again, which was not "
+		                   "offered", (unsigned long long)s->retried);
+	while (got < s->retried) {
+		uint8_t type;
+		size_t n;
+		int rc = sync_recv(s->r, "sender", &type, &n);
+		if (rc < 0)
+			return rc;
+		const uint8_t *b = s->r->ctl->buf;
+		if (type != CTL_RETRY || n < 4 || n % 4 || (n - 4) / 4 != get_u32(b) ||
+		    get_u32(b) == 0 || get_u32(b) > s->retried - got)
+			return recv_reject(s, "the sender's list of files to send again is malformed "
+			                   "(type %u, %zu bytes)", type, n);
+		for (uint32_t k = 0, cnt = get_u32(b); k < cnt; k++) {
+			uint32_t i = get_u32(b + 4 + 4 * k);
+			if (i < s->shift || i - s->shift >= s->sm.n || (int64_t)i <= prev ||
+			    s->sm.e[i - s->shift].type != IDX_REG)
+				return recv_reject(s, "the sender lists entry %u to send again, which is "
+				                   "not a file of its list, or not in order", i);
+			prev = i;
+			sync_paths_add(s->r->retry, s->sm.e[i - s->shift].path);
+		}
+		got += get_u32(b);
+	}
+	return 0;
+}
+
 /* After the data: CTL_SENT, the count of planned files the sender could
  * not send. Files that stopped short beyond that count are our errors. */
 static int read_sent(struct rstate *s)
@@ -486,6 +522,7 @@ static int read_sent(struct rstate *s)
 		return -ECANCELED;
 	}
 	struct sent_msg sm;
+	int rc0;
 	if (type != CTL_SENT || sent_decode(b, n, &sm) < 0)
 		return recv_reject(s, "the sender's report after the data is malformed (type %u, "
 		                   "%zu bytes)", type, n);
@@ -509,6 +546,8 @@ static int read_sent(struct rstate *s)
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
 	s->res->vanished = s->unsent - unread;   /* --json */
+	if (s->retried && s->r->is_client && (rc0 = take_sender_retry(s)) < 0)
+		return rc0;   /* pulling with rounds: the files it will send again */
 	if (s->r->fails && s->r->is_client) {   /* --json: the sender's list follows */
 		const char *why;
 		int rc = sync_recv(s->r, "sender", &type, &n);
@@ -662,6 +701,9 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	/* as rsync: an error is 23; files that vanished on the way, alone, 24 */
 	STAT_ADD(res->errors, s.sender_errors);   /* what the sender could not read */
 	STAT_ADD(res->vanished, s.sender_vanished + s.nmismatch);   /* --json */
+	/* pulling with rounds: what vanished, not what goes again (exit 24
+	 * whatever the rounds land) */
+	res->gone = s.sender_vanished + (s.unsent > s.retried ? s.unsent - s.retried : 0);
 	if (!res->code && s.gap_short)
 		res->code = RD_EXIT_CONN;   /* lost on the way: a fan-out retries it */
 	else if (!res->code && s.full_said)

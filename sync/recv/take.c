@@ -247,6 +247,8 @@ static void chunk_end(struct cjob *c)
 			idx_hash_combine(e->chunks, e->nchunks, (uint8_t *)e->hash);
 		if (f->got == f->need)
 			recv_finish_file(s, c->i, f);
+		if (f->got == f->need && f->asread && !f->failed && s->r->as_read)
+			sync_paths_add(s->r->as_read, e->path);   /* pulling: for -v, --json */
 	}
 	if (f->failed && !f->inflight)
 		recv_drop_file(f);

@@ -617,6 +617,53 @@ static void data_tick(void *ctx, uint64_t bytes)
 	progress_update(&s->w.pg, bytes, s->w.landed, 0);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Pulled with rounds: the files listed to go again (each one of m's
+ * regular files) as manifest indices, ascending, each once: *out (to
+ * free), their count. The receiver, our client, runs the next round. */
+static uint32_t retry_indices(const struct idx_manifest *m, const struct sync_paths *retry,
+                              uint32_t **out)
+{
+	uint32_t n = 0, *v = retry->n ? malloc(retry->n * sizeof *v) : NULL;
+	for (size_t k = 0; v && k < retry->n; k++) {
+		const struct idx_entry *e = idx_manifest_find(m, retry->v[k]);
+		if (e)
+			v[n++] = (uint32_t)(e - m->e);
+	}
+	if (n)
+		qsort(v, n, sizeof *v, cmp_u32);
+	uint32_t u = 0;
+	for (uint32_t k = 0; k < n; k++)
+		if (!u || v[u - 1] != v[k])
+			v[u++] = v[k];
+	*out = v;
+	return u;
+}
+
+/* ... and over the control channel, as CTL_RETRY frames. 0 or an error. */
+static int send_retry_list(struct ctl *c, const uint32_t *v, uint32_t n)
+{
+	const uint32_t per = (CTL_FRAME_MAX - 4) / 4;
+	uint8_t *b = malloc(4 + (size_t)per * 4);
+	if (!b)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint32_t k = 0; rc == 0 && k < n; k += per) {
+		uint32_t cnt = n - k < per ? n - k : per;
+		put_u32(b, cnt);
+		for (uint32_t j = 0; j < cnt; j++)
+			put_u32(b + 4 + 4 * j, v[k + j]);
+		rc = ctl_send(c, CTL_RETRY, b, 4 + (size_t)cnt * 4);
+	}
+	free(b);
+	return rc;
+}
+
 /* The planned files over the data session, then SENT: what could not be
  * sent, before the receiver decides on deletions. */
 static int send_data(struct sstate *s)
@@ -649,6 +696,9 @@ static int send_data(struct sstate *s)
 	/* what could not be sent, before the receiver decides on deletions */
 	uint8_t sent[SENT_LEN];
 	uint64_t retried = s->r->retry && !s->r->retry->lost ? s->r->retry->n : 0;
+	uint32_t *again = NULL;   /* pulled: the list the client's next round takes */
+	if (retried && !s->r->is_client)
+		retried = retry_indices(&s->m, s->r->retry, &again);
 	s->res->gone += changed - (retried < changed ? retried : changed);
 	sent_encode(sent, &(struct sent_msg){ .unsent = changed + failed, .unreadable = failed,
 	                                      .retried = retried });
@@ -656,6 +706,9 @@ static int send_data(struct sstate *s)
 	s->res->vanished = changed;   /* --json's: the receiver's DONE has no such count */
 	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */
 	rc = ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
+	if (rc == 0 && retried && !s->r->is_client)   /* pulled: the client's next round */
+		rc = send_retry_list(s->r->ctl, again, (uint32_t)retried);
+	free(again);
 	if (rc == 0 && s->r->fails && !s->r->is_client)   /* --json: what failed here */
 		rc = sync_fails_send(s->r->ctl, s->r->fails);
 	return rc;

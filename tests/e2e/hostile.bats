@@ -203,6 +203,23 @@ attack() {
 	attack pull asread-short 12 "the sender sent chunk 0 of 'a' as read with 100015 bytes, not 100016"
 	[ ! -e "$W/dst/a" ]
 }
+# Pulling, the sender lists after SENT the files it will send again in the
+# client's next round (CTL_RETRY); a list that lies is refused.
+@test "attack: a pulled sender's list to send again names a directory" {
+	attack pull retry-list-not-file 12 "the sender lists entry 0 to send again, which is not a file of its list, or not in order"
+}
+@test "attack: a pulled sender's list to send again names an entry out of range" {
+	attack pull retry-list-out-of-range 12 "the sender lists entry 99 to send again"
+}
+@test "attack: a pulled sender's list to send again out of order" {
+	attack pull retry-list-unordered 12 "the sender lists entry 1 to send again"
+}
+@test "attack: a pulled sender lists more files to send again than it did not send" {
+	attack pull retry-list-more-than-unsent 12 "the sender's report after the data is malformed (type 14, 24 bytes)"
+}
+@test "attack: a pulled sender's list to send again is longer than it said" {
+	attack pull retry-list-longer 12 "the sender's list of files to send again is malformed"
+}
 @test "attack: an archive entry of an absurd size" {
 	attack pull archive-absurd-size 12 "the sender's archive has an entry of 1099511627776 bytes for file 4"
 }

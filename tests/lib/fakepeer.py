@@ -349,6 +349,9 @@ DATA = {
     "chunk-id-out-of-range": [("chunk", 1000, 0, A)],
     "chunk-not-requested": [("chunk", 3, 0, content(b"b", 100000))],
     "chunk-twice": [("chunk", 2, 0, A), ("chunk", 2, 0, A)],
+    **{k: [("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S), tar_entry(5, T_), TAR_END))]
+       for k in ("retry-list-not-file", "retry-list-out-of-range", "retry-list-unordered",
+                 "retry-list-more-than-unsent", "retry-list-longer")},
     "chunk-bad-hash": [("chunk", 2, 0, content(b"evil", 100000)),
                        ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
                                                                tar_entry(5, T_), TAR_END))],
@@ -493,9 +496,26 @@ def play_sender(scenario):
     except OSError:
         pass
     verdict = conn.finish()
-    if verdict == 0:
+    if verdict == 0 and scenario in SENT_RETRY:
+        # pulled with rounds: a list of files to send again that lies
+        unsent, retried, frames = SENT_RETRY[scenario]
+        send_frame(CTL_SENT, struct.pack(">QQQ", unsent, 0, retried))
+        for idx in frames:
+            send_frame(CTL_RETRY, struct.pack(">I%dI" % len(idx), len(idx), *idx))
+    elif verdict == 0:
         send_frame(CTL_SENT, struct.pack(">QQQ", 0, 0, 0))   # unsent, of them unreadable, retried
     drain()
+
+
+# name -> (unsent, retried, CTL_RETRY frames of manifest indices) after the
+# data of "chunk-bad-hash"'s tree (a, index 1, was sent; c, s, t too)
+SENT_RETRY = {
+    "retry-list-not-file": (1, 1, [[0]]),          # the root directory
+    "retry-list-out-of-range": (1, 1, [[99]]),
+    "retry-list-unordered": (2, 2, [[3, 1]]),
+    "retry-list-more-than-unsent": (1, 2, [[1, 3]]),
+    "retry-list-longer": (1, 1, [[1, 3]]),
+}
 
 
 def play_receiver(scenario):
