@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   9           /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   10          /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -67,8 +67,13 @@ enum ctl_type {
 	CTL_RETRY,          /* receiver -> sender, after SENT: u32 count, u32
 	                       manifest indices of files whose data did not
 	                       match the file list (changed as they were sent):
-	                       the client sends them again in a round */
-	CTL_LAST = CTL_RETRY,
+	                       the client sends them again in a round; version
+	                       10: also a far sender -> client, right after SENT */
+	/* sync, version 10 */
+	CTL_ASREAD,         /* a far sender -> client, after SENT and RETRY: as
+	                       RETRY, the files it sent as read (they never stood
+	                       still), for -v and --json */
+	CTL_LAST = CTL_ASREAD,
 };
 
 struct ctl {

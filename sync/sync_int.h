@@ -77,13 +77,14 @@ struct role {
 	                              small files for the hosts after it) */
 	int rounds;                /* sender: the receiver was offered rounds
 	                              (--rounds: it may ask for files again) */
-	struct sync_paths *retry;  /* sender, NULL: none: the files it found
-	                              changed as it read them (still there, not
-	                              what the scan saw), unsaid, for the client
-	                              to send in a round of their own */
-	struct sync_paths *as_read;  /* sender, the last round: a large file
-	                              rewritten as it is read is sent as read
-	                              (SYNC_MSG_ASREAD), and listed here */
+	struct sync_paths *retry;  /* NULL: none. Files found changed as they
+	                              were read, unsaid, for the client's next
+	                              round: the sender's (a far one's after
+	                              SENT), and a receiving client's own */
+	struct sync_paths *as_read;  /* the last round's sender sends a large
+	                              file that changes as read as it reads it
+	                              (SYNC_MSG_ASREAD) and lists it here; so
+	                              does a receiving client, as it lands */
 };
 
 /* A list of paths (sync/fails.c). add: 0 or -ENOMEM (the list is then

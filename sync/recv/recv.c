@@ -467,36 +467,39 @@ static int plan_and_ask(struct rstate *s, uint32_t *send_n)
 	return rc;
 }
 
-/* Pulling with rounds (we are the client): after SENT, the sender's
- * CTL_RETRY frames, s->retried entries in all (peer input: each one of the
- * manifest's regular files, ascending), onto the client's list for the
- * next round. 0 or an error (said). */
-static int take_sender_retry(struct rstate *s)
+/* Pulling (we are the client): after SENT, the sender's frames of type
+ * (CTL_RETRY: files it will send again in the next round; CTL_ASREAD:
+ * files it sent as read), want entries in all (peer input: each one of
+ * the manifest's regular files, ascending), onto list. 0 or an error
+ * (said). */
+static int take_sender_list(struct rstate *s, uint8_t want_type, uint64_t want,
+                            struct sync_paths *list)
 {
+	const char *what = want_type == CTL_RETRY ? "to send again" : "sent as read";
 	uint64_t got = 0;
 	int64_t prev = -1;
-	if (!s->r->retry || s->retried > s->unsent)
-		return recv_reject(s, "the sender listed %llu files to send again, which was not "
-		                   "offered", (unsigned long long)s->retried);
-	while (got < s->retried) {
+	if (!list)
+		return recv_reject(s, "the sender listed %llu files %s, which was not offered",
+		                   (unsigned long long)want, what);
+	while (got < want) {
 		uint8_t type;
 		size_t n;
 		int rc = sync_recv(s->r, "sender", &type, &n);
 		if (rc < 0)
 			return rc;
 		const uint8_t *b = s->r->ctl->buf;
-		if (type != CTL_RETRY || n < 4 || n % 4 || (n - 4) / 4 != get_u32(b) ||
-		    get_u32(b) == 0 || get_u32(b) > s->retried - got)
-			return recv_reject(s, "the sender's list of files to send again is malformed "
-			                   "(type %u, %zu bytes)", type, n);
+		if (type != want_type || n < 4 || n % 4 || (n - 4) / 4 != get_u32(b) ||
+		    get_u32(b) == 0 || get_u32(b) > want - got)
+			return recv_reject(s, "the sender's list of files %s is malformed (type %u, "
+			                   "%zu bytes)", what, type, n);
 		for (uint32_t k = 0, cnt = get_u32(b); k < cnt; k++) {
 			uint32_t i = get_u32(b + 4 + 4 * k);
 			if (i < s->shift || i - s->shift >= s->sm.n || (int64_t)i <= prev ||
 			    s->sm.e[i - s->shift].type != IDX_REG)
-				return recv_reject(s, "the sender lists entry %u to send again, which is "
-				                   "not a file of its list, or not in order", i);
+				return recv_reject(s, "the sender lists entry %u %s, which is not a file "
+				                   "of its list, or not in order", i, what);
 			prev = i;
-			sync_paths_add(s->r->retry, s->sm.e[i - s->shift].path);
+			sync_paths_add(list, s->sm.e[i - s->shift].path);
 		}
 		got += get_u32(b);
 	}
@@ -546,8 +549,15 @@ static int read_sent(struct rstate *s)
 	/* what could not be read is an error (23), not a vanished file (24) */
 	STAT_ADD(s->res->errors, unread);
 	s->res->vanished = s->unsent - unread;   /* --json */
-	if (s->retried && s->r->is_client && (rc0 = take_sender_retry(s)) < 0)
-		return rc0;   /* pulling with rounds: the files it will send again */
+	/* pulling: the files it will send again (rounds), those it sent as read */
+	if (s->retried && s->r->is_client &&
+	    (rc0 = take_sender_list(s, CTL_RETRY, s->retried, s->r->retry)) < 0)
+		return rc0;
+	if (sm.as_read && s->r->is_client && (sm.as_read > s->nfiles ||
+	    (rc0 = take_sender_list(s, CTL_ASREAD, sm.as_read, s->r->as_read)) < 0))
+		return sm.as_read > s->nfiles
+		       ? recv_reject(s, "the sender says it sent %llu files as read, of %u planned",
+		                     (unsigned long long)sm.as_read, s->nfiles) : rc0;
 	if (s->r->fails && s->r->is_client) {   /* --json: the sender's list follows */
 		const char *why;
 		int rc = sync_recv(s->r, "sender", &type, &n);

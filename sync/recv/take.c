@@ -212,7 +212,8 @@ static void chunk_end(struct cjob *c)
 	f->inflight--;
 	if (f->failed) {
 		/* another chunk of it failed meanwhile: already said */
-	} else if (c->bad && s->r->o && s->r->o->take_rounds && !f->inplace &&
+	} else if (c->bad && c->kind != SYNC_MSG_ASREAD && s->r->o && s->r->o->take_rounds &&
+	           !f->inplace &&
 	           !s->r->o->relay && mismatch_add(s, c->i) == 0) {
 		/* changed as it was sent: the client sends it again, as it then
 		 * is, in a round of its own (CTL_RETRY); its temp goes */
@@ -247,8 +248,6 @@ static void chunk_end(struct cjob *c)
 			idx_hash_combine(e->chunks, e->nchunks, (uint8_t *)e->hash);
 		if (f->got == f->need)
 			recv_finish_file(s, c->i, f);
-		if (f->got == f->need && f->asread && !f->failed && s->r->as_read)
-			sync_paths_add(s->r->as_read, e->path);   /* pulling: for -v, --json */
 	}
 	if (f->failed && !f->inflight)
 		recv_drop_file(f);

@@ -623,15 +623,15 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Pulled with rounds: the files listed to go again (each one of m's
- * regular files) as manifest indices, ascending, each once: *out (to
- * free), their count. The receiver, our client, runs the next round. */
-static uint32_t retry_indices(const struct idx_manifest *m, const struct sync_paths *retry,
-                              uint32_t **out)
+/* Pulled with rounds: the files listed to go again, or sent as read (each
+ * one of m's regular files), as manifest indices, ascending, each once:
+ * *out (to free), their count. The receiver, our client, takes them. */
+static uint32_t path_indices(const struct idx_manifest *m, const struct sync_paths *p,
+                             uint32_t **out)
 {
-	uint32_t n = 0, *v = retry->n ? malloc(retry->n * sizeof *v) : NULL;
-	for (size_t k = 0; v && k < retry->n; k++) {
-		const struct idx_entry *e = idx_manifest_find(m, retry->v[k]);
+	uint32_t n = 0, *v = p->n ? malloc(p->n * sizeof *v) : NULL;
+	for (size_t k = 0; v && k < p->n; k++) {
+		const struct idx_entry *e = idx_manifest_find(m, p->v[k]);
 		if (e)
 			v[n++] = (uint32_t)(e - m->e);
 	}
@@ -645,8 +645,9 @@ static uint32_t retry_indices(const struct idx_manifest *m, const struct sync_pa
 	return u;
 }
 
-/* ... and over the control channel, as CTL_RETRY frames. 0 or an error. */
-static int send_retry_list(struct ctl *c, const uint32_t *v, uint32_t n)
+/* ... and over the control channel, as frames of type (CTL_RETRY,
+ * CTL_ASREAD). 0 or an error. */
+static int send_index_list(struct ctl *c, uint8_t type, const uint32_t *v, uint32_t n)
 {
 	const uint32_t per = (CTL_FRAME_MAX - 4) / 4;
 	uint8_t *b = malloc(4 + (size_t)per * 4);
@@ -658,7 +659,7 @@ static int send_retry_list(struct ctl *c, const uint32_t *v, uint32_t n)
 		put_u32(b, cnt);
 		for (uint32_t j = 0; j < cnt; j++)
 			put_u32(b + 4 + 4 * j, v[k + j]);
-		rc = ctl_send(c, CTL_RETRY, b, 4 + (size_t)cnt * 4);
+		rc = ctl_send(c, type, b, 4 + (size_t)cnt * 4);
 	}
 	free(b);
 	return rc;
@@ -696,19 +697,24 @@ static int send_data(struct sstate *s)
 	/* what could not be sent, before the receiver decides on deletions */
 	uint8_t sent[SENT_LEN];
 	uint64_t retried = s->r->retry && !s->r->retry->lost ? s->r->retry->n : 0;
-	uint32_t *again = NULL;   /* pulled: the list the client's next round takes */
+	uint32_t *again = NULL, *asr = NULL, nasr = 0;   /* pulled: the client's lists */
 	if (retried && !s->r->is_client)
-		retried = retry_indices(&s->m, s->r->retry, &again);
+		retried = path_indices(&s->m, s->r->retry, &again);
+	if (s->r->as_read && !s->r->is_client)
+		nasr = path_indices(&s->m, s->r->as_read, &asr);
 	s->res->gone += changed - (retried < changed ? retried : changed);
 	sent_encode(sent, &(struct sent_msg){ .unsent = changed + failed, .unreadable = failed,
-	                                      .retried = retried });
+	                                      .retried = retried, .as_read = nasr });
 	s->res->errors = changed;   /* await_done turns this into exit 24 */
 	s->res->vanished = changed;   /* --json's: the receiver's DONE has no such count */
 	s->res->wire = s->res->bytes;   /* before the receiver's count replaces it */
 	rc = ctl_send(s->r->ctl, CTL_SENT, sent, sizeof sent);
 	if (rc == 0 && retried && !s->r->is_client)   /* pulled: the client's next round */
-		rc = send_retry_list(s->r->ctl, again, (uint32_t)retried);
+		rc = send_index_list(s->r->ctl, CTL_RETRY, again, (uint32_t)retried);
+	if (rc == 0 && nasr)   /* ... and what it names for -v, --json */
+		rc = send_index_list(s->r->ctl, CTL_ASREAD, asr, nasr);
 	free(again);
+	free(asr);
 	if (rc == 0 && s->r->fails && !s->r->is_client)   /* --json: what failed here */
 		rc = sync_fails_send(s->r->ctl, s->r->fails);
 	return rc;

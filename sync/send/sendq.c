@@ -457,7 +457,8 @@ struct small_rd {
 	                                     scan (these three: changed_file()) */
 	uint8_t hash[SMALL_BATCH_FILES][IDX_HASH_LEN];   /* of what was read */
 	uint8_t reread[SMALL_BATCH_FILES];   /* 1: read whole, rewritten since
-	                                        the scan at its size (sent as read) */
+	                                        the scan at its size (sent as read);
+	                                        2: and it never stood still */
 	uint8_t *buf;
 	const int *stop;                  /* set: the run failed, read no more */
 };
@@ -588,7 +589,15 @@ static void read_small(struct io_job *j)
 			have_prev = again;
 			memcpy(prev, b->hash[k], IDX_HASH_LEN);
 			if (t + 1 == REREAD_TRIES) {
-				b->st[k] = -5;   /* said on the main thread (changed_file()) */
+				/* the last round: the last read goes as read, as rsync's
+				 * would (its tag is of those bytes), when the receiver
+				 * has no hash of it to refuse them by */
+				int as_read = b->q->as_read && (uint64_t)z.st_size == e->size &&
+				              z.st_dev == e->dev && z.st_ino == e->ino &&
+				              e->size < b->q->m->nohash_below && !e->hlink;
+				b->reread[k] = as_read ? 2 : 0;
+				b->st[k] = as_read ? 0 : -5;   /* -5: said on the main thread
+				                                  (changed_file()) */
 				break;
 			}
 			usleep(10000u << (2 * t));   /* 10, 40, 160 ms */
@@ -668,6 +677,8 @@ static int pack_one(struct sendq *q, struct packer *pk, struct smallq *sq)
 		/* sent as re-read: the row's hash is not of what it holds now */
 		if (b->reread[k] && !(e->flags & IDX_F_NOHASH))
 			forget_row(q, i, e);
+		if (b->reread[k] == 2)
+			sync_paths_add(q->as_read, e->path);
 	} else if (b->st[k] == -5) {
 		changed_file(q, e, "changed while being sent");
 		/* its stat may be the row's, its content not (a write that

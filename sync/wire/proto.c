@@ -342,6 +342,7 @@ void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m)
 	put_u64(b, m->unsent);
 	put_u64(b + 8, m->unreadable);
 	put_u64(b + 16, m->retried);
+	put_u64(b + 24, m->as_read);
 }
 
 int sent_decode(const uint8_t *b, size_t n, struct sent_msg *m)
@@ -351,6 +352,7 @@ int sent_decode(const uint8_t *b, size_t n, struct sent_msg *m)
 	m->unsent = get_u64(b);
 	m->unreadable = get_u64(b + 8);
 	m->retried = get_u64(b + 16);
+	m->as_read = get_u64(b + 24);
 	if (m->unreadable > m->unsent || m->retried > m->unsent - m->unreadable)
 		return -EPROTO;
 	return 0;

@@ -56,11 +56,13 @@ int  manifest_end_decode(const uint8_t *b, size_t n, struct manifest_end_msg *m)
 /* SENT, sender -> receiver after the data: u64 planned files not sent,
  * u64 of them unreadable (the rest vanished or changed), u64 of them
  * changed as they were read and sent again in a round of their own (the
- * client's, when it sends); unreadable + retried never over not sent. */
+ * client's); unreadable + retried never over not sent. Version 10: u64
+ * files sent as read (they never stood still), a far sender's listed in
+ * CTL_ASREAD next. */
 struct sent_msg {
-	uint64_t unsent, unreadable, retried;
+	uint64_t unsent, unreadable, retried, as_read;
 };
-#define SENT_LEN 24
+#define SENT_LEN 32
 void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m);
 int  sent_decode(const uint8_t *b, size_t n, struct sent_msg *m);
 

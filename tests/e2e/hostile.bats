@@ -215,10 +215,16 @@ attack() {
 	attack pull retry-list-unordered 12 "the sender lists entry 1 to send again"
 }
 @test "attack: a pulled sender lists more files to send again than it did not send" {
-	attack pull retry-list-more-than-unsent 12 "the sender's report after the data is malformed (type 14, 24 bytes)"
+	attack pull retry-list-more-than-unsent 12 "the sender's report after the data is malformed (type 14, 32 bytes)"
 }
 @test "attack: a pulled sender's list to send again is longer than it said" {
 	attack pull retry-list-longer 12 "the sender's list of files to send again is malformed"
+}
+@test "attack: a pulled sender names a directory as sent as read" {
+	attack pull asread-list-not-file 12 "the sender lists entry 0 sent as read, which is not a file of its list, or not in order"
+}
+@test "attack: a pulled sender says it sent more files as read than were planned" {
+	attack pull asread-list-more-than-planned 12 "the sender says it sent 9 files as read, of 4 planned"
 }
 @test "attack: an archive entry of an absurd size" {
 	attack pull archive-absurd-size 12 "the sender's archive has an entry of 1099511627776 bytes for file 4"
@@ -353,16 +359,16 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 
 @test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello 9 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 10 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
 	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
-	hello 9 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 10 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
-	hello 10 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 11 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 9" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 10" ]]
 }

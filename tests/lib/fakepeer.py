@@ -28,7 +28,10 @@ CTL_HELLO, CTL_READY, CTL_ERROR, CTL_MANIFEST, CTL_MANIFEST_END, CTL_PLAN, \
     CTL_DATA, CTL_DONE, CTL_LOG = range(1, 10)
 CTL_SENT = 14
 CTL_LANDED = 16
+CTL_FILES = 17
+CTL_ROUND = 23
 CTL_RETRY = 24
+CTL_ASREAD = 25
 CTL_CHUNKS, CTL_CHUNKS_END = 19, 20
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 IDX_REG, IDX_DIR, IDX_LNK = 1, 2, 3
@@ -351,7 +354,8 @@ DATA = {
     "chunk-twice": [("chunk", 2, 0, A), ("chunk", 2, 0, A)],
     **{k: [("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S), tar_entry(5, T_), TAR_END))]
        for k in ("retry-list-not-file", "retry-list-out-of-range", "retry-list-unordered",
-                 "retry-list-more-than-unsent", "retry-list-longer")},
+                 "retry-list-more-than-unsent", "retry-list-longer", "asread-list-not-file",
+                 "asread-list-more-than-planned")},
     "chunk-bad-hash": [("chunk", 2, 0, content(b"evil", 100000)),
                        ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
                                                                tar_entry(5, T_), TAR_END))],
@@ -463,30 +467,78 @@ def play_sender(scenario):
     if scenario == "error-escapes":
         # an ERROR whose text would retitle (and bell) the user's terminal
         send_frame(CTL_ERROR, struct.pack(">I", 23) + b"\x1b]0;pwned\x07 no such file")
-        return drain()
+        return await_round()
+    # pulled, the client offers rounds of changed files (--rounds): the same
+    # lies again in each, of the round's files, as a lying sender would
+    files = None
+    while True:
+        files = sender_round(scenario, files)
+        if files is None:
+            return
+
+
+def await_round():
+    """After a round: the next round's paths when the client asks for one
+    (ROUND, then its FILES parts), None when it hangs up."""
+    try:
+        while True:
+            t, p = recv_frame()
+            if t != CTL_ROUND:
+                continue   # the receiver's DONE, its LOG lines
+            log("round", p)
+            files = set()
+            while True:
+                t, p = recv_frame()
+                count, at = struct.unpack(">I", p[:4])[0], 4
+                if t == CTL_FILES and count == 0:
+                    return files
+                for _ in range(count):
+                    n = struct.unpack(">H", p[at:at + 2])[0]
+                    files.add(p[at + 2:at + 2 + n].rstrip(b"/"))
+                    at += 2 + n
+    except Hangup:
+        return None
+
+
+def round_view(scenario, files):
+    """A round of the default tree's listed files: its manifest, and the
+    scenario's chunks of those files with their ids in it (the archive's
+    small files are left out)."""
+    old = tree()
+    keep = [0] + [i for i in range(1, len(old)) if old[i]["path"] in files]
+    ids = {k + 1: n + 1 for n, k in enumerate(keep)}
+    steps = [("chunk", ids[st[1]]) + tuple(st[2:]) for st in DATA.get(scenario, [])
+             if st[0] == "chunk" and st[1] in ids]
+    return encode_manifest([old[k] for k in keep]), steps
+
+
+def sender_round(scenario, files=None):
     r = READY.get(scenario, CONTENTS)
     send_frame(CTL_READY, r)
     m = MANIFEST.get(scenario, encode_manifest(tree()))
+    steps = DATA.get(scenario, [])
+    if files is not None and scenario not in MANIFEST:
+        m, steps = round_view(scenario, files)
     send_frame(CTL_MANIFEST, m)
     # unreadable entries, the archive key, list generation and transfer times (us)
     send_frame(CTL_MANIFEST_END, struct.pack(">Q", 0) + AKEY + struct.pack(">QQQ", 1500, 20, 0))
     t, p = recv_frame()
     if t != CTL_PLAN:
-        return drain()
+        return await_round()
     count = struct.unpack(">I", p[:4])[0]
     plan = struct.unpack(">%dI" % count, p[4:4 + 4 * count])
     log("plan", plan)
     while t != CTL_CHUNKS_END:   # which chunks of files DST has (none here)
         t, p = recv_frame()
     if not count:
-        return drain()
+        return await_round()
     t, p = recv_frame()
     if t != CTL_DATA:
-        return drain()
+        return await_round()
     port, secret, addr = struct.unpack(">H", p[:2])[0], p[2:34], p[34:]
     conn = DataConn(addr.decode() or "127.0.0.1", port, secret)
     try:
-        for step in DATA.get(scenario, []):
+        for step in steps:
             if step[0] == "chunk":
                 conn.data(step[1], step[2], step[3], *step[4:])
                 if len(step) > 4:
@@ -499,12 +551,18 @@ def play_sender(scenario):
     if verdict == 0 and scenario in SENT_RETRY:
         # pulled with rounds: a list of files to send again that lies
         unsent, retried, frames = SENT_RETRY[scenario]
-        send_frame(CTL_SENT, struct.pack(">QQQ", unsent, 0, retried))
+        send_frame(CTL_SENT, struct.pack(">QQQQ", unsent, 0, retried, 0))
         for idx in frames:
             send_frame(CTL_RETRY, struct.pack(">I%dI" % len(idx), len(idx), *idx))
+    elif verdict == 0 and scenario in SENT_ASREAD:
+        count, frames = SENT_ASREAD[scenario]
+        send_frame(CTL_SENT, struct.pack(">QQQQ", 0, 0, 0, count))
+        for idx in frames:
+            send_frame(CTL_ASREAD, struct.pack(">I%dI" % len(idx), len(idx), *idx))
     elif verdict == 0:
-        send_frame(CTL_SENT, struct.pack(">QQQ", 0, 0, 0))   # unsent, of them unreadable, retried
-    drain()
+        # unsent, of them unreadable, retried; sent as read
+        send_frame(CTL_SENT, struct.pack(">QQQQ", 0, 0, 0, 0))
+    return await_round()
 
 
 # name -> (unsent, retried, CTL_RETRY frames of manifest indices) after the
@@ -515,6 +573,11 @@ SENT_RETRY = {
     "retry-list-unordered": (2, 2, [[3, 1]]),
     "retry-list-more-than-unsent": (1, 2, [[1, 3]]),
     "retry-list-longer": (1, 1, [[1, 3]]),
+}
+# name -> (as read, CTL_ASREAD frames), likewise
+SENT_ASREAD = {
+    "asread-list-not-file": (1, [[0]]),
+    "asread-list-more-than-planned": (9, [[1]]),
 }
 
 
