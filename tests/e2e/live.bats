@@ -182,13 +182,13 @@ rewritten_files() {
 
 # A large file rewritten in place all the time, for 30 s or until $T/stop.
 busy_writer() {
-	python3 - "$1" "$T/stop" <<-'PY' &
+	python3 - "$1" "$T/stop" "${2:-4096}" <<-'PY' &
 	import os, sys, time
 	end = time.monotonic() + 30
 	with open(sys.argv[1], "r+b", buffering=0) as f:
 	    while time.monotonic() < end and not os.path.exists(sys.argv[2]):
 	        f.seek(0)
-	        f.write(os.urandom(4096))
+	        f.write(os.urandom(int(sys.argv[3])))
 	        time.sleep(0.002)
 	PY
 	WR=$!
@@ -231,12 +231,12 @@ busy_writer() {
 }
 
 never_still_json() {
-	local src=$T/src/ dst=$T/dst
+	local src=$T/src/ dst=$T/dst size=${2:-$((6 * 1048576))}
 	[ "$1" = push ] && dst=localhost:$T/dst
 	[ "$1" = pull ] && src=localhost:$T/src/
 	mkdir -p "$T/src" "$T/dst"
-	head -c $((6 * 1048576)) /dev/urandom >"$T/src/busy"
-	busy_writer "$T/src/busy"
+	head -c "$size" /dev/urandom >"$T/src/busy"
+	busy_writer "$T/src/busy" $((size < 4096 ? size : 4096))
 	local rc=0
 	"$RDCP" --sync --json -e "$LRSH" --rdcp-path "$RDCP" "$src" "$dst" \
 		>"$T/out" 2>"$T/err" || rc=$?
@@ -250,13 +250,19 @@ never_still_json() {
 	assert j["sent_as_read"] == ["busy"], j
 	assert j["exit_code"] == 0 and j["failed"] == [], j
 	PY
-	cmp -i 4096 "$T/src/busy" "$T/dst/busy"
+	[ "$(stat -c %s "$T/dst/busy")" -eq "$size" ]
+	[ "$size" -le 4096 ] || cmp -i 4096 "$T/src/busy" "$T/dst/busy"
 }
 @test "live: a large file that never stands still is listed in --json's sent_as_read (push), exit 0" {
 	never_still_json push
 }
 @test "live: a large file that never stands still is listed in --json's sent_as_read (pull), exit 0" {
 	never_still_json pull
+}
+@test "live: a small file that never stands still is sent as read in the last round, listed in --json (local, pull), exit 0" {
+	never_still_json local 3000
+	rm -rf "$T/src" "$T/dst" "$T/stop"
+	never_still_json pull 3000
 }
 
 # With --delete and --remove-source-files there are no rounds: a round of
