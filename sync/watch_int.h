@@ -29,16 +29,23 @@ struct sync_watch {
 	char **dirs;             /* watch descriptor -> its directory ("" root) */
 	size_t ndirs;            /* slots in dirs */
 	size_t nwatched;
-	int over_limit;          /* a watch could not be added: poll as well */
+	int said;                /* a watch that could not be added, said */
 	int opening;             /* in sync_watch_open(): it says the limit */
 	int err;                 /* watch_one()'s last failure */
 	pthread_t th;
 	int started;
-	pthread_mutex_t quiet;   /* held by the thread while it takes events:
+	pthread_mutex_t quiet;   /* held while the watches change (dirs): by
+	                            the thread as it takes events, by
+	                            sync_watch_next() as it tries unw again;
 	                            sync_watch_hold() (a fork) waits for it */
 	pthread_mutex_t mu;      /* the rest */
 	pthread_cond_t cv;
 	struct pset pend;
+	struct pset unw;         /* roots of the subtrees no watch covers
+	                            (inotify): polled, at most
+	                            SYNC_WATCH_MAX_UNWATCHED */
+	int poll_all;            /* poll the whole tree: no events any more,
+	                            or unw out of memory or cut to the root */
 	int whole, stop, ready;
 	long long first_ms, last_ms, poll_at;
 	long long hold_until;    /* no batch before (sync_watch_again()) */
