@@ -71,8 +71,7 @@ void watch_changed(struct sync_watch *w, const char *path)
 	/* too many: cut back to their ancestors, so that a storm in one
 	 * directory is a rescan of that directory, not of the tree (the
 	 * whole tree when out of memory, or when even that is too many) */
-	int cut = w->pend.n < SYNC_WATCH_MAX_PATHS ? 0 :
-	          watch_pset_cap(&w->pend, SYNC_WATCH_MAX_PATHS / 2);
+	int cut = w->pend.n < w->max_paths ? 0 : watch_pset_cap(&w->pend, w->max_paths / 2);
 	if (cut != 0 || watch_pset_add(&w->pend, path) < 0) {
 		watch_pset_clear(&w->pend);
 		w->whole = 1;
@@ -161,13 +160,13 @@ static int watch_one(struct sync_watch *w, const char *rel)
 	w->said = 1;
 	if (err == ENOSPC)
 		log_warn("--watch: more directories under %s than inotify may watch "
-		         "(/proc/sys/fs/inotify/max_user_watches): %s%s%s and any other "
-		         "without a watch are rescanned every %d s", w->root, w->root,
-		         *rel ? "/" : "", rel, w->poll_s);
+		         "(/proc/sys/fs/inotify/max_user_watches): those without a watch, "
+		         "and all below them, are rescanned every %d s (%s first)", w->root,
+		         w->poll_s, *rel ? rel : ".");
 	else
-		log_warn("--watch: cannot watch %s%s%s (%s): it and any other directory "
-		         "without a watch are rescanned every %d s", w->root, *rel ? "/" : "",
-		         rel, strerror(err), w->poll_s);
+		log_warn("--watch: cannot watch %s under %s (%s): it and any other without "
+		         "a watch, and all below them, are rescanned every %d s",
+		         *rel ? rel : ".", w->root, strerror(err), w->poll_s);
 	return -1;
 }
 
@@ -361,6 +360,9 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_mutex_init(&w->quiet, NULL);
 	w->poll_at = clock_ms() + 1000LL * w->poll_s;
+	const char *t = getenv("RDCP_TEST_WATCH_MAX_PATHS");   /* tests: a storm's cut */
+	w->max_paths = t && strtoul(t, NULL, 10) >= 2 ? strtoul(t, NULL, 10)
+	               : SYNC_WATCH_MAX_PATHS;
 	if (how == SYNC_WATCH_POLL) {
 		*out = w;
 		return 0;

@@ -40,7 +40,8 @@ struct sync_watch {
 	                            sync_watch_hold() (a fork) waits for it */
 	pthread_mutex_t mu;      /* the rest */
 	pthread_cond_t cv;
-	struct pset pend;
+	struct pset pend;        /* at most max_paths (SYNC_WATCH_MAX_PATHS) */
+	size_t max_paths;
 	struct pset unw;         /* roots of the subtrees no watch covers
 	                            (inotify): polled, at most
 	                            SYNC_WATCH_MAX_UNWATCHED */
