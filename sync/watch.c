@@ -5,10 +5,17 @@
  * the start, and a directory that appears (made, or moved in) gets one,
  * with all below it, when its event comes. A thread drains the events as
  * they come, whatever the sync is doing, so the kernel's queue does not
- * overflow while a batch is sent; when it does (IN_Q_OVERFLOW), or a batch
- * grows past SYNC_WATCH_MAX_PATHS, or the watch limit is reached, the next
- * batch is the whole tree: the sync rescans it, which the index makes cheap
- * (what did not change is not read).
+ * overflow while a batch is sent.
+ *
+ * When events are lost or cannot be had, a rescan stands in for them, and
+ * the index makes it cheap (what did not change is stat'ed, not read):
+ * - a directory that cannot be watched (the watch limit, EACCES): it and
+ *   all below it are polled every poll_s (w->unw, cut back to ancestors
+ *   past SYNC_WATCH_MAX_UNWATCHED), each poll trying its watch again;
+ * - a batch past SYNC_WATCH_MAX_PATHS: cut back to ancestors, as deep as
+ *   the cap allows (a storm in one directory rescans that directory);
+ * - the queue overflowing (IN_Q_OVERFLOW): the whole tree, as the kernel
+ *   does not say which directories lost events.
  *
  * A path in a batch stands for the entry and all below it: the sync scans
  * each as a root, and a root that is gone is deleted at DST (--delete).
@@ -37,76 +44,6 @@
 #define MASK (IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | \
               IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static int pset_grow(struct pset *p)
-{
-	size_t cap = p->cap ? 2 * p->cap : 256;
-	char **s = calloc(cap, sizeof *s);
-	if (!s)
-		return -ENOMEM;
-	for (size_t i = 0; i < p->cap; i++) {
-		if (!p->slot[i])
-			continue;
-		size_t k = hash_str(p->slot[i]) & (cap - 1);
-		while (s[k])
-			k = (k + 1) & (cap - 1);
-		s[k] = p->slot[i];
-	}
-	free(p->slot);
-	p->slot = s;
-	p->cap = cap;
-	return 0;
-}
-
-/* Add path (copied). 0, or -ENOMEM. */
-static int pset_add(struct pset *p, const char *path)
-{
-	if (2 * (p->n + 1) > p->cap && pset_grow(p) < 0)
-		return -ENOMEM;
-	size_t k = hash_str(path) & (p->cap - 1);
-	for (; p->slot[k]; k = (k + 1) & (p->cap - 1))
-		if (!strcmp(p->slot[k], path))
-			return 0;
-	if (!(p->slot[k] = strdup(path)))
-		return -ENOMEM;
-	p->n++;
-	return 0;
-}
-
-static void pset_clear(struct pset *p)
-{
-	for (size_t i = 0; i < p->cap; i++)
-		free(p->slot[i]);
-	free(p->slot);
-	*p = (struct pset){ 0 };
-}
-
-/* Path order by components: '/' sorts before every other byte, so an
- * entry's descendants come right after it ("a", "a/b", "a-b"). */
-static int path_cmp(const void *x, const void *y)
-{
-	const unsigned char *a = *(const unsigned char *const *)x;
-	const unsigned char *b = *(const unsigned char *const *)y;
-	for (; *a && *a == *b; a++, b++)
-		;
-	int ca = *a == '/' ? 1 : *a ? *a + 1 : 0;
-	int cb = *b == '/' ? 1 : *b ? *b + 1 : 0;
-	return ca - cb;
-}
-
-static int under(const char *path, const char *dir)
-{
-	size_t l = strlen(dir);
-	return !l || (!strncmp(path, dir, l) && path[l] == '/');
-}
-
 /* dir + "/" + name, or name under the root. NULL: out of memory. */
 char *watch_join(const char *dir, const char *name)
 {
@@ -131,8 +68,12 @@ void watch_changed(struct sync_watch *w, const char *path)
 	w->last_ms = now;
 	if (w->whole)
 		goto out;
-	if (w->pend.n >= SYNC_WATCH_MAX_PATHS || pset_add(&w->pend, path) < 0) {
-		pset_clear(&w->pend);   /* too many: the whole tree, in bounded memory */
+	/* too many: cut back to their ancestors, so that a storm in one
+	 * directory is a rescan of that directory, not of the tree (the
+	 * whole tree when out of memory, or when even that is too many) */
+	int cut = w->pend.n < w->max_paths ? 0 : watch_pset_cap(&w->pend, w->max_paths / 2);
+	if (cut != 0 || watch_pset_add(&w->pend, path) < 0) {
+		watch_pset_clear(&w->pend);
 		w->whole = 1;
 	}
 out:
@@ -144,7 +85,7 @@ void watch_lost(struct sync_watch *w)
 	pthread_mutex_lock(&w->mu);
 	if (!w->whole && !w->pend.n)
 		w->first_ms = clock_ms();
-	pset_clear(&w->pend);
+	watch_pset_clear(&w->pend);
 	w->whole = 1;
 	w->last_ms = clock_ms();
 	pthread_cond_broadcast(&w->cv);
@@ -176,38 +117,62 @@ static int set_dir(struct sync_watch *w, int wd, const char *rel)
 	return 0;
 }
 
+/* rel and all below it have no watch: polled from now on (every poll_s;
+ * past SYNC_WATCH_MAX_UNWATCHED cut back to ancestors). Out of memory, or
+ * cut back to the root: the whole tree is polled. */
+static void unwatched(struct sync_watch *w, const char *rel)
+{
+	pthread_mutex_lock(&w->mu);
+	int cut = w->unw.n < SYNC_WATCH_MAX_UNWATCHED ? 0 :
+	          watch_pset_cap(&w->unw, SYNC_WATCH_MAX_UNWATCHED / 2);
+	if (cut != 0 || watch_pset_add(&w->unw, rel) < 0) {
+		watch_pset_clear(&w->unw);
+		w->poll_all = 1;
+	}
+	pthread_cond_broadcast(&w->cv);   /* sync_watch_next() waits for the poll */
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Is err a directory gone or replaced (its parent's event says), not one
+ * that is there without a watch? */
+static int gone(int err)
+{
+	return err == ENOENT || err == ENOTDIR || err == ELOOP;
+}
+
 /* Watch one directory. 0; 1 when it is gone or not a directory (any
- * more); -1 at the watch limit (said once, then poll). */
+ * more); -1 when it cannot be (at the limit, not ours to read, out of
+ * memory): then it and all below it are polled (said once). */
 static int watch_one(struct sync_watch *w, const char *rel)
 {
 	char *full = watch_join(w->root, rel);
-	if (!full)
-		return -1;
-	int wd = inotify_add_watch(w->ifd, *rel ? full : w->root, MASK);
-	int err = errno;
+	int wd = full ? inotify_add_watch(w->ifd, *rel ? full : w->root, MASK) : -1;
+	int err = full ? errno : ENOMEM;
 	free(full);
-	if (wd >= 0)
-		return set_dir(w, wd, rel) < 0 ? -1 : 0;
-	w->err = err;
-	if (err == ENOENT || err == ENOTDIR || err == EACCES || err == ELOOP)
-		return 1;   /* gone, replaced, or not ours to read: its parent's event says */
-	if (!w->over_limit) {
-		__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
-		if (w->opening)
-			;   /* said by sync_watch_open(), which may turn to fanotify */
-		else if (err == ENOSPC)
-			log_warn("--watch: more directories under %s than inotify may watch "
-			         "(/proc/sys/fs/inotify/max_user_watches): the tree is also "
-			         "rescanned every %d s", w->root, w->poll_s);
-		else
-			log_warn("--watch: cannot watch %s/%s (%s): the tree is also rescanned "
-			         "every %d s", w->root, rel, strerror(err), w->poll_s);
-	}
+	if (wd >= 0 && set_dir(w, wd, rel) == 0)
+		return 0;
+	w->err = err = wd >= 0 ? ENOMEM : err;
+	if (gone(err))
+		return 1;
+	unwatched(w, rel);
+	if (w->opening || w->said)
+		return -1;   /* sync_watch_open() says it, and may turn to fanotify */
+	w->said = 1;
+	if (err == ENOSPC)
+		log_warn("--watch: more directories under %s than inotify may watch "
+		         "(/proc/sys/fs/inotify/max_user_watches): those without a watch, "
+		         "and all below them, are rescanned every %d s (%s first)", w->root,
+		         w->poll_s, *rel ? rel : ".");
+	else
+		log_warn("--watch: cannot watch %s under %s (%s): it and any other without "
+		         "a watch, and all below them, are rescanned every %d s",
+		         *rel ? rel : ".", w->root, strerror(err), w->poll_s);
 	return -1;
 }
 
 /* Watch rel and every directory below it (iteratively: a deep tree does
- * not grow the stack). 0, or -1 when some could not be watched. */
+ * not grow the stack). 0, or -1 when some could not be watched (those
+ * are polled: watch_one()). */
 static int watch_tree(struct sync_watch *w, const char *rel)
 {
 	size_t n = 0, cap = 64;
@@ -215,6 +180,7 @@ static int watch_tree(struct sync_watch *w, const char *rel)
 	int rc = 0;
 	if (!stack || !(stack[n++] = strdup(rel))) {
 		free(stack);
+		unwatched(w, rel);
 		return -1;
 	}
 	while (n) {
@@ -227,9 +193,16 @@ static int watch_tree(struct sync_watch *w, const char *rel)
 			char *full = watch_join(w->root, dir);
 			int fd = full ? open(*dir ? full : w->root,
 			                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+			int err = full ? errno : ENOMEM;
 			free(full);
-			if (fd >= 0 && !(d = fdopendir(fd)))
+			if (fd >= 0 && !(d = fdopendir(fd))) {
+				err = errno;
 				close(fd);
+			}
+			if (!d && !gone(err)) {
+				unwatched(w, dir);   /* out of fds or memory: what is below it */
+				rc = -1;
+			}
 		}
 		for (struct dirent *de; d && (de = readdir(d));) {
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -242,13 +215,17 @@ static int watch_tree(struct sync_watch *w, const char *rel)
 				continue;
 			if (n == cap) {
 				char **s = realloc(stack, 2 * cap * sizeof *s);
-				if (!s)
-					break;
-				stack = s;
-				cap *= 2;
+				if (s) {
+					stack = s;
+					cap *= 2;
+				}
 			}
-			if ((stack[n] = watch_join(dir, de->d_name)))
-				n++;
+			if (n == cap || !(stack[n] = watch_join(dir, de->d_name))) {
+				unwatched(w, dir);   /* out of memory: polled whole */
+				rc = -1;
+				break;
+			}
+			n++;
 		}
 		if (d)
 			closedir(d);
@@ -263,7 +240,7 @@ static void unwatch_tree(struct sync_watch *w, const char *rel)
 {
 	for (size_t wd = 0; wd < w->ndirs; wd++) {
 		const char *d = w->dirs[wd];
-		if (!d || !*rel || (strcmp(d, rel) && !under(d, rel)))
+		if (!d || !*rel || (strcmp(d, rel) && !watch_under(d, rel)))
 			continue;
 		inotify_rm_watch(w->ifd, (int)wd);   /* its IN_IGNORED comes, and is dropped */
 		free(w->dirs[wd]);
@@ -275,9 +252,12 @@ static void unwatch_tree(struct sync_watch *w, const char *rel)
 static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 {
 	if (ev->mask & IN_Q_OVERFLOW) {
-		/* events were dropped: we no longer know what changed, nor which
-		 * directories were made (their watches): every directory again
-		 * (one already watched keeps its descriptor), then the whole tree */
+		/* events were dropped, and the kernel does not say whose: a lost
+		 * one may be in any watched directory (a file written leaves its
+		 * directory's mtime alone), so nothing narrower than the whole
+		 * tree is sure. Every directory again (one already watched keeps
+		 * its descriptor; one made meanwhile gets its watch), then the
+		 * whole tree: the index keeps that to a stat per unchanged entry */
 		(void)watch_tree(w, "");
 		watch_lost(w);
 		return;
@@ -302,10 +282,10 @@ static void take_event(struct sync_watch *w, const struct inotify_event *ev)
 	if ((ev->mask & IN_ISDIR) && (ev->mask & IN_MOVED_FROM))
 		unwatch_tree(w, path);
 	/* a directory made or moved in: watch it and all below it first, then
-	 * say it changed (what was made in it before its watch is in its scan) */
-	if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
-	    watch_tree(w, path) < 0 && !w->over_limit)
-		watch_lost(w);
+	 * say it changed (what was made in it before its watch is in its scan;
+	 * what cannot be watched is polled from now on) */
+	if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+		(void)watch_tree(w, path);
 	pthread_mutex_lock(&w->mu);
 	watch_changed(w, path);
 	pthread_mutex_unlock(&w->mu);
@@ -340,7 +320,9 @@ static void *reader_main(void *arg)
 			log_err("--watch: reading %s's events: %s; the tree is rescanned every "
 			        "%d s from now on", w->ffd >= 0 ? "fanotify" : "inotify",
 			        got < 0 ? strerror(errno) : "end of file", w->poll_s);
-			__atomic_store_n(&w->over_limit, 1, __ATOMIC_RELAXED);
+			pthread_mutex_lock(&w->mu);
+			w->poll_all = 1;
+			pthread_mutex_unlock(&w->mu);
 			watch_lost(w);
 			pthread_mutex_unlock(&w->quiet);
 			break;
@@ -378,11 +360,14 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_mutex_init(&w->quiet, NULL);
 	w->poll_at = clock_ms() + 1000LL * w->poll_s;
+	const char *t = getenv("RDCP_TEST_WATCH_MAX_PATHS");   /* tests: a storm's cut */
+	w->max_paths = t && strtoul(t, NULL, 10) >= 2 ? strtoul(t, NULL, 10)
+	               : SYNC_WATCH_MAX_PATHS;
 	if (how == SYNC_WATCH_POLL) {
 		*out = w;
 		return 0;
 	}
-	int err = 0;
+	int err = 0, one = 0;
 	w->opening = 1;
 	if ((w->wake = eventfd(0, EFD_CLOEXEC)) < 0) {
 		err = errno;
@@ -397,19 +382,24 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 		}
 	} else if ((w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
 		err = errno;
-	} else if (watch_one(w, "") != 0 && !w->over_limit) {
-		err = w->err ? w->err : ENOTDIR;
+	} else if ((one = watch_one(w, "")) > 0 || (one < 0 && w->err != ENOSPC)) {
+		err = w->err ? w->err : ENOTDIR;   /* past the limit, the root is polled */
 	}
 	if (err) {
 		log_err("--watch: cannot watch %s: %s", root, strerror(err));
 		sync_watch_close(w);
 		return -err;
 	}
-	if (w->ifd >= 0 && (w->over_limit || watch_tree(w, "") < 0) && w->over_limit) {
-		if (watch_fan_open(w) == 0) {   /* past inotify's limit: as root, fanotify */
-			log_warn("--watch: more directories under %s than inotify may watch "
-			         "(%s): using fanotify (one mark for its filesystem) instead", root,
-			         strerror(w->err));
+	if (w->ifd >= 0 && (one < 0 || watch_tree(w, "") < 0)) {
+		if (watch_fan_open(w) == 0) {   /* as root, fanotify sees them all */
+			if (w->err == ENOSPC)
+				log_warn("--watch: more directories under %s than inotify may watch "
+				         "(%s): using fanotify (one mark for its filesystem) instead",
+				         root, strerror(w->err));
+			else
+				log_warn("--watch: cannot watch every directory under %s with inotify "
+				         "(%s): using fanotify (one mark for its filesystem) instead",
+				         root, strerror(w->err));
 			close(w->ifd);   /* and with it every watch */
 			w->ifd = -1;
 			for (size_t i = 0; i < w->ndirs; i++) {
@@ -417,10 +407,18 @@ int sync_watch_open(struct sync_watch **out, const char *root, int how, int poll
 				w->dirs[i] = NULL;
 			}
 			w->nwatched = 0;
-			w->over_limit = 0;
+			watch_pset_clear(&w->unw);
+			w->poll_all = 0;
 		} else {
-			log_warn("--watch: cannot watch every directory under %s (%s): the tree "
-			         "is also rescanned every %d s", root, strerror(w->err), w->poll_s);
+			if (w->poll_all)
+				log_warn("--watch: cannot watch every directory under %s (%s): the "
+				         "tree is also rescanned every %d s", root, strerror(w->err),
+				         w->poll_s);
+			else
+				log_warn("--watch: cannot watch every directory under %s (%s): those "
+				         "without a watch (%zu, with all below them) are rescanned "
+				         "every %d s", root, strerror(w->err), w->unw.n, w->poll_s);
+			w->said = 1;
 		}
 	}
 	w->opening = 0;
@@ -446,13 +444,8 @@ static void take_batch(struct sync_watch *w, struct sync_watch_batch *b)
 {
 	*b = (struct sync_watch_batch){ .whole = w->whole, .first_ms = w->first_ms };
 	if (!w->whole && w->pend.n) {
-		char **v = malloc(w->pend.n * sizeof *v);
-		size_t n = 0;
-		for (size_t i = 0; v && i < w->pend.cap; i++)
-			if (w->pend.slot[i]) {
-				v[n++] = w->pend.slot[i];
-				w->pend.slot[i] = NULL;
-			}
+		size_t n;
+		char **v = watch_pset_take(&w->pend, &n);
 		if (!v) {
 			b->whole = 1;
 		} else {
@@ -466,22 +459,15 @@ static void take_batch(struct sync_watch *w, struct sync_watch_batch *b)
 				sl = strrchr(v[i], '/');
 				*(sl ? sl : v[i]) = '\0';
 			}
-			qsort(v, n, sizeof *v, path_cmp);
-			size_t k = 0;
-			for (size_t i = 0; i < n; i++) {
-				if (k && (under(v[i], v[k - 1]) || !strcmp(v[i], v[k - 1])))
-					free(v[i]);   /* in its ancestor's scan */
-				else
-					v[k++] = v[i];
-			}
 			b->paths = v;
-			b->n = k;
-			b->whole = k == 1 && !*v[0];   /* the root itself */
+			b->n = watch_paths_tidy(v, n);   /* those under another: in its scan */
+			b->whole = b->n == 1 && !*v[0];   /* the root itself */
 		}
 	}
-	pset_clear(&w->pend);
+	watch_pset_clear(&w->pend);
+	if (b->whole)   /* a poll's due then, not before (a batch of paths is not one) */
+		w->poll_at = clock_ms() + 1000LL * w->poll_s;
 	w->whole = 0;
-	w->poll_at = clock_ms() + 1000LL * w->poll_s;
 }
 
 static void wait_until(struct sync_watch *w, long long ms)
@@ -500,6 +486,33 @@ static void wait_until(struct sync_watch *w, long long ms)
 	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 }
 
+/* The subtrees without a watch into the pending set, each given another
+ * try at its watches first (some may have been freed since): one that
+ * gets them is not polled again, its events come from now on and this
+ * scan covers what came before. mu held; dropped while the watches are
+ * added, under quiet (the event thread's, the only other that adds). */
+static void poll_unwatched(struct sync_watch *w)
+{
+	size_t n;
+	char **v = watch_pset_take(&w->unw, &n);
+	if (!v) {
+		watch_pset_clear(&w->pend);
+		w->whole = 1;
+		return;
+	}
+	pthread_mutex_unlock(&w->mu);
+	pthread_mutex_lock(&w->quiet);
+	for (size_t i = 0; i < n; i++)
+		(void)watch_tree(w, v[i]);   /* what still fails is unwatched again */
+	pthread_mutex_unlock(&w->quiet);
+	pthread_mutex_lock(&w->mu);
+	for (size_t i = 0; i < n; i++) {
+		watch_changed(w, v[i]);
+		free(v[i]);
+	}
+	free(v);
+}
+
 int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 {
 	int polls = w->how == SYNC_WATCH_POLL;
@@ -510,6 +523,21 @@ int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 			return 1;
 		}
 		long long now = clock_ms();
+		int polled = polls || w->poll_all || w->unw.n;
+		if (polled && now >= w->poll_at) {
+			/* due, whatever is pending: a busy tree does not starve it */
+			long long first = w->whole || w->pend.n ? w->first_ms : now;
+			if (polls || w->poll_all) {
+				watch_pset_clear(&w->pend);
+				w->whole = 1;
+			} else {
+				poll_unwatched(w);
+			}
+			w->first_ms = w->last_ms = first < now - SYNC_WATCH_AGE_MS ? first
+			                           : now - SYNC_WATCH_AGE_MS;
+			w->poll_at = now + 1000LL * w->poll_s;
+			continue;
+		}
 		if (w->whole || w->pend.n) {
 			long long due = w->last_ms + SYNC_WATCH_QUIET_MS;
 			if (due > w->first_ms + SYNC_WATCH_AGE_MS)
@@ -519,12 +547,7 @@ int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 			if (now >= due)
 				break;
 			wait_until(w, due);
-		} else if (polls || __atomic_load_n(&w->over_limit, __ATOMIC_RELAXED)) {
-			if (now >= w->poll_at) {
-				w->whole = 1;
-				w->first_ms = w->last_ms = now - SYNC_WATCH_AGE_MS;
-				continue;
-			}
+		} else if (polled) {
 			wait_until(w, w->poll_at);
 		} else {
 			pthread_cond_wait(&w->cv, &w->mu);
@@ -542,7 +565,7 @@ void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, in
 	if (!w->whole && !w->pend.n)
 		w->first_ms = now;
 	if (b->whole) {
-		pset_clear(&w->pend);
+		watch_pset_clear(&w->pend);
 		w->whole = 1;
 	}
 	for (size_t i = 0; i < b->n; i++)
@@ -618,7 +641,8 @@ void sync_watch_close(struct sync_watch *w)
 	for (size_t i = 0; i < w->ndirs; i++)
 		free(w->dirs[i]);
 	free(w->dirs);
-	pset_clear(&w->pend);
+	watch_pset_clear(&w->pend);
+	watch_pset_clear(&w->unw);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
 	pthread_mutex_destroy(&w->quiet);

@@ -5,9 +5,12 @@
  * in batches, once the tree has been quiet for a moment (or a batch has
  * waited long enough). --watch=fanotify (root) takes the events of the
  * whole filesystem from one mark instead, keeping those under the tree
- * (also what --watch turns to when a tree has more directories than
- * inotify may watch). --watch=poll[:S] has no events: every S seconds the
- * whole tree is one batch (the index makes a rescan cheap).
+ * (also what --watch turns to when some directory cannot be watched, e.g.
+ * past inotify's limit). Where neither can be had, the directories without
+ * a watch are a batch every poll_s seconds (each one and all below it).
+ * --watch=poll[:S] has no events: every S seconds the whole tree is one
+ * batch (the index makes a rescan cheap). Lost events (a queue overflow)
+ * are the whole tree; a batch too big is cut back to ancestors.
  *
  * Used by the client's watch loop (rounds.c) only; it knows nothing of the
  * wire. Paths are relative to the root, without "./"; "" is the root.
@@ -22,7 +25,9 @@ enum { SYNC_WATCH_EVENTS = 1, SYNC_WATCH_POLL = 2, SYNC_WATCH_FANOTIFY = 3 };
 #define SYNC_WATCH_POLL_S    2       /* --watch=poll's default period */
 #define SYNC_WATCH_QUIET_MS  20      /* a batch goes once nothing came for this */
 #define SYNC_WATCH_AGE_MS    200     /* or once its first change is this old */
-#define SYNC_WATCH_MAX_PATHS 50000   /* a bigger batch is the whole tree */
+#define SYNC_WATCH_MAX_PATHS 50000   /* a bigger batch is cut to ancestors */
+#define SYNC_WATCH_MAX_UNWATCHED 1024 /* more subtrees without a watch: cut
+                                        to ancestors (the root: the tree) */
 #define SYNC_WATCH_PATH_MAX  4096    /* a longer path goes as its ancestor */
 
 struct sync_watch;
@@ -31,7 +36,7 @@ struct sync_watch_batch {
 	char **paths;       /* changed entries (each one's whole subtree), sorted,
 	                       none under another; owned */
 	size_t n;
-	int whole;          /* the whole tree (events lost, too many, or poll) */
+	int whole;          /* the whole tree (events lost, or poll) */
 	long long first_ms; /* clock_ms() of the batch's oldest change */
 };
 

@@ -43,6 +43,27 @@ until_same() {
 	echo "still different after ${3:-5} s:"; echo "$d"; cat "$T/out" "$T/err"; return 1
 }
 rounds() { wc -l <"$T/out"; }
+# until_rounds N: the watch has reported N rounds (within 5 s)
+until_rounds() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ "$(rounds)" -ge "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "not $1 rounds after 5 s:"; cat "$T/out" "$T/err"; return 1
+}
+# in_userns LIMIT: $RDCP from now on runs in a user namespace of its own,
+# where fanotify's filesystem mark is not permitted and inotify may add
+# LIMIT watches (that namespace's limit: no one else's is changed)
+in_userns() {
+	unshare --user --map-root-user true 2>/dev/null || skip "SKIPPED: no user namespaces"
+	cat >"$T/rdcp-ns" <<EOF
+#!/bin/sh
+exec unshare --user --map-root-user sh -c 'echo $1 >/proc/sys/user/max_inotify_watches && exec "\$0" "\$@"' "$RDCP" "\$@"
+EOF
+	chmod +x "$T/rdcp-ns"
+	RDCP=$T/rdcp-ns
+}
 
 # The changes a mirror must follow: a new file, a new directory with files,
 # a file appended to, a deleted file (--delete), a renamed directory, a
@@ -309,6 +330,70 @@ EOF
 	[ "$RC" -eq 0 ]
 	# the rescan (-s: jq 1.6's -e judges only the last input)
 	jq -s -e 'map(select(.round > 0 and .whole)) | length > 0' "$T/out"
+}
+
+@test "watch: at inotify's limit without fanotify, a poll rescans only the directories without a watch; elsewhere changes come by event; a freed watch ends the poll" {
+	mkdir -p "$T/src/bulk" "$T/src/hot" "$T/dst"
+	local i n quiet=0
+	for ((i = 0; i < 300; i++)); do echo "$i" >"$T/src/bulk/f$i"; done
+	# 3 directories, 4 watches: a new directory takes the last one, the one
+	# made in it gets none
+	in_userns 4
+	watching local --delete "$T/src/" "$T/dst"
+	mkdir -p "$T/src/new/sub/deep" && echo x >"$T/src/new/sub/deep/x"
+	until_same "$T/src" "$T/dst"
+	# no event comes from below new/sub: its poll finds the change, and
+	# rescans new/sub alone (6 entries with its ancestors; the tree has 306)
+	n=$(rounds)
+	echo late >"$T/src/new/sub/deep/late"
+	until_same "$T/src" "$T/dst"
+	jq -s -e --argjson n "$n" '.[$n:] | map(select(.files_sent == 1))[0] |
+		.whole == false and .files_considered <= 6' "$T/out"
+	# right after a poll, a change in a watched directory: a round of its
+	# own (its 3 entries: no poll merged into it), not a poll's
+	n=$(rounds)
+	until_rounds $((n + 1))
+	echo ev >"$T/src/hot/ev"
+	until_same "$T/src" "$T/dst" 1
+	jq -s -e --argjson n "$n" '.[$n + 1:] | map(select(.files_sent == 1))[0] |
+		.whole == false and .files_considered <= 3' "$T/out"
+	# two watches freed: the next poll gives new/sub and deep theirs, and
+	# then no round comes without a change (a poll every 2 s before)
+	rm -r "$T/src/bulk" "$T/src/hot"
+	until_same "$T/src" "$T/dst"
+	for ((i = 0; i < 4 && !quiet; i++)); do
+		n=$(rounds)
+		sleep 2.5
+		[ "$(rounds)" -ne "$n" ] || quiet=1
+	done
+	[ "$quiet" -eq 1 ]
+	echo ev2 >"$T/src/new/sub/deep/ev2"
+	until_same "$T/src" "$T/dst" 1
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ "$(jq -s 'map(select(.round > 0 and .whole)) | length' "$T/out")" -eq 0 ]
+	grep -q "than inotify may watch .* every 2 s (new/sub first)" "$T/err"
+	! grep -q fanotify "$T/err"
+}
+
+@test "watch: a batch past its cap (100 paths here) is cut back to the storm's directory, not the whole tree" {
+	mkdir -p "$T/src/bulk" "$T/src/a/b/storm" "$T/dst"
+	local i
+	for ((i = 0; i < 300; i++)); do echo "$i" >"$T/src/bulk/f$i"; done
+	export RDCP_TEST_WATCH_MAX_PATHS=100
+	watching local "$T/src/" "$T/dst"
+	python3 - "$T/src/a/b/storm" <<'EOF'
+import sys
+for i in range(1000):
+    with open(f"{sys.argv[1]}/f{i}", "w") as f:
+        f.write(f"{i}\n")
+EOF
+	until_same "$T/src" "$T/dst"
+	stop_watch
+	[ "$RC" -eq 0 ]
+	# never the tree (1,305 entries): a/b/storm and its ancestors at most
+	jq -s -e 'map(select(.round > 0)) | length > 0 and
+		all(.whole == false and .files_considered <= 1004)' "$T/out"
 }
 
 @test "watch: a file replaced by a directory, a directory by a file, and a writer that truncates and rewrites" {
