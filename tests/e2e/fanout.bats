@@ -511,3 +511,78 @@ kill_host_at() {
 	same "$T/src" "$T/d3"
 	[ "$got" -eq 10 ]
 }
+
+# --watch into a fan-out (issue 37): the hosts' logins and the chain stay
+# up between batches. fan_watching ARGS... DSTS...: the watch in the
+# background (--json into $T/out, stderr into $T/err; its pid $WPID), once
+# its first, whole round has landed.
+fan_watching() {
+	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" --sync -a --json --watch "$@" \
+		>"$T/out" 2>"$T/err") &
+	WPID=$!
+	for _ in $(seq 400); do
+		[ -s "$T/out" ] && return 0
+		kill -0 "$WPID" 2>/dev/null || break
+		sleep 0.025
+	done
+	echo "the watch's first round did not land:"; cat "$T/out" "$T/err"; return 1
+}
+# until_all SECONDS DIR...: each DIR identical to $T/src within SECONDS;
+# the seconds each took after the call, into $T/lag (one line per DIR)
+until_all() {
+	local limit=$1 d i t0; shift
+	t0=$(date +%s.%N)
+	: >"$T/lag"
+	for d in "$@"; do
+		for ((i = 0; i < limit * 20; i++)); do
+			[ -z "$(rsync -anciH --delete "$T/src/" "$d/")" ] && break
+			sleep 0.05
+		done
+		[ -z "$(rsync -anciH --delete "$T/src/" "$d/")" ] ||
+			{ echo "$d still differs:"; rsync -anciH --delete "$T/src/" "$d/"; cat "$T/err"; return 1; }
+		echo "$d $(echo "$(date +%s.%N) - $t0" | bc)" >>"$T/lag"
+	done
+	cat "$T/lag"
+}
+# a few changes of every kind in $T/src
+change_src() {
+	echo "new $1" >"$T/src/new$1"
+	mkdir -p "$T/src/nd$1/deep"
+	echo x >"$T/src/nd$1/deep/x"
+	head -c 100000 /dev/urandom >>"$T/src/log"
+}
+
+@test "fan-out watch: three hosts follow new, appended, deleted and renamed entries over one login each; SIGTERM ends it, exit 0" {
+	mk_rsh
+	mkdir -p "$T/src/d/e"
+	echo a >"$T/src/a"
+	echo c >"$T/src/d/e/c"
+	head -c 300000 /dev/urandom >"$T/src/log"
+	fan_watching --delete "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3"
+	local pids; pids=$(cat "$T"/pid.*)
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	change_src 1
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	rm "$T/src/a"
+	mv "$T/src/d" "$T/src/d2"
+	chmod 600 "$T/src/new1"
+	ln -s d2/e/c "$T/src/link"
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	[ ! -e "$T/d2/a" ] && [ ! -e "$T/d3/d" ]
+	# one login per host for the whole watch: the same rdcp took every round
+	[ "$(cat "$T"/pid.*)" = "$pids" ]
+	for p in $pids; do kill -0 "$p"; done
+	# --json: one object per round, every host in each, all ok
+	[ "$(wc -l <"$T/out")" -ge 3 ]
+	[ "$(jq -r .exit_code "$T/out" | sort -u)" = 0 ]
+	[ "$(jq -r '.hosts[].status' "$T/out" | sort -u)" = ok ]
+	[ "$(jq -r .round "$T/out" | tail -1)" -ge 2 ]
+	kill -TERM "$WPID"
+	local rc=0
+	wait "$WPID" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 0 ]
+	[ ! -s "$T/err" ]   # nothing said: nothing went wrong
+	# every host's rdcp left with the watch
+	for p in $pids; do ! kill -0 "$p" 2>/dev/null; done
+}
