@@ -13,12 +13,14 @@ host_field() {
 
 # a remote shell: "rsh HOST CMD..." runs CMD here, its pid in $T/pid.HOST;
 # a host named in $T/no-rdcp has no rdcp (the shell's 127); one named in
-# $T/hang never answers (a login that hangs: it sleeps)
+# $T/hang never answers (a login that hangs: it sleeps); one named in
+# $T/down cannot be reached (ssh's 255, nothing said)
 mk_rsh() {
 	cat >"$T/rsh" <<-'EOF'
 	#!/bin/sh
 	h=$1; shift
 	dir=$(dirname "$0")
+	if [ -e "$dir/down" ] && grep -qx "$h" "$dir/down"; then exit 255; fi
 	if [ -e "$dir/no-rdcp" ] && grep -qx "$h" "$dir/no-rdcp"; then
 		echo "sh: 1: rdcp: not found" >&2; exit 127
 	fi
@@ -585,4 +587,45 @@ change_src() {
 	[ ! -s "$T/err" ]   # nothing said: nothing went wrong
 	# every host's rdcp left with the watch
 	for p in $pids; do ! kill -0 "$p" 2>/dev/null; done
+}
+
+@test "fan-out watch: a host that dies is cut out and said once; the others follow every change; it catches up when it is back" {
+	mk_rsh
+	mkdir -p "$T/src/d"
+	echo a >"$T/src/a"
+	head -c 300000 /dev/urandom >"$T/src/log"
+	fan_watching --delete "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3"
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	# host 2's rdcp killed, and its logins failing from now on
+	echo 127.0.0.2 >"$T/down"
+	kill -9 "$(cat "$T/pid.127.0.0.2")"
+	local t0=$SECONDS
+	change_src 1
+	until_all 5 "$T/d1" "$T/d3"
+	rm "$T/src/a"
+	mv "$T/src/d" "$T/src/d2"
+	until_all 5 "$T/d1" "$T/d3"
+	change_src 2
+	until_all 5 "$T/d1" "$T/d3"
+	[ -e "$T/d2/a" ] && [ ! -e "$T/d2/new2" ]   # it had none of them
+	# said once for the outage, whatever the rounds and logins since
+	while [ $((SECONDS - t0)) -lt 4 ]; do sleep 0.2; done
+	cat "$T/err"
+	[ "$(grep -c '127.0.0.2' "$T/err")" -eq 1 ]
+	grep -q "^rdcp: 127.0.0.2:$T/d2: failed (exit [0-9]*): .*the watch goes on without it" "$T/err"
+	# --json: host 2 down in the rounds since, the others ok
+	jq -c '[.hosts[].status]' "$T/out" | grep -qx '\["ok","down","ok"\]'
+	# back: its next login (1, 2, 4 ... s apart) is a whole round that
+	# catches it up; then it follows the changes again
+	rm "$T/down"
+	until_all 15 "$T/d2"
+	grep -q "127.0.0.2:$T/d2: back after [0-9]* s: caught up" "$T/err"
+	change_src 3
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	[ "$(grep -c '127.0.0.2' "$T/err")" -eq 2 ]
+	kill -TERM "$WPID"
+	local rc=0
+	wait "$WPID" || rc=$?
+	[ "$rc" -eq 0 ]
+	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 }
