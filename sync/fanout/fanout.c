@@ -378,14 +378,16 @@ static int check_fanout(const struct sync_opts *o)
 }
 
 /* One run: a round of every host, then one more of those whose feed was
- * cut; the per-host report and the summary. The exit code. */
+ * cut; the per-host report and the summary (code: a failure before, said
+ * and reported). The exit code. */
 static int fan_once(struct sync_opts *o, struct fan_target *t, int nt, const char **paths,
-                    int nsrc, double t0)
+                    int nsrc, double t0, int code)
 {
 	struct fhost *last = calloc((size_t)(nt ? nt : 1), sizeof *last);
 	struct sync_result res = { 0 };
 	const char *moved = NULL;   /* --json's transport: any round's that moved data */
-	int code = last ? 0 : RD_EXIT_FILEIO;
+	if (!code && !last)
+		code = RD_EXIT_FILEIO;
 	struct fan f = { .o = o, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 	                 .smu = PTHREAD_MUTEX_INITIALIZER };
 	int *which = calloc((size_t)(nt ? nt : 1), sizeof *which), nw = 0;
@@ -477,7 +479,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	if (!code && o->watch)
 		code = fan_watch(o, t, nt, paths[0]);
 	else
-		code = fan_once(o, t, nt, paths, nsrc, sync_report_begin(o, 1));
+		code = fan_once(o, t, nt, paths, nsrc, sync_report_begin(o, 1), code);
 	for (int k = 0; k < nt; k++) {
 		free(t[k].label);
 		free(t[k].host);

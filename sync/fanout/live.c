@@ -100,6 +100,22 @@ static int again_for(int code)
 	       code == RD_EXIT_TIMEOUT;
 }
 
+/* Why the round's paths go again, or 0: a live host's code that again_for()
+ * takes (a host that went down catches up by itself), else the sender's
+ * own (rc, when no host failed). */
+static int redo_code(const struct fhost *h, int nt, int rc)
+{
+	int any = 0;
+	for (int k = 0; k < nt; k++) {
+		if (h[k].out || !h[k].code)
+			continue;
+		if (h[k].live && again_for(h[k].code))
+			return h[k].code;
+		any = 1;
+	}
+	return !any && again_for(rc) ? rc : 0;
+}
+
 /* The round's report: -v's lines (per host and the summary), --json's
  * object with "hosts", its round and lag. The round's code: the first
  * failed host's of the round, else the sender's. */
@@ -159,7 +175,8 @@ static int live_loop(struct sync_opts *o, struct fan *f, struct fhost *h,
 		int live = outages(h, t, nt, d, !ever);
 		res.lag_s = !login && b.first_ms ? (double)(clock_ms() - b.first_ms) / 1000 : -1;
 		int rc = n ? report(o, t, nt, h, &res, t0, round++, login || b.whole) : 0;
-		sync_wstatus_round(ws, res.wire, res.lag_s);
+		if (n)
+			sync_wstatus_round(ws, res.wire, res.lag_s);
 		if (!ever && !live) {
 			code = rc ? rc : RD_EXIT_START;   /* it never worked: said, not retried */
 			break;
@@ -174,13 +191,14 @@ static int live_loop(struct sync_opts *o, struct fan *f, struct fhost *h,
 				break;
 			}
 		}
-		if (rc && again_for(rc) && live) {
+		int redo = redo_code(h, nt, rc);
+		if (redo) {
 			/* what failed for its files, or a feed that was cut, goes again:
 			 * at once after a lost feed or a file that vanished, in 5 s
 			 * after one that could not be read or written */
 			struct sync_watch_batch whole = { .whole = 1 };
-			sync_watch_again(f->w, login ? &whole : &b, rc == RD_EXIT_PARTIAL ||
-			                 rc == RD_EXIT_FILEIO || rc == RD_EXIT_DEL_LIMIT ? 5000 : 0);
+			sync_watch_again(f->w, login ? &whole : &b, redo == RD_EXIT_PARTIAL ||
+			                 redo == RD_EXIT_FILEIO || redo == RD_EXIT_DEL_LIMIT ? 5000 : 0);
 		}
 		if (!login || !have)
 			sync_watch_batch_free(&b);
