@@ -18,9 +18,7 @@
  * the ones before it finish; the ones after it, having lost their feed,
  * are run again in a second round that sends only what they still lack.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
