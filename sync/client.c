@@ -441,13 +441,32 @@ static int fanout_at(const struct sync_opts *o)
 	return first >= 1 && first < o->nsrc ? first : 0;
 }
 
+/* --watch into a fan-out: what a watch needs, checked as for one DST (the
+ * first DST, or --hosts' path, named in its messages). 0 or an exit code. */
+static int fanout_watch_check(const struct sync_opts *o, int first_dst)
+{
+	struct endpoint src = { 0 }, dst = { 0 };
+	const char *colon = o->hosts ? strrchr(o->hosts, ':') : NULL;
+	int code = RD_EXIT_USAGE;
+	if (parse_endpoint(o->srcs[0], &src) == 0 &&
+	    (o->hosts ? (dst.host = strdup("host")) && (dst.path = strdup(colon ? colon + 1 : ""))
+	              : parse_endpoint(first_dst < o->nsrc ? o->srcs[first_dst] : o->dst,
+	                               &dst) == 0))
+		code = client_watch_check(o, &src, o->hosts ? o->nsrc : first_dst, &dst);
+	free(src.host);
+	free(src.path);
+	free(dst.host);
+	free(dst.path);
+	return code;
+}
+
 int sync_client(struct sync_opts *o)
 {
 	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
 	if (o->watch && (o->hosts || first_dst)) {
-		log_err("--watch takes one DST: watching into a fan-out is not built yet (run "
-		        "one --watch per host)");
-		return RD_EXIT_USAGE;
+		int code = fanout_watch_check(o, first_dst);
+		if (code)
+			return code;
 	}
 	if (o->hosts || first_dst)
 		return sync_fanout(o, first_dst);

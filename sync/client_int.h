@@ -49,6 +49,10 @@ void  client_catch_interrupts(struct interrupt *in);
 /* Our role, after the HELLO that gives the far side its own. */
 int   client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
                   struct endpoint *dst, const char *remote, struct sync_result *res);
+/* rounds.c: what --watch needs (nsrc SRCs; dst the first DST, for the
+ * message), said before anything starts. 0 or an exit code. */
+int   client_watch_check(const struct sync_opts *o, const struct endpoint *src, int nsrc,
+                         const struct endpoint *dst);
 /* rounds.c: rdcp --sync --watch SRC/ [host:]DST. The exit code. */
 int   sync_watch_client(struct sync_opts *o, const struct endpoint *src,
                         const struct endpoint *dst, const char **paths);

@@ -24,8 +24,7 @@
 #include "sync/watch.h"
 #include "sync/wire/proto.h"
 
-/* --watch: what it needs, said before anything starts. 0 or an exit code. */
-static int watch_check(const struct sync_opts *o, const struct endpoint *src,
+int client_watch_check(const struct sync_opts *o, const struct endpoint *src, int nsrc,
                        const struct endpoint *dst)
 {
 	size_t l = strlen(src->path);
@@ -33,7 +32,7 @@ static int watch_check(const struct sync_opts *o, const struct endpoint *src,
 	const char *why = NULL;
 	if (src->host)
 		why = "--watch watches a local SRC: run rdcp on the host that has it";
-	else if (o->nsrc > 1)
+	else if (nsrc > 1)
 		why = "--watch takes one SRC";
 	else if (!(o->flags & SYNC_F_RECURSIVE))
 		why = "--watch mirrors a tree: add -r (or -a)";
@@ -213,7 +212,7 @@ int sync_watch_client(struct sync_opts *o, const struct endpoint *src,
 	const char *remote = dst->host;
 	struct sync_watch *w;
 	static struct interrupt in;
-	int code = watch_check(o, src, dst);
+	int code = client_watch_check(o, src, o->nsrc, dst);
 	if (code)
 		return code;
 	signal(SIGPIPE, SIG_IGN);

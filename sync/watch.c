@@ -515,6 +515,17 @@ static void poll_unwatched(struct sync_watch *w)
 
 int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 {
+	return sync_watch_next_by(w, b, 0);
+}
+
+/* (wait_until() to the earlier of ms and until, when until is set) */
+static void wait_by(struct sync_watch *w, long long ms, long long until)
+{
+	wait_until(w, until && until < ms ? until : ms);
+}
+
+int sync_watch_next_by(struct sync_watch *w, struct sync_watch_batch *b, long long until)
+{
 	int polls = w->how == SYNC_WATCH_POLL;
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
@@ -538,20 +549,29 @@ int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b)
 			w->poll_at = now + 1000LL * w->poll_s;
 			continue;
 		}
+		long long due = -1;
 		if (w->whole || w->pend.n) {
-			long long due = w->last_ms + SYNC_WATCH_QUIET_MS;
+			due = w->last_ms + SYNC_WATCH_QUIET_MS;
 			if (due > w->first_ms + SYNC_WATCH_AGE_MS)
 				due = w->first_ms + SYNC_WATCH_AGE_MS;
 			if (due < w->hold_until)
 				due = w->hold_until;
 			if (now >= due)
 				break;
-			wait_until(w, due);
 		} else if (polled) {
-			wait_until(w, w->poll_at);
-		} else {
-			pthread_cond_wait(&w->cv, &w->mu);
+			due = w->poll_at;
 		}
+		if (until && now >= until) {   /* the caller's time came first */
+			pthread_mutex_unlock(&w->mu);
+			*b = (struct sync_watch_batch){ 0 };
+			return 2;
+		}
+		if (due >= 0)
+			wait_by(w, due, until);
+		else if (until)
+			wait_until(w, until);
+		else
+			pthread_cond_wait(&w->cv, &w->mu);
 	}
 	take_batch(w, b);
 	pthread_mutex_unlock(&w->mu);

@@ -12,8 +12,9 @@
  * batch (the index makes a rescan cheap). Lost events (a queue overflow)
  * are the whole tree; a batch too big is cut back to ancestors.
  *
- * Used by the client's watch loop (rounds.c) only; it knows nothing of the
- * wire. Paths are relative to the root, without "./"; "" is the root.
+ * Used by the client's watch loops (rounds.c; fanout/live.c for a fan-out)
+ * only; it knows nothing of the wire. Paths are relative to the root,
+ * without "./"; "" is the root.
  */
 #ifndef RDCP_SYNC_WATCH_H
 #define RDCP_SYNC_WATCH_H
@@ -47,6 +48,9 @@ int sync_watch_open(struct sync_watch **w, const char *root, int how, int poll_s
 /* The next batch: waits for changes, then for the quiet moment. 0 with a
  * batch; 1 when sync_watch_stop() was called. */
 int sync_watch_next(struct sync_watch *w, struct sync_watch_batch *b);
+/* The same, but also back at clock_ms() until (0: never) with no batch:
+ * 2 then (a fan-out's host that is down is tried again on time). */
+int sync_watch_next_by(struct sync_watch *w, struct sync_watch_batch *b, long long until);
 /* b's paths (or the whole tree) are pending again, not handed out before
  * delay_ms from now: a round that failed for some of its files. */
 void sync_watch_again(struct sync_watch *w, const struct sync_watch_batch *b, int delay_ms);

@@ -18,9 +18,7 @@
  * the ones before it finish; the ones after it, having lost their feed,
  * are run again in a second round that sends only what they still lack.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +33,7 @@
 #include "common/log.h"
 #include "common/rsh.h"
 #include "sync/fanout/fanout_int.h"
+#include "sync/watch.h"
 
 #define FAN_ROUNDS 2   /* the hosts after a failed one get one more round */
 
@@ -46,6 +45,8 @@ static struct {
 	sigset_t set;
 	struct fan *f;   /* the round under way */
 	pthread_mutex_t mu;
+	struct sync_watch *w;   /* --watch: a signal between rounds ends it */
+	int busy, stopping;
 } intr = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static void *interrupt_main(void *arg)
@@ -54,8 +55,15 @@ static void *interrupt_main(void *arg)
 	(void)arg;
 	if (sigwait(&intr.set, &sig) != 0)
 		return NULL;
-	log_err("interrupted by %s: stopping every host", sigabbrev_np(sig));
 	pthread_mutex_lock(&intr.mu);
+	if (intr.w && !intr.busy) {   /* --watch, between rounds: it ends, exit 0 */
+		intr.stopping = sig;
+		sync_watch_stop(intr.w);
+		pthread_mutex_unlock(&intr.mu);
+		return NULL;
+	}
+	/* mu stays ours until _exit: nothing closes what we stop */
+	log_err("interrupted by %s: stopping every host", sigabbrev_np(sig));
 	struct fan *f = intr.f;
 	for (int k = 0; f && k < f->n; k++) {
 		shutdown(f->h[k].c.out, SHUT_RDWR);
@@ -79,6 +87,23 @@ static void *interrupt_main(void *arg)
 			kill(f->h[k].pid, SIGKILL);
 		}
 	_exit(RD_EXIT_SIGNAL);
+}
+
+void fan_intr_watch(struct sync_watch *w)
+{
+	pthread_mutex_lock(&intr.mu);
+	intr.w = w;
+	pthread_mutex_unlock(&intr.mu);
+}
+
+int fan_intr_busy(int busy)
+{
+	pthread_mutex_lock(&intr.mu);
+	int stopping = intr.stopping;
+	if (!stopping)
+		intr.busy = busy;
+	pthread_mutex_unlock(&intr.mu);
+	return stopping;
 }
 
 static void catch_interrupts(void)
@@ -119,10 +144,58 @@ static void plan_free(struct fhost *h)
 	h->plan = NULL;
 }
 
-/* One round: the sender, the hub and the hosts t[which[0..n-1]]; each
- * host's outcome into h[k] (kept by the caller). res: the sender's. */
-static void run_round(struct fan *f, struct fhost *h, int n, const char *const *paths,
-                      int nsrc, struct sync_result *res)
+void fan_host_close(struct fhost *h, int failed)
+{
+	pthread_mutex_lock(&intr.mu);
+	ctl_free(&h->c);
+	if (h->c.out >= 0)
+		close(h->c.out);
+	h->c.out = -1;
+	pthread_mutex_unlock(&intr.mu);
+	if (h->c.in >= 0)
+		close(h->c.in);
+	h->c.in = -1;
+	h->live = 0;
+	if (h->pid < 0)
+		return;
+	if (h->no_answer)   /* nothing to wait for: it never answered */
+		kill(h->pid, SIGKILL);
+	int st = reap(h->pid, failed);
+	pthread_mutex_lock(&intr.mu);
+	h->reaped = 1;   /* Ctrl-C from now on leaves its pid alone */
+	pthread_mutex_unlock(&intr.mu);
+	int xs = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (h->dead && h->r.frames == 0 && !h->no_answer) {   /* rdcp never answered */
+		h->code = RD_EXIT_START;
+		snprintf(h->why, sizeof h->why, "could not start rdcp there (remote "
+		         "shell exit %d): check the host, the login, and --rdcp-path", xs);
+	}
+	h->pid = -1;
+}
+
+/* A host's state of one round, cleared; what lasts from round to round
+ * (its login, and a watched host's outage) kept. */
+static void round_reset(struct fhost *h)
+{
+	memset(h->addr, 0, sizeof h->addr);
+	memset(&h->r, 0, sizeof h->r);
+	memset(&h->cd, 0, sizeof h->cd);
+	memset(&h->res, 0, sizeof h->res);
+	h->stage = h->out ? H_END : H_START;
+	h->pos = h->next = -1;
+	h->plan = NULL;
+	h->maps = NULL;
+	h->nplan = 0;
+	h->planned = h->relay_said = h->relay_rc = h->th_ok = 0;
+	h->got_result = h->dead = h->bad_links = h->no_answer = h->src_failed = 0;
+	if (!h->out || !h->down) {   /* (a host that is down keeps why, for --json) */
+		h->code = 0;
+		h->why[0] = 0;
+	}
+}
+
+void fan_run_round(struct fan *f, struct fhost *h, int n, const char *const *paths,
+                   int nsrc, struct sync_result *res)
 {
 	const struct sync_opts *o = f->o;
 	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", "--server", NULL };
@@ -138,27 +211,39 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	 * of hundreds of hosts share this machine's cores and link */
 	f->login_s = o->contimeout >= 0 ? o->contimeout
 	             : SYNC_FAN_CONTIMEOUT + n / SYNC_FAN_CONTIMEOUT_HOSTS;
-	/* every remote shell at once: logins overlap */
+	if (f->w)
+		sync_watch_hold(f->w, 1);   /* a fork copies no lock the event thread holds */
+	/* every remote shell at once: logins overlap (a live one's is up) */
 	for (int k = 0; k < n; k++) {
+		round_reset(&h[k]);
+		pthread_mutex_init(&h[k].wmu, NULL);
+		if (h[k].out || h[k].live)
+			continue;
 		h[k].c = (struct ctl){ .in = -1, .out = -1 };
+		h[k].reaped = 0;
 		h[k].pid = rsh_spawn(o->rsh, h[k].t->host, words, &h[k].c.out, &h[k].c.in,
 		                     f->login_s);
-		h[k].pos = h[k].next = -1;
-		pthread_mutex_init(&h[k].wmu, NULL);
 	}
+	if (f->w)
+		sync_watch_hold(f->w, 0);
 	pthread_mutex_lock(&intr.mu);
 	intr.f = f;
 	pthread_mutex_unlock(&intr.mu);
 	for (int k = 0; k < n; k++) {
 		h[k].fan = f;
-		h[k].r = (struct role){ .ctl = &h[k].c, .is_client = 1, .o = f->o };
+		if (h[k].out)
+			continue;
+		/* (frames: a live host answered in an earlier round) */
+		h[k].r = (struct role){ .ctl = &h[k].c, .is_client = 1, .o = f->o,
+		                        .frames = h[k].live };
 		if (h[k].pid < 0) {
 			fan_fail(&h[k], RD_EXIT_START, "the remote shell could not be started");
 			h[k].dead = 1;
 			h[k].stage = H_END;
 			continue;
 		}
-		ctl_set_timeout(&h[k].c, o->timeout * 1000);
+		if (!h[k].live)
+			ctl_set_timeout(&h[k].c, o->timeout * 1000);
 		if ((errno = pthread_create(&h[k].th, NULL, fan_agent_main, &h[k])) != 0) {
 			fan_fail(&h[k], RD_EXIT_START, "no thread for it");
 			h[k].stage = H_END;
@@ -208,30 +293,14 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 	for (int k = 0; k < n; k++) {
 		if (h[k].th_ok)
 			pthread_join(h[k].th, NULL);
-		pthread_mutex_lock(&intr.mu);
-		ctl_free(&h[k].c);
-		if (h[k].c.out >= 0)
-			close(h[k].c.out);
-		h[k].c.out = -1;
-		pthread_mutex_unlock(&intr.mu);
-		if (h[k].c.in >= 0)
-			close(h[k].c.in);
 		pthread_mutex_destroy(&h[k].wmu);
-		plan_free(&h[k]);
-		if (h[k].pid < 0)
+		if (h[k].out)
 			continue;
-		if (h[k].no_answer)   /* nothing to wait for: it never answered */
-			kill(h[k].pid, SIGKILL);
-		int st = reap(h[k].pid, h[k].code != 0 || h[k].dead);
-		pthread_mutex_lock(&intr.mu);
-		h[k].reaped = 1;   /* Ctrl-C from now on leaves its pid alone */
-		pthread_mutex_unlock(&intr.mu);
-		int xs = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-		if (h[k].dead && h[k].r.frames == 0 && !h[k].no_answer) {   /* rdcp never answered */
-			h[k].code = RD_EXIT_START;
-			snprintf(h[k].why, sizeof h[k].why, "could not start rdcp there (remote "
-			         "shell exit %d): check the host, the login, and --rdcp-path", xs);
-		}
+		plan_free(&h[k]);
+		/* --watch: a host that answered waits for the next ROUND */
+		h[k].live = f->keep && h[k].pid > 0 && h[k].got_result && !h[k].dead;
+		if (!h[k].live)
+			fan_host_close(&h[k], h[k].code != 0 || h[k].dead);
 	}
 	pthread_mutex_lock(&intr.mu);
 	intr.f = NULL;
@@ -247,145 +316,6 @@ static void run_round(struct fan *f, struct fhost *h, int n, const char *const *
 }
 
 
-/* The address a host's name (or its --hosts address) resolves to, for data
- * connections and to tell one host from another; "" when it does not. */
-static void resolve(const char *name, char ip[64])
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
-	ip[0] = 0;
-	if (getaddrinfo(name, NULL, &hints, &ai) != 0 || !ai)
-		return;
-	getnameinfo(ai->ai_addr, ai->ai_addrlen, ip, 64, NULL, 0, NI_NUMERICHOST);
-	freeaddrinfo(ai);
-}
-
-/* 1 when ip is an address of this machine. */
-static int is_local(const char *ip)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICHOST },
-	                *ai = NULL;
-	if (!*ip || getaddrinfo(ip, NULL, &hints, &ai) != 0)
-		return 0;
-	int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int local = fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-	return local;
-}
-
-static int add_target(struct fan_target **t, int *n, const char *host, const char *path,
-                      const char *data_addr)
-{
-	struct fan_target *nt = realloc(*t, (size_t)(*n + 1) * sizeof *nt);
-	if (!nt)
-		return -ENOMEM;
-	*t = nt;
-	struct fan_target *x = &nt[(*n)++];
-	*x = (struct fan_target){ .host = strdup(host), .path = strdup(*path ? path : "."),
-	                          .data_addr = data_addr ? strdup(data_addr) : NULL };
-	if (!x->host || !x->path || (data_addr && !x->data_addr) ||
-	    asprintf(&x->label, "%s:%s", host, path) < 0) {
-		x->label = NULL;
-		return -ENOMEM;
-	}
-	resolve(rsh_bare_host(data_addr ? data_addr : host), x->ip);
-	return 0;
-}
-
-/* --hosts=FILE:DST: one host per line ([user@]host, then optionally the
- * address its data connections use), '#' comments and blank lines skipped. */
-static int read_hosts(struct sync_opts *o, struct fan_target **t, int *n)
-{
-	const char *colon = strrchr(o->hosts, ':');
-	if (!colon || colon == o->hosts || !colon[1]) {
-		log_err("--hosts=FILE:DST: expected a host list file and the destination path "
-		        "on every host, e.g. --hosts=workers.txt:/data/models (got '%s')", o->hosts);
-		return RD_EXIT_USAGE;
-	}
-	char *file = strndup(o->hosts, (size_t)(colon - o->hosts)), *buf = NULL;
-	size_t len;
-	int rc = file ? sync_read_list(file, o, &buf, &len) : -1;
-	if (rc < 0) {
-		log_err("--hosts: cannot read %s: %s", file ? file : "?", strerror(errno));
-		free(file);
-		return RD_EXIT_SELECT;
-	}
-	char *p = buf, *line;
-	int lineno = 0, code = 0;
-	while (!code && (line = sync_next_line(&p, buf + len, &lineno))) {
-		char host[256], addr[256], extra[2];
-		int got = sscanf(line, " %255s %255s %1s", host, addr, extra);
-		if (got < 1 || got > 2 || strchr(host, ':') || strchr(host, '/')) {
-			log_err("--hosts: %s line %d: expected '[user@]host [data-address]', got '%s'",
-			        file, lineno, line);
-			code = RD_EXIT_USAGE;
-		} else if (add_target(t, n, host, colon + 1, got == 2 ? addr : NULL) < 0) {
-			code = RD_EXIT_FILEIO;
-		}
-	}
-	if (!code && !*n) {
-		log_err("--hosts: %s names no host", file);
-		code = RD_EXIT_USAGE;
-	}
-	free(buf);
-	free(file);
-	return code;
-}
-
-/* t's path as this machine would see it if t were this machine: the
- * remote shell starts in $HOME, where a relative path (or "~/") begins;
- * trailing '/' dropped. NULL for "~user" (not ours to guess: compared as
- * typed) or no memory. */
-static char *local_view(const struct fan_target *t)
-{
-	const char *p = t->path, *home = getenv("HOME");
-	char *s = NULL;
-	if (p[0] == '~' && p[1] && p[1] != '/')
-		return NULL;
-	if (p[0] == '~')
-		p += p[1] ? 2 : 1;
-	if (p[0] == '/' ? !(s = strdup(p))
-	    : asprintf(&s, "%s/%s", home ? home : "", p) < 0)
-		return NULL;
-	for (size_t n = strlen(s); n > 1 && s[n - 1] == '/';)
-		s[--n] = 0;
-	return s;
-}
-
-/* Leave out a destination named twice (the same address and path, under
- * two names), and SRC itself (this machine, the same directory). */
-static void dedupe(struct fan_target *t, int n, const char *src)
-{
-	char *s = realpath(src, NULL);
-	char **view = calloc((size_t)(n ? n : 1), sizeof *view);
-	for (int k = 0; view && k < n; k++)
-		view[k] = local_view(&t[k]);
-	for (int k = 0; view && k < n; k++) {
-		const char *key = view[k] ? view[k] : t[k].path;
-		for (int j = 0; j < k && !t[k].skip; j++) {
-			int same = !t[j].skip && !strcmp(key, view[j] ? view[j] : t[j].path) &&
-			           (*t[k].ip ? !strcmp(t[k].ip, t[j].ip)
-			                     : !strcmp(t[k].host, t[j].host));
-			if (same) {
-				log_warn("%s is %s again (%s): copied once", t[k].label, t[j].label,
-				         *t[k].ip ? t[k].ip : t[k].host);
-				t[k].skip = 1;
-			}
-		}
-		if (!t[k].skip && s && view[k] && is_local(t[k].ip)) {
-			char *d = realpath(view[k], NULL);
-			if (d && !strcmp(d, s))
-				t[k].skip = 2;   /* said with -v */
-			free(d);
-		}
-	}
-	for (int k = 0; view && k < n; k++)
-		free(view[k]);
-	free(view);
-	free(s);
-}
-
 /* A failure that a broken chain explains: the data connection lost,
  * broken off, or silent. */
 static int lost_feed(int code)
@@ -399,7 +329,7 @@ static int lost_feed(int code)
  * (feed_lost: its feed was cut, say by a link that went silent until
  * --timeout). A host whose failure is its own (a full disk, --max-delete)
  * is not retried, nor are the ones after it: it went on forwarding. */
-static int retry_set(struct fhost *h, int n, int feed_lost, int *which)
+int fan_retry_set(struct fhost *h, int n, int feed_lost, int *which)
 {
 	int cnt = 0, broken = feed_lost;
 	int *order = malloc((size_t)n * sizeof *order);
@@ -445,116 +375,17 @@ static int check_fanout(const struct sync_opts *o)
 	return 0;
 }
 
-/* The per-host report: a line each on stdout with -v (quiet without, as
- * rsync: a cron job's mail is its errors); the failed ones on stderr,
- * with why, always. */
-static void report_hosts(const struct sync_opts *o, const struct fan_target *t, int nt,
-                         const struct fhost *last)
+/* One run: a round of every host, then one more of those whose feed was
+ * cut; the per-host report and the summary (code: a failure before, said
+ * and reported). The exit code. */
+static int fan_once(struct sync_opts *o, struct fan_target *t, int nt, const char **paths,
+                    int nsrc, double t0, int code)
 {
-	char a[SYNC_NUM_LEN], b[SYNC_NUM_LEN];
-	for (int k = 0; k < nt; k++) {
-		const struct fhost *h = &last[k];
-		if (t[k].skip == 1 || (t[k].skip == 2 && (!o->verbose || o->quiet)) || h->src_failed)
-			continue;   /* said already (the source's failure, once) */
-		if (t[k].skip == 2) {
-			printf("%s: left out: it is SRC itself\n", t[k].label);
-		} else if (h->code) {
-			log_err("%s: failed (exit %d): %s", t[k].label, h->code,
-			        h->why[0] ? h->why : "see above");
-		} else if (o->verbose && !o->quiet && !o->json) {
-			printf("%s: ok: %s files, %s bytes received, %llu deleted\n", t[k].label,
-			       sync_num(a, h->res.files, o->human), sync_num(b, h->res.bytes, o->human),
-			       (unsigned long long)h->res.deleted);
-		}
-	}
-	fflush(stdout);
-}
-
-/* --json's "hosts": one object per destination. Returns a malloc'd text. */
-static char *hosts_json(const struct fan_target *t, int nt, const struct fhost *last)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return NULL;
-	fputc('[', f);
-	for (int k = 0; k < nt; k++) {
-		const struct fhost *h = &last[k];
-		fputs(k ? ",{\"dst\":" : "{\"dst\":", f);
-		sync_json_str(f, t[k].label);
-		fprintf(f, ",\"status\":\"%s\",\"exit_code\":%d,\"files_sent\":%llu,"
-		        "\"bytes_sent\":%llu,\"deleted\":%llu,\"error\":",
-		        t[k].skip ? "skipped" : h->src_failed ? "not run" : h->code ? "failed" : "ok",
-		        t[k].skip ? 0 : h->code,
-		        (unsigned long long)h->res.files, (unsigned long long)h->res.bytes,
-		        (unsigned long long)h->res.deleted);
-		if (h->src_failed)
-			sync_json_str(f, "the source failed");
-		else if (h->code && !t[k].skip)
-			sync_json_str(f, h->why);
-		else
-			fputs("null", f);
-		fputc('}', f);
-	}
-	fputc(']', f);
-	fclose(f);
-	return buf;
-}
-
-int sync_fanout(struct sync_opts *o, int first_dst)
-{
-	struct fan_target *t = NULL;
-	int nt = 0, code = check_fanout(o);
-	int nsrc = o->hosts ? o->nsrc : first_dst;
-	const char **paths = calloc((size_t)nsrc + 1, sizeof *paths);
-	if (!code && !paths)
-		code = RD_EXIT_FILEIO;
-	for (int k = 0; !code && k < nsrc; k++) {
-		char *host = NULL, *path = NULL;
-		if (sync_parse_endpoint(o->srcs[k], &host, &path) < 0 || host) {
-			log_err("a fan-out sends from this machine: SRC '%s' must be local",
-			        o->srcs[k]);
-			code = RD_EXIT_USAGE;
-		}
-		free(host);
-		paths[k] = path;
-	}
-	if (!code && o->hosts) {
-		code = read_hosts(o, &t, &nt);
-	} else {
-		for (int k = first_dst; !code && k <= o->nsrc; k++) {
-			const char *arg = k < o->nsrc ? o->srcs[k] : o->dst;
-			char *host = NULL, *path = NULL;
-			if (sync_parse_endpoint(arg, &host, &path) < 0 || !host) {
-				log_err("every DST of a fan-out is remote (host:path): '%s' is not", arg);
-				code = RD_EXIT_USAGE;
-			} else if (add_target(&t, &nt, host, path, NULL) < 0) {
-				code = RD_EXIT_FILEIO;
-			}
-			free(host);
-			free(path);
-		}
-	}
 	struct fhost *last = calloc((size_t)(nt ? nt : 1), sizeof *last);
 	struct sync_result res = { 0 };
 	const char *moved = NULL;   /* --json's transport: any round's that moved data */
-	o->src = paths && paths[0] ? paths[0] : o->src;
-	o->dst = o->hosts ? o->hosts : first_dst < o->nsrc ? o->srcs[first_dst] : o->dst;
-	double t0 = sync_report_begin(o, 1);
 	if (!code && !last)
 		code = RD_EXIT_FILEIO;
-	if (!code) {
-		/* two pipes per host: 512 hosts pass the usual soft limit of 1024 fds */
-		struct rlimit rl;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-		}
-		dedupe(t, nt, paths[0]);
-		signal(SIGPIPE, SIG_IGN);
-		catch_interrupts();
-	}
 	struct fan f = { .o = o, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 	                 .smu = PTHREAD_MUTEX_INITIALIZER };
 	int *which = calloc((size_t)(nt ? nt : 1), sizeof *which), nw = 0;
@@ -575,11 +406,11 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 			         "sending what %s still lack%s", nw, nw == 1 ? "" : "s",
 			         nw == 1 ? "it" : "them", nw == 1 ? "it" : "they", nw == 1 ? "s" : "");
 		memset(&res, 0, sizeof res);
-		run_round(&f, h, nw, paths, nsrc, &res);
+		fan_run_round(&f, h, nw, paths, nsrc, &res);
 		wire += res.wire;
 		moved = res.transport ? res.transport : moved;
 		int *again = malloc((size_t)nw * sizeof *again);
-		int na = again ? retry_set(h, nw, f.feed_lost, again) : 0;
+		int na = again ? fan_retry_set(h, nw, f.feed_lost, again) : 0;
 		for (int k = 0; k < nw; k++)
 			last[which[k]] = h[k];   /* its outcome; it owns no memory now */
 		for (int k = 0; k < na; k++)
@@ -598,7 +429,7 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		free(h);
 	}
 	if (last)
-		report_hosts(o, t, nt, last);
+		fan_report_hosts(o, t, nt, last);
 	for (int k = 0; !code && last && k < nt; k++)
 		if (!t[k].skip && last[k].code)
 			code = last[k].code;   /* the first failed host's, in the order given */
@@ -612,9 +443,41 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 	memcpy(all.entries, res.entries, sizeof all.entries);
 	for (int k = 0; last && k < nt; k++)
 		result_add(&all, &last[k].res);
-	char *hj = last && o->json ? hosts_json(t, nt, last) : NULL;
+	char *hj = last && o->json ? fan_hosts_json(t, nt, last) : NULL;
 	code = sync_report_hosts(o, &all, code, t0, hj);
 	free(hj);
+	free(last);
+	free(which);
+	return code;
+}
+
+int sync_fanout(struct sync_opts *o, int first_dst)
+{
+	struct fan_target *t = NULL;
+	int nt = 0, code = check_fanout(o);
+	int nsrc = o->hosts ? o->nsrc : first_dst;
+	const char **paths = calloc((size_t)nsrc + 1, sizeof *paths);
+	if (!code && !paths)
+		code = RD_EXIT_FILEIO;
+	if (!code)
+		code = fan_targets(o, first_dst, paths, nsrc, &t, &nt);
+	o->src = paths && paths[0] ? paths[0] : o->src;
+	o->dst = o->hosts ? o->hosts : first_dst < o->nsrc ? o->srcs[first_dst] : o->dst;
+	if (!code) {
+		/* two pipes per host: 512 hosts pass the usual soft limit of 1024 fds */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		fan_dedupe(t, nt, paths[0]);
+		signal(SIGPIPE, SIG_IGN);
+		catch_interrupts();
+	}
+	if (!code && o->watch)
+		code = fan_watch(o, t, nt, paths[0]);
+	else
+		code = fan_once(o, t, nt, paths, nsrc, sync_report_begin(o, 1), code);
 	for (int k = 0; k < nt; k++) {
 		free(t[k].label);
 		free(t[k].host);
@@ -625,7 +488,5 @@ int sync_fanout(struct sync_opts *o, int first_dst)
 		free((char *)paths[k]);
 	free(paths);
 	free(t);
-	free(last);
-	free(which);
 	return code;
 }

@@ -1,5 +1,6 @@
-/* Private to sync/: a fan-out's state, shared by fanout.c (the hosts, the
- * rounds, the report) and hub.c (the hub and the hosts' agents). */
+/* Private to sync/: a fan-out's state, shared by fanout.c (the rounds),
+ * hosts.c (the hosts, the report), hub.c (the hub and the hosts' agents)
+ * and live.c (--watch's loop). */
 #ifndef RDCP_SYNC_FANOUT_INT_H
 #define RDCP_SYNC_FANOUT_INT_H
 
@@ -11,6 +12,8 @@
 #include "sync/select/select.h"
 #include "sync/sync_int.h"
 #include "sync/wire/proto.h"
+
+struct sync_watch;
 
 /* A host's stage in a round, as its agent reaches it. */
 enum { H_START, H_PLANNED, H_DATA, H_END };
@@ -44,6 +47,12 @@ struct fhost {
 	int src_failed;            /* not run: the source failed first (said) */
 	int code;                  /* exit code of this round (0: all well) */
 	char why[256];             /* what went wrong, one phrase */
+	/* --watch: kept from round to round */
+	int out;                   /* not in this round: no agent, stage H_END */
+	int live;                  /* its login stays up: its rdcp waits in
+	                              rounds() (server.c) for the next ROUND */
+	int down;                  /* its login was lost (said once): tried
+	                              again with a backoff */
 };
 
 struct fan {
@@ -65,7 +74,46 @@ struct fan {
 	pthread_mutex_t smu;       /* writes to sc (agents send PROGRESS) */
 	int progress_host;         /* whose landed count the sender shows */
 	char first_addr[256];      /* the chain's first host, for the sender */
+	struct sync_watch *w;      /* --watch: held while a remote shell forks */
+	int keep;                  /* --watch: a host that answered keeps its login */
 };
+
+/* fanout.c: one round of the sender, the hub and h[0..n-1] (those not
+ * out; a live one is sent ROUND, the others are logged in); res: the
+ * sender's. Then the hosts to run again (their feed was cut) into which,
+ * their count returned. */
+void fan_run_round(struct fan *f, struct fhost *h, int n, const char *const *paths,
+                   int nsrc, struct sync_result *res);
+int  fan_retry_set(struct fhost *h, int n, int feed_lost, int *which);
+/* Close a host's login and wait for its remote shell (failed: 5 s, then
+ * SIGKILL). */
+void fan_host_close(struct fhost *h, int failed);
+/* The interrupt thread under --watch: a signal while not busy ends the
+ * watch w (exit 0); while busy it stops the round as in a run (exit 20).
+ * fan_intr_busy() returns the signal that is ending the watch, or 0 (and
+ * then sets busy). */
+void fan_intr_watch(struct sync_watch *w);
+int  fan_intr_busy(int busy);
+
+/* hosts.c: the destinations from the operands (from first_dst on) or
+ * --hosts, and SRC's paths[0..nsrc-1] (each malloc'd). 0 or an exit code
+ * (said). */
+int  fan_targets(struct sync_opts *o, int first_dst, const char **paths, int nsrc,
+                 struct fan_target **t, int *nt);
+/* Leave out a destination named twice (the same address and path, under
+ * two names), and SRC itself (this machine, the same directory). */
+void fan_dedupe(struct fan_target *t, int n, const char *src);
+/* The per-host report: a line each on stdout with -v (quiet without, as
+ * rsync: a cron job's mail is its errors); the failed ones on stderr,
+ * with why, always (not a watched host that is down: said once). */
+void fan_report_hosts(const struct sync_opts *o, const struct fan_target *t, int nt,
+                      const struct fhost *last);
+/* --json's "hosts": one object per destination. Returns a malloc'd text. */
+char *fan_hosts_json(const struct fan_target *t, int nt, const struct fhost *last);
+
+/* live.c: rdcp --sync --watch SRC/ host1:DST host2:DST ...: t[0..nt-1]
+ * watched into from src. The exit code (0 when a signal ended it). */
+int  fan_watch(struct sync_opts *o, struct fan_target *t, int nt, const char *src);
 
 /* hub.c. The threads of a round: one agent per host (arg: its fhost),
  * the hub (arg: the fan). */

@@ -230,15 +230,11 @@ static int await_first_word(const struct fan *f, const struct fhost *h)
 	return rc == 0 ? -ETIME : 0;
 }
 
-/* One host's conversation, from HELLO to its DONE. */
-void *fan_agent_main(void *arg)
+/* HELLO, with our options and --relay=HOST (its messages name it). 0 or
+ * an error. */
+static int send_hello(struct fan *f, struct fhost *h)
 {
-	struct fhost *h = arg;
-	struct fan *f = h->fan;
 	const char *path = h->t->path;
-	uint8_t type;
-	size_t n;
-	/* our options, and --relay=HOST (its messages name it) */
 	struct sync_opts ho = *f->o;
 	char **fwd = calloc((size_t)ho.nfwd + 1, sizeof *fwd), *relay = NULL;
 	int hrc = fwd && asprintf(&relay, "--relay=%s", rsh_bare_host(h->t->host)) >= 0 ? 0 : -1;
@@ -250,7 +246,19 @@ void *fan_agent_main(void *arg)
 	}
 	free(fwd);
 	free(relay);
-	if (hrc == 0 && await_first_word(f, h) < 0) {
+	return hrc;
+}
+
+/* One host's conversation, from HELLO (or, a live host under --watch,
+ * ROUND) to its DONE. */
+void *fan_agent_main(void *arg)
+{
+	struct fhost *h = arg;
+	struct fan *f = h->fan;
+	uint8_t type;
+	size_t n;
+	int hrc = h->live ? hsend(h, CTL_ROUND, "", 0) : send_hello(f, h);
+	if (hrc == 0 && !h->live && await_first_word(f, h) < 0) {
 		char why[96];
 		snprintf(why, sizeof why, "no answer in %d s (--contimeout): the host is down, "
 		         "unreachable or its login hangs", f->login_s);
@@ -261,7 +269,10 @@ void *fan_agent_main(void *arg)
 	if (hrc < 0 ||
 	    (f->o->files_from && sync_files_send(&h->c, f->o) < 0)) {
 		h->dead = 1;
-		fan_fail(h, RD_EXIT_START, "could not start rdcp there");
+		if (h->live)
+			fan_fail(h, RD_EXIT_CONN, "the connection to it was lost");
+		else
+			fan_fail(h, RD_EXIT_START, "could not start rdcp there");
 		goto end;
 	}
 	pthread_mutex_lock(&f->mu);
@@ -554,6 +565,8 @@ static void send_done(struct fan *f)
 	struct sync_result all = { 0 };
 	for (int k = 0; k < f->n; k++) {
 		const struct fhost *h = &f->h[k];
+		if (h->out)
+			continue;   /* (--watch: not in this round) */
 		if (!all.code && h->code)
 			all.code = (uint32_t)(h->code > 255 ? RD_EXIT_PROTO : h->code);
 		result_add(&all, &h->res);

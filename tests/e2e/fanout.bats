@@ -13,12 +13,14 @@ host_field() {
 
 # a remote shell: "rsh HOST CMD..." runs CMD here, its pid in $T/pid.HOST;
 # a host named in $T/no-rdcp has no rdcp (the shell's 127); one named in
-# $T/hang never answers (a login that hangs: it sleeps)
+# $T/hang never answers (a login that hangs: it sleeps); one named in
+# $T/down cannot be reached (ssh's 255, nothing said)
 mk_rsh() {
 	cat >"$T/rsh" <<-'EOF'
 	#!/bin/sh
 	h=$1; shift
 	dir=$(dirname "$0")
+	if [ -e "$dir/down" ] && grep -qx "$h" "$dir/down"; then exit 255; fi
 	if [ -e "$dir/no-rdcp" ] && grep -qx "$h" "$dir/no-rdcp"; then
 		echo "sh: 1: rdcp: not found" >&2; exit 127
 	fi
@@ -510,4 +512,120 @@ kill_host_at() {
 	same "$T/src" "$T/d1"
 	same "$T/src" "$T/d3"
 	[ "$got" -eq 10 ]
+}
+
+# --watch into a fan-out (issue 37): the hosts' logins and the chain stay
+# up between batches. fan_watching ARGS... DSTS...: the watch in the
+# background (--json into $T/out, stderr into $T/err; its pid $WPID), once
+# its first, whole round has landed.
+fan_watching() {
+	(exec "$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" --sync -a --json --watch "$@" \
+		>"$T/out" 2>"$T/err") &
+	WPID=$!
+	for _ in $(seq 400); do
+		[ -s "$T/out" ] && return 0
+		kill -0 "$WPID" 2>/dev/null || break
+		sleep 0.025
+	done
+	echo "the watch's first round did not land:"; cat "$T/out" "$T/err"; return 1
+}
+# until_all SECONDS DIR...: each DIR identical to $T/src within SECONDS;
+# the seconds each took after the call, into $T/lag (one line per DIR)
+until_all() {
+	local limit=$1 d i t0; shift
+	t0=$(date +%s.%N)
+	: >"$T/lag"
+	for d in "$@"; do
+		for ((i = 0; i < limit * 20; i++)); do
+			[ -z "$(rsync -anciH --delete "$T/src/" "$d/")" ] && break
+			sleep 0.05
+		done
+		[ -z "$(rsync -anciH --delete "$T/src/" "$d/")" ] ||
+			{ echo "$d still differs:"; rsync -anciH --delete "$T/src/" "$d/"; cat "$T/err"; return 1; }
+		echo "$d $(echo "$(date +%s.%N) - $t0" | bc)" >>"$T/lag"
+	done
+	cat "$T/lag"
+}
+# a few changes of every kind in $T/src
+change_src() {
+	echo "new $1" >"$T/src/new$1"
+	mkdir -p "$T/src/nd$1/deep"
+	echo x >"$T/src/nd$1/deep/x"
+	head -c 100000 /dev/urandom >>"$T/src/log"
+}
+
+@test "fan-out watch: three hosts follow new, appended, deleted and renamed entries over one login each; SIGTERM ends it, exit 0" {
+	mk_rsh
+	mkdir -p "$T/src/d/e"
+	echo a >"$T/src/a"
+	echo c >"$T/src/d/e/c"
+	head -c 300000 /dev/urandom >"$T/src/log"
+	fan_watching --delete "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3"
+	local pids; pids=$(cat "$T"/pid.*)
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	change_src 1
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	rm "$T/src/a"
+	mv "$T/src/d" "$T/src/d2"
+	chmod 600 "$T/src/new1"
+	ln -s d2/e/c "$T/src/link"
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	[ ! -e "$T/d2/a" ] && [ ! -e "$T/d3/d" ]
+	# one login per host for the whole watch: the same rdcp took every round
+	[ "$(cat "$T"/pid.*)" = "$pids" ]
+	for p in $pids; do kill -0 "$p"; done
+	# --json: one object per round, every host in each, all ok
+	[ "$(wc -l <"$T/out")" -ge 3 ]
+	[ "$(jq -r .exit_code "$T/out" | sort -u)" = 0 ]
+	[ "$(jq -r '.hosts[].status' "$T/out" | sort -u)" = ok ]
+	[ "$(jq -r .round "$T/out" | tail -1)" -ge 2 ]
+	kill -TERM "$WPID"
+	local rc=0
+	wait "$WPID" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 0 ]
+	[ ! -s "$T/err" ]   # nothing said: nothing went wrong
+	# every host's rdcp left with the watch
+	for p in $pids; do ! kill -0 "$p" 2>/dev/null; done
+}
+
+@test "fan-out watch: a host that dies is cut out and said once; the others follow every change; it catches up when it is back" {
+	mk_rsh
+	mkdir -p "$T/src/d"
+	echo a >"$T/src/a"
+	head -c 300000 /dev/urandom >"$T/src/log"
+	fan_watching --delete "$T/src/" "127.0.0.1:$T/d1" "127.0.0.2:$T/d2" "127.0.0.3:$T/d3"
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	# host 2's rdcp killed, and its logins failing from now on
+	echo 127.0.0.2 >"$T/down"
+	kill -9 "$(cat "$T/pid.127.0.0.2")"
+	local t0=$SECONDS
+	change_src 1
+	until_all 5 "$T/d1" "$T/d3"
+	rm "$T/src/a"
+	mv "$T/src/d" "$T/src/d2"
+	until_all 5 "$T/d1" "$T/d3"
+	change_src 2
+	until_all 5 "$T/d1" "$T/d3"
+	[ -e "$T/d2/a" ] && [ ! -e "$T/d2/new2" ]   # it had none of them
+	# said once for the outage, whatever the rounds and logins since
+	while [ $((SECONDS - t0)) -lt 4 ]; do sleep 0.2; done
+	cat "$T/err"
+	[ "$(grep -c '127.0.0.2' "$T/err")" -eq 1 ]
+	grep -q "^rdcp: 127.0.0.2:$T/d2: failed (exit [0-9]*): .*the watch goes on without it" "$T/err"
+	# --json: host 2 down in the rounds since, the others ok
+	jq -c '[.hosts[].status]' "$T/out" | grep -qx '\["ok","down","ok"\]'
+	# back: its next login (1, 2, 4 ... s apart) is a whole round that
+	# catches it up; then it follows the changes again
+	rm "$T/down"
+	until_all 15 "$T/d2"
+	grep -q "127.0.0.2:$T/d2: back after [0-9]* s: caught up" "$T/err"
+	change_src 3
+	until_all 5 "$T/d1" "$T/d2" "$T/d3"
+	[ "$(grep -c '127.0.0.2' "$T/err")" -eq 2 ]
+	kill -TERM "$WPID"
+	local rc=0
+	wait "$WPID" || rc=$?
+	[ "$rc" -eq 0 ]
+	for p in $(cat "$T"/pid.*); do ! kill -0 "$p" 2>/dev/null; done
 }

@@ -520,8 +520,14 @@ EOF
 	run "$RDCP" --sync -a --watch=sometimes "$T/src/" "$T/dst"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"--watch=poll:SECONDS"* ]]
-	run "$RDCP" --sync -a --watch "$T/src/" "localhost:$T/d1" "localhost:$T/d2"
+	# into a fan-out (fanout.bats, "fan-out watch"), the same rules
+	run "$RDCP" -a --watch -e "$LRSH" "$T/src" "localhost:$T/d1" "localhost:$T/d2"
 	[ "$status" -eq 1 ]
-	[[ "$output" == *"one DST"* ]]
+	[[ "$output" == *"write SRC as '$T/src/'"* ]]
+	run "$RDCP" --sync -a --watch -e "$LRSH" "$T/src/" "$T/dst/" "localhost:$T/d1" \
+		"localhost:$T/d2"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--watch takes one SRC"* ]]
+	[ ! -e "$T/d1" ] && [ ! -e "$T/d2" ]
 	[ -z "$(ls "$T/dst")" ]
 }
