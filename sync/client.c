@@ -375,6 +375,15 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 	return rc;
 }
 
+void client_say_as_read(const struct sync_opts *o, struct sync_paths *as_read)
+{
+	char shown[4096];
+	sync_paths_unique(as_read);
+	for (size_t i = 0; o->verbose && !o->quiet && !o->json && i < as_read->n; i++)
+		printf("%s: changed while it was read: sent as read\n",
+		       log_path(shown, sizeof shown, as_read->v[i]));
+}
+
 /* What still changed as it was read, after the rounds: named, as the
  * sender names a file it could not send (exit 24); what went as read,
  * named with -v (no error: exit 0). */
@@ -382,10 +391,7 @@ static void say_changed(const struct sync_opts *o, struct role *r, struct sync_p
                         struct sync_paths *as_read)
 {
 	char shown[4096];
-	sync_paths_unique(as_read);
-	for (size_t i = 0; o->verbose && !o->quiet && !o->json && i < as_read->n; i++)
-		printf("%s: changed while it was read, in every round: sent as read\n",
-		       log_path(shown, sizeof shown, as_read->v[i]));
+	client_say_as_read(o, as_read);
 	sync_paths_unique(retry);   /* (the sender and the receiver may both list one) */
 	for (size_t i = 0; i < retry->n; i++) {
 		log_warn("%s: changed while being sent; not sent",

@@ -134,7 +134,8 @@ static void watch_far_close(struct interrupt *in, struct wconn *wc, int failed)
  * batch's paths. Its code; what it did in *res. */
 static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpoint *src,
                        const struct endpoint *dst, const char *remote, const char **paths,
-                       const struct sync_watch_batch *b, int first, struct sync_result *res)
+                       const struct sync_watch_batch *b, int first, struct sync_result *res,
+                       struct sync_paths *as_read)
 {
 	char *all[] = { "" };
 	struct role r = { .ctl = &wc->c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
@@ -143,6 +144,9 @@ static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpo
 	                  .fails = o->json ? sync_fails_new() : NULL };
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;
+	/* a file rewritten as it is read goes as read, not refused round after
+	 * round: the writer's next event brings its next version */
+	r.as_read = as_read;
 	int rc;
 	uint64_t tx = wc->c.tx_bytes, rx = wc->c.rx_bytes;   /* the round's own, below */
 	*res = (struct sync_result){ 0 };
@@ -174,6 +178,7 @@ static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpo
 	if (!code && rc < 0)
 		code = rc == -ETIME ? RD_EXIT_TIMEOUT : RD_EXIT_CONN;
 	res->fails = r.fails;
+	res->as_read = as_read;
 	return code;
 }
 
@@ -196,6 +201,8 @@ static void watch_report(struct sync_opts *o, struct sync_result *res, int code,
 {
 	res->round = round;
 	res->lag_s = first_ms ? (double)(clock_ms() - first_ms) / 1000 : -1;
+	if (res->as_read)
+		client_say_as_read(o, (struct sync_paths *)res->as_read);
 	sync_report(o, res, code, t0);
 	sync_fails_free(res->fails);
 	res->fails = NULL;
@@ -244,6 +251,7 @@ int sync_watch_client(struct sync_opts *o, const struct endpoint *src,
 		sync_wstatus_busy(ws);   /* before a fork (wconn_open()) too */
 		double t0 = sync_report_begin(o, 1);
 		struct sync_result res = { 0 };
+		struct sync_paths as_read = { 0 };   /* the round's, for -v and --json */
 		int first = wc.pid < 0;
 		if (first && (code = wconn_open(&wc, o, remote, w)) == 0) {
 			pthread_mutex_lock(&in.mu);
@@ -252,8 +260,9 @@ int sync_watch_client(struct sync_opts *o, const struct endpoint *src,
 			pthread_mutex_unlock(&in.mu);
 		}
 		if (!code)
-			code = watch_round(o, &wc, src, dst, remote, paths, &b, first, &res);
+			code = watch_round(o, &wc, src, dst, remote, paths, &b, first, &res, &as_read);
 		watch_report(o, &res, code, t0, round++, b.first_ms);
+		sync_paths_free(&as_read);
 		sync_wstatus_round(ws, res.wire, res.lag_s);
 		int per_file = code == RD_EXIT_PARTIAL || code == RD_EXIT_VANISHED ||
 		               code == RD_EXIT_DEL_LIMIT || code == RD_EXIT_FILEIO;

@@ -311,6 +311,35 @@ EOF
 	[ "$RC" -eq 0 ]
 }
 
+# A large file rewritten in place all the time (a database, a VM disk): each
+# round sends it as it reads it (tagged chunks), not refused round after
+# round; once the writer stops, its last version lands. No error is said.
+@test "watch: a large file rewritten in place all the time goes as read each round, no error; its last version lands when it stops (push)" {
+	mkdir -p "$T/src" "$T/dst"
+	head -c $((9 * 1048576)) /dev/urandom >"$T/src/db"
+	watching push "$T/src/" "$T/dst"
+	python3 - "$T/src/db" <<'EOF'
+import os, sys, time
+end = time.monotonic() + 3
+with open(sys.argv[1], "r+b", buffering=0) as f:
+    while time.monotonic() < end:
+        for off in (0, 4 << 20, 8 << 20):
+            f.seek(off)
+            f.write(os.urandom(4096))
+        time.sleep(0.002)
+EOF
+	until_same "$T/src" "$T/dst" 10
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ ! -s "$T/err" ]
+	python3 - "$T/out" <<'EOF'
+import json, sys
+rounds = [json.loads(l) for l in open(sys.argv[1])]
+assert all(r["exit_code"] == 0 for r in rounds), rounds
+assert any(r["sent_as_read"] == ["db"] for r in rounds), [r["sent_as_read"] for r in rounds]
+EOF
+}
+
 @test "watch: inotify's queue overflows (16 events, a burst of 3000 creates): a rescan of the whole tree makes DST identical" {
 	[ "$(id -u)" -eq 0 ] || skip "SKIPPED: needs root to shrink fs.inotify.max_queued_events"
 	mkdir -p "$T/src/a" "$T/src/b" "$T/dst"
