@@ -553,11 +553,12 @@ static int read_sent(struct rstate *s)
 	if (s->retried && s->r->is_client &&
 	    (rc0 = take_sender_list(s, CTL_RETRY, s->retried, s->r->retry)) < 0)
 		return rc0;
-	if (sm.as_read && s->r->is_client && (sm.as_read > s->nfiles ||
-	    (rc0 = take_sender_list(s, CTL_ASREAD, sm.as_read, s->r->as_read)) < 0))
-		return sm.as_read > s->nfiles
-		       ? recv_reject(s, "the sender says it sent %llu files as read, of %u planned",
-		                     (unsigned long long)sm.as_read, s->nfiles) : rc0;
+	if (sm.as_read && s->r->is_client && sm.as_read > s->nfiles)
+		return recv_reject(s, "the sender says it sent %llu files as read, of %u planned",
+		                   (unsigned long long)sm.as_read, s->nfiles);
+	if (sm.as_read && s->r->is_client &&
+	    (rc0 = take_sender_list(s, CTL_ASREAD, sm.as_read, s->r->as_read)) < 0)
+		return rc0;
 	if (s->r->fails && s->r->is_client) {   /* --json: the sender's list follows */
 		const char *why;
 		int rc = sync_recv(s->r, "sender", &type, &n);
