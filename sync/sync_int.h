@@ -22,7 +22,8 @@
  * lost data (a host before died and the chain was re-linked around it);
  * an archive of small files not yet whole is dropped from here on. Empty. */
 #define SYNC_GAP_ID    (UINT64_MAX - 1)
-#define SYNC_POOL_SIZE ((size_t)32 << 20)   /* 8 chunks in flight; RSS target */
+#define SYNC_POOL_SIZE ((size_t)8 * (SYNC_MSG_SIZE + 4096))   /* 8 chunks in flight
+                                                             (page-rounded); RSS */
 
 /* What a side needs to play its role. */
 /* sync/fails.c: --json's bounded list of failed and vanished entries. */

@@ -262,6 +262,11 @@ size_t tp_pool_bytes(const struct tp_session *s)
 	return s->mem_len;
 }
 
+uint32_t tp_msg_cap(const struct tp_session *s)
+{
+	return s->msg_size;
+}
+
 int tp_streams(const struct tp_session *s)
 {
 	return s->nstreams;

@@ -177,6 +177,9 @@ void tp_close(struct tp_session *s);
 const char *tp_kind_name(const struct tp_session *s);
 /* Bytes of buffer memory this session holds (registered, for RDMA). */
 size_t tp_pool_bytes(const struct tp_session *s);
+/* The payload bytes one message may hold: the asked msg_size, or less when
+ * the receiver takes less (its handshake's, over TCP). */
+uint32_t tp_msg_cap(const struct tp_session *s);
 int tp_streams(const struct tp_session *s);
 /* Sender: 1 when messages may name a file range (tp_msg.file_fd): plain
  * TCP. RDMA sends from registered memory, and a sealed stream seals the

@@ -288,6 +288,9 @@ static int take_chunk(struct rstate *s, struct tp_session *ts, struct tp_msg *m,
 	c.want = e->size - off < IDX_CHUNK_SIZE ? e->size - off : IDX_CHUNK_SIZE;
 	if (check_kind(s, f, m, c.kind, c.k, c.want, shown, &c.mask) < 0)
 		return -EPROTO;
+	if (c.kind == SYNC_MSG_ASREAD && e->hlink)   /* its links keep the list's hash */
+		return recv_reject(s, "the sender sent chunk %u of '%s', a hard link, as read",
+		                   c.k, shown);
 	if (c.kind == SYNC_MSG_ASREAD)
 		c.len = (uint32_t)c.want;   /* the tag follows */
 	/* every chunk came (or this one did), or a one-chunk file's only chunk

@@ -571,6 +571,13 @@ static int connect_data(struct sstate *s)
 	rc = tp_connect(addr, cd.port, &o, &s->ts);
 	if (rc == -ETIMEDOUT && r->timeout > 0)
 		rc = -ETIME;   /* it listened, then went silent: --timeout's case */
+	if (rc == 0 && tp_msg_cap(s->ts) < SYNC_MSG_SIZE) {
+		/* a chunk (and an as-read chunk's tag) is read into one buffer */
+		log_err("the receiver takes data messages of %u bytes, less than a chunk's %u",
+		        tp_msg_cap(s->ts), SYNC_MSG_SIZE);
+		ctl_error(r->ctl, RD_EXIT_PROTO, "the sender needs data messages of a whole chunk");
+		return -EPROTO;
+	}
 	if (rc < 0) {
 		char why[400];
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,

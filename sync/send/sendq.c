@@ -164,6 +164,7 @@ struct sendq {
 	struct idx_manifest *grown;   /* a_args' */
 	struct sync_paths *retry;     /* a_args' */
 	struct sync_paths *as_read;   /* a_args' */
+	uint8_t *asr;                 /* as_read: index -> a chunk went as read */
 };
 
 /* The directory entry i's path is relative to. */
@@ -325,7 +326,9 @@ static int queue_reads(struct sendq *q)
 		uint64_t left = e->size - o->off;
 		uint32_t len = (uint32_t)(left < IDX_CHUNK_SIZE ? left : IDX_CHUNK_SIZE);
 		c->len = len;
-		c->hole = q->sparse && in_hole(o->fd, o->off, len);
+		/* the last round reads a hole too: it may have been data at the
+		 * scan (then it goes as read, its zeros whole) */
+		c->hole = q->sparse && !q->as_read && in_hole(o->fd, o->off, len);
 		c->rec = cm->how && cm->how[o->off / IDX_CHUNK_SIZE] == CH_BLOCKS
 		         ? cm->blocks + (size_t)o->brec++ * SYNC_BLOCK_REC : NULL;
 		/* a hole is not read: a job of no bytes keeps the ring's order */
@@ -414,7 +417,7 @@ static int send_next(struct sendq *q, int drop)
 		}
 	}
 	if (!drop && !q->bad[c->file] && c->asread)
-		sync_paths_add(q->as_read, e->path);   /* (each chunk: made unique after) */
+		q->asr[c->file] = 1;   /* listed once it is all sent */
 	if (c->fromfile)
 		c->m->file_off = c->j.off;
 	if (drop || q->bad[c->file]) {
@@ -432,6 +435,8 @@ static int send_next(struct sendq *q, int drop)
 		q->files_done++;
 		if (q->sent && !drop && !q->bad[c->file] && rc == 0)
 			q->sent[c->file] = 1;
+		if (q->asr && q->asr[c->file] && !drop && !q->bad[c->file] && rc == 0)
+			sync_paths_add(q->as_read, e->path);
 	}
 	return rc;
 }
@@ -746,6 +751,8 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 		q->slot[k].fd = -1;
 	if (rc == 0 && !(q->bad = calloc(q->m->n ? q->m->n : 1, 1)))
 		rc = -ENOMEM;
+	if (rc == 0 && q->as_read && !(q->asr = calloc(q->m->n ? q->m->n : 1, 1)))
+		rc = -ENOMEM;
 	/* read ahead, but leave buffers for the archive and the wire */
 	int bufs = (int)(tp_pool_bytes(q->ts) / SYNC_MSG_SIZE);
 	q->depth = bufs - 3 < 1 ? 1 : bufs - 3 > READ_AHEAD_MAX ? READ_AHEAD_MAX : bufs - 3;
@@ -782,6 +789,7 @@ static int send_all(struct sendq *q, const uint32_t *plan, const struct chunk_ma
 	free(big);
 	free(bmap);
 	free(q->bad);
+	free(q->asr);
 	return rc;
 }
 

@@ -199,6 +199,10 @@ attack() {
 	[ ! -e "$W/dst/a" ]
 	[ -f "$W/dst/c" ] && [ -f "$W/dst/s" ] && [ -f "$W/dst/t" ]   # the rest came
 }
+@test "attack: a hard link's leader sent as read (its links would keep the list's hash): exit 12" {
+	ATTACK_ARGS=-H attack pull asread-hardlink 12 "the sender sent chunk 0 of 'a', a hard link, as read"
+	[ ! -e "$W/dst/a" ]
+}
 @test "attack: a chunk sent as read a byte short of its tag: exit 12" {
 	attack pull asread-short 12 "the sender sent chunk 0 of 'a' as read with 100015 bytes, not 100016"
 	[ ! -e "$W/dst/a" ]

@@ -369,6 +369,8 @@ DATA = {
                           ("chunk", 4, 0, C), ("archive", archive(tar_entry(4, S),
                                                                   tar_entry(5, T_), TAR_END))],
     "asread-short": [("chunk", 2, ASREAD, asread(2, 0, content(b"evil", 100000))[:-1])],
+    # a hard link's leader as read: its links would keep the list's hash
+    "asread-hardlink": [("chunk", 2, ASREAD, asread(2, 0, content(b"evil", 100000)))],
     # a file whose size's chunk count does not fit 32 bits: chunk 100000,
     # past what a 32-bit count of 2 would have allocated
     "manifest-size-wraps": [("chunk", 2, 100000 * CHUNK, BIG4)],
@@ -438,6 +440,7 @@ MANIFEST = {
     "manifest-parent-missing": mf(ROOT, entry("d/x", content=b"x")),
     "manifest-hardlink-forward": mf(ROOT, entry("a", content=b"x", hlink=3),
                                     entry("b", content=b"x")),
+    "asread-hardlink": mf(ROOT, entry("a", content=A, hlink=2), entry("b", content=A, hlink=2)),
     "manifest-hardlink-not-leader": mf(ROOT, entry("a", content=b"x"),
                                        entry("b", content=b"x", hlink=2)),
 }

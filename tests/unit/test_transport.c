@@ -305,6 +305,34 @@ static int raw_connect(uint16_t port)
 	return fd;
 }
 
+/* A receiver that takes smaller messages than the sender asks for lowers
+ * the sender's: tp_msg_cap() says so (sync refuses a session whose
+ * buffers cannot hold a chunk: a sender reads a chunk into one). */
+static void test_msg_cap_is_the_receivers(void **state)
+{
+	(void)state;
+	struct tp_opts o = tcp_opts("k", 1);
+	o.msg_size = 4096;
+	struct tp_listener *l;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &l), 0);
+	struct conn_arg c = { .port = tp_listener_port(l), .o = tcp_opts("k", 1) };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+	struct tp_session *s = NULL;
+	assert_int_equal(tp_accept(l, 5000, &s), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, 0);
+	assert_int_equal(tp_msg_cap(c.s), 4096);
+	assert_int_equal(tp_msg_cap(s), 4096);
+	struct tp_msg *m;
+	assert_int_equal(tp_msg_get(c.s, &m), 0);
+	assert_true(m->cap <= 4096);
+	tp_msg_put(c.s, m);
+	tp_listener_free(l);
+	tp_close(s);
+	tp_close(c.s);
+}
+
 static void test_accept_past_strangers(void **state)
 {
 	(void)state;
@@ -973,6 +1001,7 @@ int main(void)
 		cmocka_unit_test(test_gate_addresses),
 		cmocka_unit_test(test_gate_log_is_bounded),
 		cmocka_unit_test(test_exit_code_of_timeout),
+		cmocka_unit_test(test_msg_cap_is_the_receivers),
 		cmocka_unit_test(test_accept_past_strangers),
 		cmocka_unit_test(test_accept_trickled_auth),
 		cmocka_unit_test(test_accept_only_the_allowed_peer),
