@@ -334,7 +334,7 @@ static int client_retry(struct sync_opts *o, struct role *r, struct sync_result 
 		o->files_from = "-";
 		o->files = whole ? (files_from ? files : all) : these.v;
 		o->nfiles = whole ? (files_from ? nfiles : 1) : these.n;
-		if (o->verbose > 1)
+		if (o->verbose > 1 && !o->json && !o->quiet)
 			printf("%zu files changed as they were read: sending them again\n", these.n);
 		struct sync_result more = { 0 };
 		/* the last round's receiver says what it holds back and refuses

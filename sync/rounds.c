@@ -77,6 +77,7 @@ struct wconn {
 	pid_t pid;
 	struct ctl c;
 	uint64_t frames;
+	struct tp_session *ts;   /* a one-stream data session, kept between rounds */
 };
 
 /* Start the far side (the remote shell's login, or a fork). 0 or an exit
@@ -110,6 +111,8 @@ static void wconn_close(struct wconn *wc, int failed)
 {
 	if (wc->pid < 0)
 		return;
+	tp_close(wc->ts);
+	wc->ts = NULL;
 	ctl_free(&wc->c);
 	close(wc->c.out);
 	if (wc->c.in != wc->c.out)
@@ -147,6 +150,7 @@ static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpo
 	/* a file rewritten as it is read goes as read, not refused round after
 	 * round: the writer's next event brings its next version */
 	r.as_read = as_read;
+	r.keep = &wc->ts;   /* one stream (RDMA's default): its session goes on */
 	int rc;
 	uint64_t tx = wc->c.tx_bytes, rx = wc->c.rx_bytes;   /* the round's own, below */
 	*res = (struct sync_result){ 0 };

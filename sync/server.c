@@ -262,6 +262,9 @@ int sync_serve(int local)
 			code = RD_EXIT_PROTO;
 		}
 	}
+	struct tp_session *kept = NULL;   /* --watch: one stream's data session */
+	if (o->watch && !o->relay)
+		r.keep = &kept;
 	if (!code) {
 		if (o->take_rounds && h.role == ROLE_SENDER)
 			play_sender(&r, o, h.addr, local, &res);   /* a pull with rounds */
@@ -271,6 +274,7 @@ int sync_serve(int local)
 		if (o->watch || o->take_rounds)
 			code = rounds(&r, &a.o, h.role, h.addr, local);
 	}
+	tp_close(kept);
 	free(srcs);
 	sync_fails_free(r.fails);
 	hello_free(&h);

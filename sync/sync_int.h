@@ -22,6 +22,9 @@
  * lost data (a host before died and the chain was re-linked around it);
  * an archive of small files not yet whole is dropped from here on. Empty. */
 #define SYNC_GAP_ID    (UINT64_MAX - 1)
+/* --watch, one stream: the round's data ends here and the session stays
+ * open for the next round (no tp_finish). Empty. */
+#define SYNC_ROUND_END_ID (UINT64_MAX - 2)
 #define SYNC_POOL_SIZE ((size_t)8 * (SYNC_MSG_SIZE + 4096))   /* 8 chunks in flight
                                                              (page-rounded); RSS */
 
@@ -82,6 +85,8 @@ struct role {
 	                              were read, unsaid, for the client's next
 	                              round: the sender's (a far one's after
 	                              SENT), and a receiving client's own */
+	struct tp_session **keep;  /* --watch (not a fan-out): a one-stream data
+	                              session kept from round to round here */
 	struct sync_paths *as_read;  /* the last round's sender sends a large
 	                              file that changes as read as it reads it
 	                              (SYNC_MSG_ASREAD) and lists it here; so

@@ -173,6 +173,8 @@ struct rstate {
 	int relay_err;           /* we failed, but go on forwarding */
 	struct tp_listener *standby;   /* kept for a re-link (RELAY_F_REJOIN) */
 	struct tp_session *old_ts;     /* the feed that re-link replaced */
+	int round_end;           /* --watch: the stream's round ended with
+	                            SYNC_ROUND_END_ID: the session is kept */
 	int gap;                 /* the stream lost data on the way (re-linked):
 	                            the archive is dropped from there on */
 	uint64_t gap_short;      /* files incomplete for that: exit 10, retried */

@@ -586,6 +586,12 @@ static int take_all(struct rstate *s, struct tp_session **tsp, struct progress *
 			tp_msg_release(ts, m);
 			continue;
 		}
+		if (m->id == SYNC_ROUND_END_ID && s->r->keep && tp_streams(ts) == 1 && !m->len) {
+			tp_msg_release(ts, m);   /* --watch: the round's end; the session */
+			s->round_end = 1;        /* stays for the next round */
+			rc = 1;
+			break;
+		}
 		tee_forward(s->tee, m);   /* --relay: the next host's copy first */
 		if (s->relay_err || (m->id == SYNC_ARCHIVE_ID && s->gap)) {
 			tp_msg_release(ts, m);   /* we failed, or it is not whole: only forwarding */
@@ -680,7 +686,17 @@ static void drop_incomplete(struct rstate *s, const uint32_t *want, uint32_t nwa
 int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 {
 	struct tp_session *ts = NULL;
-	int rc = accept_sender(s, &ts);
+	int rc;
+	if (s->r->keep && *s->r->keep) {
+		/* --watch: the session of the round before goes on (DATA of a port
+		 * 0 alone says so); it is ours again, or closed, after this round */
+		uint8_t again[2] = { 0, 0 };
+		ts = *s->r->keep;
+		*s->r->keep = NULL;
+		rc = recv_ctl_send(s, CTL_DATA, again, sizeof again);
+	} else {
+		rc = accept_sender(s, &ts);
+	}
 	int lrc = relay_linked(s);   /* --relay: our next host, whether we have a sender or not */
 	if (rc == 0 && lrc < 0)
 		rc = lrc;
@@ -698,7 +714,12 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	rc = take_all(s, &ts, &pg);
 	int clean = rc == 1;   /* the whole stream came (and went on) */
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
-	if (rc == 1) {
+	if (rc == 1 && s->round_end) {
+		drop_incomplete(s, want, nwant);
+		*s->r->keep = ts;   /* for the next round: no verdict, no close */
+		ts = NULL;
+		rc = 0;
+	} else if (rc == 1) {
 		/* a fan-out host that failed on its side took the stream for the
 		 * next one: its sender hears all is well, the client why not */
 		rc = s->relay_err;

@@ -292,6 +292,7 @@ struct sstate {
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
 	uint8_t akey[SYNC_AKEY_LEN];   /* the run's archive key (MANIFEST_END) */
+	int keep_ts;             /* the round ended in the stream: ts is kept */
 };
 
 /* The scan's options: filter rules, --files-from, -x. 0 or -ENOMEM. */
@@ -543,6 +544,21 @@ static int connect_data(struct sstate *s)
 		log_err("the receiver sent a message of type %u instead of where to connect", type);
 		return -EPROTO;
 	}
+	if (n == 2 && get_u16(r->ctl->buf) == 0) {   /* the last round's session goes on */
+		if (!r->keep || !*r->keep) {
+			log_err("the receiver asked to go on with a data connection there is none of");
+			return -EPROTO;
+		}
+		s->ts = *r->keep;
+		*r->keep = NULL;
+		if (r->verbose > 1 && r->o && !r->o->json && !r->o->quiet)
+			printf("the data connection of the round before goes on\n");
+		return 0;
+	}
+	if (r->keep && *r->keep) {   /* a new one instead: the old goes */
+		tp_close(*r->keep);
+		*r->keep = NULL;
+	}
 	if (ctl_data_decode(r->ctl->buf, n, &cd) < 0) {
 		log_err("the receiver's data-connection message %s", cd.why);
 		return -EPROTO;
@@ -691,8 +707,20 @@ static int send_data(struct sstate *s)
 	int rc = sendq_run(&a, s->plan, s->maps, s->nplan, &changed, &failed);
 	if (rootfd >= 0)
 		close(rootfd);
-	if (rc == 0)
+	if (rc == 0 && s->r->keep && tp_streams(s->ts) == 1) {
+		/* --watch: the round's end in the stream, which stays open (one
+		 * stream keeps its order); the receiver's DONE says how it went */
+		struct tp_msg *m;
+		if ((rc = tp_msg_get(s->ts, &m)) == 0) {
+			m->id = SYNC_ROUND_END_ID;
+			m->off = 0;
+			m->len = 0;
+			rc = tp_msg_send(s->ts, m);
+		}
+		s->keep_ts = rc == 0;
+	} else if (rc == 0) {
 		rc = tp_finish(s->ts);
+	}
 	if (rc < 0) {
 		/* a receiver whose disk is full has said so, naming the file:
 		 * once is enough */
@@ -770,7 +798,10 @@ int sync_sender(struct role *r, struct sync_result *res)
 	res->ctl_rx = r->ctl->rx_bytes;
 	if (rc < 0 && !res->code)
 		res->code = rd_exit_code(rc);
-	tp_close(s.ts);
+	if (s.keep_ts && rc >= 0 && r->keep && !*r->keep)
+		*r->keep = s.ts;   /* --watch: for the next round */
+	else
+		tp_close(s.ts);
 	for (int k = 0; k < s.w.nkept; k++)
 		free(s.w.kept[k].buf);
 	sync_unlock(s.lock);

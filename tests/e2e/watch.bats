@@ -440,6 +440,49 @@ EOF
 	[ "$RC" -eq 0 ]
 }
 
+# One stream (RDMA's default): the data session of a round goes on into
+# the next (SYNC_ROUND_END_ID ends a round's data; DATA of a port 0 alone
+# asks the sender to go on), so a round does not connect again. Killed
+# far side: the next round connects anew. Two streams: connects per round.
+@test "watch: with one stream the data connection goes on from round to round; a far side killed is connected to anew (push)" {
+	mkdir -p "$T/src" "$T/dst"
+	head -c 5000000 /dev/urandom >"$T/src/big"
+	# -vv names it on stdout (not with --json: stdout is the JSON's)
+	"$RDCP" --sync -a -vv --watch --streams 1 -e "$LRSH" --rdcp-path "$RDCP" "$T/src/" \
+		"localhost:$T/dst" >"$T/out" 2>"$T/err" &
+	WPID=$!
+	until_same "$T/src" "$T/dst"
+	local i p
+	for i in 1 2 3; do
+		head -c 3000000 /dev/urandom >>"$T/src/big"
+		echo "$i" >"$T/src/s$i"
+		until_same "$T/src" "$T/dst"
+	done
+	[ "$(grep -c '^the data connection of the round before goes on$' "$T/out")" -ge 3 ]
+	for p in $(pgrep -f -- "--server"); do
+		[ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$WPID" ] || continue
+		kill -9 "$p"
+	done
+	head -c 3000000 /dev/urandom >>"$T/src/big"
+	until_same "$T/src" "$T/dst" 10
+	echo more >"$T/src/s4"
+	until_same "$T/src" "$T/dst"
+	stop_watch
+	[ "$RC" -eq 0 ]
+	grep -q "connection to localhost was lost" "$T/err"
+	# two streams (TCP's default): each round connects its own
+	"$RDCP" --sync -a -vv --watch -e "$LRSH" --rdcp-path "$RDCP" "$T/src/" \
+		"localhost:$T/dst" >"$T/out" 2>"$T/err" &
+	WPID=$!
+	until_same "$T/src" "$T/dst"
+	echo again >"$T/src/s5"
+	until_same "$T/src" "$T/dst"
+	stop_watch
+	[ "$RC" -eq 0 ]
+	grep -q "^sent .* bytes" "$T/out"   # (-vv's summaries are there)
+	! grep -q "goes on" "$T/out"
+}
+
 @test "watch: the far side killed (kill -9) between rounds: the watch starts it again and the next change lands" {
 	mkdir -p "$T/src" "$T/dst"
 	echo a >"$T/src/a"
