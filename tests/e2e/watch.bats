@@ -440,10 +440,11 @@ EOF
 	[ "$RC" -eq 0 ]
 }
 
-# One stream (RDMA's default): the data session of a round goes on into
-# the next (SYNC_ROUND_END_ID ends a round's data; DATA of a port 0 alone
-# asks the sender to go on), so a round does not connect again. Killed
-# far side: the next round connects anew. Two streams: connects per round.
+# One stream (RDMA's default, and a batch's round unless --streams says
+# otherwise): the data session of a round goes on into the next
+# (SYNC_ROUND_END_ID ends a round's data; DATA of a port 0 alone asks the
+# sender to go on), so a round does not connect again. Killed far side:
+# the next round connects anew. --streams 2: connects per round.
 @test "watch: with one stream the data connection goes on from round to round; a far side killed is connected to anew (push)" {
 	mkdir -p "$T/src" "$T/dst"
 	head -c 5000000 /dev/urandom >"$T/src/big"
@@ -470,12 +471,24 @@ EOF
 	stop_watch
 	[ "$RC" -eq 0 ]
 	grep -q "connection to localhost was lost" "$T/err"
-	# two streams (TCP's default): each round connects its own
+	# the default: the first round two streams (TCP's), then one, kept
 	"$RDCP" --sync -a -vv --watch -e "$LRSH" --rdcp-path "$RDCP" "$T/src/" \
 		"localhost:$T/dst" >"$T/out" 2>"$T/err" &
 	WPID=$!
 	until_same "$T/src" "$T/dst"
-	echo again >"$T/src/s5"
+	for i in 5 6; do
+		echo "$i" >"$T/src/s$i"
+		until_same "$T/src" "$T/dst"
+	done
+	stop_watch
+	[ "$RC" -eq 0 ]
+	[ "$(grep -c '^the data connection of the round before goes on$' "$T/out")" -ge 1 ]
+	# --streams 2 asked: each round connects its own
+	"$RDCP" --sync -a -vv --watch --streams 2 -e "$LRSH" --rdcp-path "$RDCP" "$T/src/" \
+		"localhost:$T/dst" >"$T/out" 2>"$T/err" &
+	WPID=$!
+	until_same "$T/src" "$T/dst"
+	echo again >"$T/src/s7"
 	until_same "$T/src" "$T/dst"
 	stop_watch
 	[ "$RC" -eq 0 ]
