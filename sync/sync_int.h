@@ -22,13 +22,10 @@
  * lost data (a host before died and the chain was re-linked around it);
  * an archive of small files not yet whole is dropped from here on. Empty. */
 #define SYNC_GAP_ID    (UINT64_MAX - 1)
-/* --watch, one stream: the round's data ends here and the session stays
- * open for the next round (no tp_finish). Empty. */
+/* --watch, one stream: a round's data ends, its session stays. Empty. */
 #define SYNC_ROUND_END_ID (UINT64_MAX - 2)
-#define SYNC_POOL_SIZE ((size_t)8 * (SYNC_MSG_SIZE + 4096))   /* 8 chunks in flight
-                                                             (page-rounded); RSS */
+#define SYNC_POOL_SIZE ((size_t)8 * (SYNC_MSG_SIZE + 4096))   /* 8 chunks (pages); RSS */
 
-/* What a side needs to play its role. */
 /* sync/fails.c: --json's bounded list of failed and vanished entries. */
 #define SYNC_FAILS_MAX 100
 #define SYNC_FAIL_PATH_MAX 4096
@@ -85,12 +82,10 @@ struct role {
 	                              were read, unsaid, for the client's next
 	                              round: the sender's (a far one's after
 	                              SENT), and a receiving client's own */
-	struct tp_session **keep;  /* --watch (not a fan-out): a one-stream data
-	                              session kept from round to round here */
-	struct sync_paths *as_read;  /* the last round's sender sends a large
-	                              file that changes as read as it reads it
-	                              (SYNC_MSG_ASREAD) and lists it here; so
-	                              does a receiving client, as it lands */
+	struct tp_session **keep;  /* --watch: a one-stream session kept here */
+	struct sync_paths *as_read;  /* files sent as read (they changed as read:
+	                              SYNC_MSG_ASREAD), the sender's or a far
+	                              one's (after SENT) */
 };
 
 /* A list of paths (sync/fails.c). add: 0 or -ENOMEM (the list is then
@@ -220,8 +215,7 @@ struct sync_result {
 	                              (its scan's, its reads'), not those listed to
 	                              go again */
 	struct sync_fails *fails;  /* --json: the role's list (struct role) */
-	const struct sync_paths *as_read;   /* the client sender: large files
-	                              that never stood still, sent as read */
+	const struct sync_paths *as_read;   /* --json's: files sent as read */
 	const char *transport;     /* "rdma" or "tcp" if data moved */
 	uint64_t entries[SYNC_KINDS], total_size;   /* the sender's file list */
 	uint64_t flist_bytes;      /* the file list's encoded size */
