@@ -149,6 +149,46 @@ live_rdma() {
 	live_rdma pull
 }
 
+# A large file rewritten in place all the time, over RDMA: three more
+# rounds, then the last sends it as read (ASREAD chunks: 4 MiB + a 16-byte
+# tag, in the 4 MiB + 64 buffers both ends registered); exit 0, listed in
+# --json's sent_as_read, its bytes past the writer's first 4 KiB SRC's.
+never_still_rdma() {
+	local mode=$1 rc=0
+	mkdir -p "$T/src" "$T/dst"
+	head -c $((9 * 1048576)) /dev/urandom >"$T/src/busy"
+	python3 - "$T/src/busy" "$T/stop" <<-'PY' &
+	import os, sys, time
+	end = time.monotonic() + 60
+	with open(sys.argv[1], "r+b", buffering=0) as f:
+	    while time.monotonic() < end and not os.path.exists(sys.argv[2]):
+	        f.seek(0)
+	        f.write(os.urandom(4096))
+	        time.sleep(0.002)
+	PY
+	local wr=$!
+	sleep 0.2
+	local src=$T/src/ dst=vm:$T/dst
+	[ "$mode" = pull ] && { src=vm:$T/src/; dst=$T/dst; }
+	"$RDCP" --sync --json --transport rdma --data-addr "$ADDR" -e "$LRSH" \
+		--rdcp-path "$RDCP" "$src" "$dst" >"$T/out" 2>"$T/err" || rc=$?
+	touch "$T/stop"
+	wait "$wr"
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	[ ! -s "$T/err" ]
+	[ "$(json_field transport <"$T/out")" = rdma ]
+	[ "$(jq -c .sent_as_read "$T/out")" = '["busy"]' ]
+	[ "$(stat -c %s "$T/dst/busy")" -eq $((9 * 1048576)) ]
+	cmp -i 4096 "$T/src/busy" "$T/dst/busy"
+}
+@test "rdma live: a large file that never stands still is sent as read in the last round, exit 0 (push)" {
+	never_still_rdma push
+}
+@test "rdma live: a large file that never stands still is sent as read in the last round, exit 0 (pull)" {
+	never_still_rdma pull
+}
+
 # --watch over RDMA: a whole round, then rounds for a new file, a deletion
 # and a recording that grows under --append, every round's data on rxe
 @test "rdma watch: changes land round by round over RDMA; a growing recording costs its new bytes; SIGTERM ends it, exit 0" {
