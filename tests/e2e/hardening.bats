@@ -711,7 +711,7 @@ kill_far_at() {
 	EOF
 	chmod +x "$T/rsh"
 	rm -rf "$T/dst" "$T/far.pid"
-	"$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" --sync --bwlimit 40M "$T/src/" \
+	"$RDCP" -e "$T/rsh" --rdcp-path "$RDCP" --sync --bwlimit 30M "$T/src/" \
 		"localhost:$T/dst" >"$T/out" 2>"$T/err" &
 	local pid=$!
 	for _ in $(seq 400); do [ -s "$T/far.pid" ] && break; sleep 0.005; done
@@ -754,7 +754,8 @@ kill_far_at() {
 			done
 		done
 	done
-	# most moments fall inside the run (it takes ~0.8 s at 40 MB/s)
+	# most moments fall inside the run (it takes ~1 s at 30 MB/s: at 40 it
+	# ended by 0.75 s in a CI run, 11 of 22 moments too late)
 	[ "$late" -le 10 ]
 }
 
