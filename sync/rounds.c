@@ -151,9 +151,9 @@ static int watch_round(struct sync_opts *o, struct wconn *wc, const struct endpo
 	 * round: the writer's next event brings its next version */
 	r.as_read = as_read;
 	r.keep = &wc->ts;   /* one stream (RDMA's default): its session goes on */
-	if (!first && !o->tp.streams)
+	if (!first && !b->whole && !o->tp.streams)
 		r.tp.streams = 1;   /* a batch's round, unless told: one stream, kept
-		                       open (the whole first round took the default) */
+		                       open (a whole round takes the default) */
 	int rc;
 	uint64_t tx = wc->c.tx_bytes, rx = wc->c.rx_bytes;   /* the round's own, below */
 	*res = (struct sync_result){ 0 };

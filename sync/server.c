@@ -180,10 +180,13 @@ static int rounds(struct role *r, struct sync_opts *o, int role, const char *add
 			return RD_EXIT_TIMEOUT;   /* --timeout: not even a keep-alive */
 		if (rc < 0)
 			return 0;   /* the client ended the watch: what landed stays */
-		if (role == ROLE_SENDER && type != CTL_ROUND && type != CTL_HELLO &&
-		    type != CTL_FILES)
-			continue;   /* the last round's end, which our sender, stopped
-			               early (a full disk there), did not read */
+		if (role == ROLE_SENDER ? type == CTL_DONE || type == CTL_FAILED ||
+		                          type == CTL_LANDED || type == CTL_RETRY ||
+		                          type == CTL_LOG || type == CTL_PROGRESS
+		                        : type == CTL_SENT || type == CTL_FAILED ||
+		                          type == CTL_RETRY || type == CTL_ASREAD)
+			continue;   /* the last round's end, which our side, stopped
+			               early (a full disk), did not read */
 		if (type != CTL_ROUND || n > 1) {
 			log_err("the client sent a message of type %u (%zu bytes) between two rounds",
 			        type, n);

@@ -24,6 +24,7 @@
 #define SYNC_GAP_ID    (UINT64_MAX - 1)
 /* --watch, one stream: a round's data ends, its session stays. Empty. */
 #define SYNC_ROUND_END_ID (UINT64_MAX - 2)
+#define SYNC_KEEP_IDLE_MS 60000   /* not kept longer idle: a NAT may drop it */
 #define SYNC_POOL_SIZE ((size_t)8 * (SYNC_MSG_SIZE + 4096))   /* 8 chunks (pages); RSS */
 
 /* sync/fails.c: --json's bounded list of failed and vanished entries. */
@@ -73,16 +74,15 @@ struct role {
 	uint64_t frames;           /* control frames received (sync_recv) */
 	const struct sync_opts *o; /* every option of the run (sync/opts.c) */
 	struct sync_fails *fails;  /* --json, not a fan-out's host: what failed */
-	int all_hashes;            /* sender: every hash in the manifest (the
-	                              fan-out's: a host must not be able to make
-	                              small files for the hosts after it) */
+	int all_hashes;            /* sender: every hash in the manifest (a fan-out:
+	                              no host may make small files for the next) */
 	int rounds;                /* sender: the receiver was offered rounds
 	                              (--rounds: it may ask for files again) */
-	struct sync_paths *retry;  /* NULL: none. Files found changed as they
-	                              were read, unsaid, for the client's next
-	                              round: the sender's (a far one's after
-	                              SENT), and a receiving client's own */
-	struct tp_session **keep;  /* --watch: a one-stream session kept here */
+	struct sync_paths *retry;  /* NULL: none. Files changed as read, for the
+	                              client's next round: a (far) sender's, and
+	                              a receiving client's own */
+	struct tp_session **keep;  /* --watch: a one-stream session kept here, */
+	long long keep_ms;         /* since (clock_ms(); the receiver's) */
 	struct sync_paths *as_read;  /* files sent as read (they changed as read:
 	                              SYNC_MSG_ASREAD), the sender's or a far
 	                              one's (after SENT) */

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/io.h"
 #include "common/iopool.h"
@@ -687,6 +688,10 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 {
 	struct tp_session *ts = NULL;
 	int rc;
+	if (s->r->keep && *s->r->keep && clock_ms() - s->r->keep_ms > SYNC_KEEP_IDLE_MS) {
+		tp_close(*s->r->keep);   /* idle too long to trust (a NAT may have */
+		*s->r->keep = NULL;      /* dropped it): the sender gets a new one */
+	}
 	if (s->r->keep && *s->r->keep) {
 		/* --watch: the session of the round before goes on (DATA of a port
 		 * 0 alone says so); it is ours again, or closed, after this round */
@@ -714,11 +719,15 @@ int recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant)
 	rc = take_all(s, &ts, &pg);
 	int clean = rc == 1;   /* the whole stream came (and went on) */
 	progress_update(&pg, s->res->bytes, s->res->files, 1);
-	if (rc == 1 && s->round_end) {
+	if (s->round_end) {
+		/* the stream reached its round's end: kept for the next round, no
+		 * verdict (a write that failed after it is this round's error,
+		 * in DONE) */
 		drop_incomplete(s, want, nwant);
-		*s->r->keep = ts;   /* for the next round: no verdict, no close */
+		*s->r->keep = ts;
 		ts = NULL;
-		rc = 0;
+		s->r->keep_ms = clock_ms();
+		rc = rc == 1 ? 0 : rc;
 	} else if (rc == 1) {
 		/* a fan-out host that failed on its side took the stream for the
 		 * next one: its sender hears all is well, the client why not */

@@ -775,8 +775,16 @@ static int sender_run(struct sstate *s)
 	if (s->nplan) {
 		if (!s->r->o->round)   /* (a round of changed files: no pause again) */
 			test_pause(&s->w);
-		if ((rc = connect_data(s)) != 0 || (rc = send_data(s)) < 0)
+		if ((rc = connect_data(s)) != 0)
 			return rc;
+		if ((rc = send_data(s)) < 0) {
+			int st = s->ts ? tp_peer_status(s->ts) : 0;
+			/* --watch: a receiver whose disk filled ends its round with
+			 * its list and DONE, which the next round must not find */
+			if (s->r->o && s->r->o->watch && (st == ENOSPC || st == EDQUOT))
+				(void)await_done(s->r, s->res, &s->rm, &s->w);
+			return rc;
+		}
 	}
 	rc = await_done(s->r, s->res, &s->rm, &s->w);
 	progress_update(&s->w.pg, s->res->bytes, s->res->files, 1);

@@ -496,6 +496,40 @@ EOF
 	! grep -q "goes on" "$T/out"
 }
 
+# A batch that fills DST's disk: the round fails for its files (11), the
+# session is kept, and the next round finds no leftover of this one on the
+# control channel (before: "a message of type 14 between two rounds", the
+# connection lost). Space freed, the next change lands.
+full_disk_watch() {
+	mkdir -p "$T/src" "$T/dst"
+	mount -t tmpfs -o size=1500k tmpfs "$T/dst" || skip "SKIPPED: cannot mount a small tmpfs (needs root)"
+	echo a >"$T/src/a"
+	watching push --delete "$@" "$T/src/" "$T/dst"
+	local i
+	for i in $(seq 40); do head -c 50000 /dev/urandom >"$T/src/f$i"; done
+	for ((i = 0; i < 100; i++)); do
+		grep -q '"exit_code":11' "$T/out" && break
+		sleep 0.05
+	done
+	grep -q '"exit_code":11' "$T/out"
+	rm -f "$T/src"/f*
+	echo b >"$T/src/b"
+	until_same "$T/src" "$T/dst" 15
+	stop_watch
+	[ "$RC" -eq 0 ]
+	grep -q "No space left on device" "$T/err"
+	! grep -q "between two rounds\|was lost\|malformed" "$T/err"
+}
+@test "watch: a batch that fills DST's disk fails alone; the kept session and the next round go on" {
+	full_disk_watch
+}
+# Several streams (no kept session): the sender, stopped by the receiver's
+# verdict, still reads that round's list and DONE (before: "the receiver's
+# plan is malformed (type 18 ...)" in the next round, the connection lost).
+@test "watch: a batch that fills DST's disk fails alone; the next round goes on (--streams 2)" {
+	full_disk_watch --streams 2
+}
+
 @test "watch: the far side killed (kill -9) between rounds: the watch starts it again and the next change lands" {
 	mkdir -p "$T/src" "$T/dst"
 	echo a >"$T/src/a"
