@@ -15,20 +15,17 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "common/crypto.h"
 #include "common/io.h"
 #include "common/wire.h"
+#include "sync/archive/archive.h"
 #include "sync/delta/delta.h"
 
 void chunk_tag(const uint8_t key[SYNC_AKEY_LEN], uint64_t id, uint64_t off,
                const uint8_t hash[IDX_HASH_LEN], uint8_t tag[SYNC_TAG_LEN])
 {
-	uint8_t m[16 + IDX_HASH_LEN];
-	put_u64(m, id);
-	put_u64(m + 8, off);
-	memcpy(m + 16, hash, IDX_HASH_LEN);
-	if (cr_blake2b(tag, SYNC_TAG_LEN, m, sizeof m, key, SYNC_AKEY_LEN) < 0)
-		abort();   /* (only without memory for OpenSSL's MAC state) */
+	/* the archive entry's MAC, over (id, off) where an entry has (index,
+	 * size): an off with the kind bits is never an entry's size */
+	sync_entry_tag(key, id, off, hash, tag);
 }
 
 void chunk_map_free(struct chunk_map *cm)
