@@ -13,6 +13,20 @@
 #include "common/crypto.h"
 #include "common/log.h"
 
+/* Before any other call into libcrypto: no atexit() cleanup. A program
+ * may exit while a thread of it still ends (rdpipe's segment returns from
+ * main as its hop threads, whose last act was to say so, go through their
+ * own exit), and OpenSSL 3's atexit OPENSSL_cleanup() then frees the
+ * thread-local state those threads free too: glibc's "double free or
+ * corruption", seen once in ten runs in the soft-RoCE VM, and ASan's
+ * "attempting double-free" in that segment's hop thread. The process's
+ * memory goes with it anyway. This sets up no provider (that comes with
+ * the first fetch), so a run that moves no data still pays nothing. */
+__attribute__((constructor)) static void cr_no_atexit(void)
+{
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
 /* From the kernel's CSPRNG (getrandom(2), as libsodium's randombytes and
  * OpenSSL's own seeding read it), not OpenSSL's DRBG: the first call into
  * libcrypto sets up its providers, 12 million instructions (3-4 ms of a
