@@ -1,6 +1,5 @@
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -20,19 +19,10 @@ void mem_hint_huge(void *p, size_t len)
 		(void)madvise((void *)a, b - a, MADV_HUGEPAGE);   /* advice only */
 }
 
-void *mem_grow(void *p, size_t used, size_t len)
+void *mem_grow(void *p, size_t len)
 {
-	if (len < MEM_HUGE_MIN)
-		return realloc(p, len);
-	size_t whole = (len + MEM_HUGE_MIN - 1) & ~(size_t)(MEM_HUGE_MIN - 1);
-	if (whole < len)
-		return NULL;   /* overflow */
-	void *n = aligned_alloc(MEM_HUGE_MIN, whole);
-	if (!n)
-		return NULL;
-	(void)madvise(n, whole, MADV_HUGEPAGE);   /* advice only */
-	if (used)
-		memcpy(n, p, used);
-	free(p);
+	void *n = realloc(p, len);
+	if (n)
+		mem_hint_huge(n, len);
 	return n;
 }

@@ -103,7 +103,7 @@ int idx_manifest_reserve(struct idx_manifest *m, size_t n)
 		return 0;
 	if (n > SIZE_MAX / sizeof *m->e)
 		return -ENOMEM;
-	struct idx_entry *e = mem_grow(m->e, m->n * sizeof *e, n * sizeof *e);
+	struct idx_entry *e = mem_grow(m->e, n * sizeof *e);
 	if (!e)
 		return -ENOMEM;
 	m->e = e;

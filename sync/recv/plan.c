@@ -67,6 +67,10 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
                      uint32_t *nwant)
 {
 	const struct idx_entry *e = &s->sm.e[i];
+	if (s->nfiles >= s->nfiles_cap) {   /* recv_plan() counted them: a bug */
+		log_err("%s: internal error: more files to fetch than planned", e->path);
+		return -EOVERFLOW;
+	}
 	struct rfile *rf = &s->files[s->nfiles];
 	rf->fd = rf->dirfd = rf->bfd = -1;
 	rf->existed = d != NULL;
@@ -144,14 +148,22 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 	unsigned f = s->r->flags;
 	size_t n = s->sm.n ? s->sm.n : 1;
 	*nwant = 0;
+	int rc = classify(s);
+	if (rc < 0)
+		return rc;
+	/* a slot in files[] only for a regular file that differs: a re-run
+	 * that changes nothing holds none (280 bytes each) */
+	size_t nf = 1;
+	for (size_t i = 0; i < s->sm.n; i++)
+		nf += s->sm.e[i].type == IDX_REG && s->change[i];
 	*want = calloc(n, sizeof **want);
 	s->fetch = malloc(n * sizeof *s->fetch);
-	s->files = calloc(n, sizeof *s->files);
+	s->files = calloc(nf, sizeof *s->files);
+	s->nfiles_cap = (uint32_t)nf;
 	s->written = calloc(n, 1);
 	if (!*want || !s->fetch || !s->files || !s->written)
 		return -ENOMEM;
-	mem_hint_huge(s->files, n * sizeof *s->files);
-	int rc = classify(s);
+	mem_hint_huge(s->files, nf * sizeof *s->files);
 	for (size_t i = 0; i < s->sm.n && rc == 0; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);

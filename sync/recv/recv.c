@@ -131,7 +131,7 @@ static int read_manifest(struct rstate *s)
 			size_t want = cap ? cap : 65536;
 			while (want < len + n)
 				want = want > SIZE_MAX / 2 ? len + n : want * 2;
-			uint8_t *b = mem_grow(all, len, want);
+			uint8_t *b = mem_grow(all, want);
 			if (!b) {
 				rc = -ENOMEM;
 				break;

@@ -96,19 +96,22 @@ struct rfile {
 	const struct recv_write_ops *ops;   /* how it is written (NULL: not planned) */
 	int fd;              /* temp file, -1 when not open */
 	int dirfd;
-	int dir_lent;        /* dirfd is a small-file writer thread's, not to close */
+	uint8_t dir_lent;    /* dirfd is a small-file writer thread's, not to close */
 	char tmp[IDX_TEMP_NAME_LEN + 1];   /* its name, when it has one (not O_TMPFILE) */
 	uint32_t need, got;  /* messages (chunks): to come, verified and written */
 	uint32_t taken;      /* accepted (some may be on their way to the disk) */
 	uint32_t inflight;   /* on the I/O threads: its fd and temp stay */
 	uint8_t *seen;       /* one byte per chunk, nseen of them */
 	uint32_t nseen;
-	int failed, done;
-	int asread;          /* a chunk came as the sender read it (its digest
+	/* flags are bytes, not ints or bit-fields: one slot per file to
+	 * fetch (a million small files: a million slots), and threads set
+	 * them apart, a byte each (a bit-field's neighbours would race) */
+	uint8_t failed, done;
+	uint8_t asread;      /* a chunk came as the sender read it (its digest
 	                        replaced the manifest's): the file's hash anew */
-	int claimed;         /* small files: a writer thread has it */
-	int existed;         /* DST had a file by that name (for -v's line) */
-	int st_ok;           /* st: the file as landed, for the index */
+	uint8_t claimed;     /* small files: a writer thread has it */
+	uint8_t existed;     /* DST had a file by that name (for -v's line) */
+	uint8_t st_ok;       /* st: the file as landed, for the index */
 	struct recv_st st;
 	/* chunk-level transfer (delta.c): what is asked for, and the old file
 	 * the rest comes from */
@@ -116,14 +119,15 @@ struct rfile {
 	const struct idx_entry *basis;   /* DST's entry (dm) when map.how is set */
 	int bfd;                         /* the basis, open (-1: not yet;
 	                                    RECV_BASIS_BAD: it changed, said) */
-	int inplace;         /* --inplace, --append: fd is DST's file itself */
+	uint8_t inplace;     /* --inplace, --append: fd is DST's file itself */
 	uint32_t unchecked;  /* --append: DST's first chunks kept, never compared
 	                        with the sender's (inplace.c; its index row) */
-	int opened_inplace;  /* ... opened for writing: until it lands, DST may
-	                        hold a mix of old and new (no index row) */
+	uint8_t opened_inplace;   /* ... opened for writing: until it lands,
+	                             DST may hold a mix of old and new (no
+	                             index row) */
 	/* --partial (partial.c): the temp is named and recorded in the index */
-	int track;           /* record its verified chunks */
-	int resume;          /* tmp names an earlier run's temp, reused */
+	uint8_t track;       /* record its verified chunks */
+	uint8_t resume;      /* tmp names an earlier run's temp, reused */
 	uint8_t *intemp;     /* per chunk: already in that temp (CH_HAVE) */
 	uint64_t *bhave;     /* per CH_BLOCKS chunk: the blocks the basis has */
 	struct idx_partial *rec;   /* the record as stored */
@@ -142,7 +146,7 @@ struct rstate {
 	uint8_t *change;         /* sm index -> enum idx_change_kind, 0: the same */
 	int32_t *fetch;          /* sm index -> files index, or -1 */
 	struct rfile *files;
-	uint32_t nfiles;
+	uint32_t nfiles, nfiles_cap;   /* files[]: used, allocated */
 	uint8_t *written;        /* sm index -> written (or made) this run */
 	/* lines for the user (itemize.c): any thread adds, the log thread
 	 * prints or sends them */
