@@ -73,7 +73,12 @@ enum ctl_type {
 	CTL_ASREAD,         /* a far sender -> client, after SENT and RETRY: as
 	                       RETRY, the files it sent as read (they never stood
 	                       still), for -v and --json */
-	CTL_LAST = CTL_ASREAD,
+	/* sync --windows (sync/windows.c), with --delete */
+	CTL_WCHECK,         /* sender -> receiver, after SENT (after PLAN when
+	                       it is empty): the entries that appeared in the
+	                       window's directories since its scan, which the
+	                       receiver must not delete */
+	CTL_LAST = CTL_WCHECK,
 };
 
 struct ctl {

@@ -243,20 +243,6 @@ static int path_cmp(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Is path below one of the n sorted paths in v (not one of them)? */
-static int below_any(const char *path, const char *const *v, size_t n)
-{
-	char up[IDX_PATH_MAX + 1];
-	snprintf(up, sizeof up, "%s", path);
-	for (char *sl; (sl = strrchr(up, '/'));) {
-		*sl = '\0';
-		const char *key = up;
-		if (bsearch(&key, v, n, sizeof *v, path_cmp))
-			return 1;
-	}
-	return 0;
-}
-
 /* The rows the last store could not vouch for (its mtime or ctime at or
  * after scan_ns: another process stored an earlier stamp after it), those
  * out's roots did not bring, into out: the scan of some roots drops them
@@ -347,51 +333,123 @@ static int load_above(sqlite3_stmt *s, const char *const *roots, size_t nroots,
 	return rc;
 }
 
-/* The rows at or below each root (a --files-from scan, a --watch round):
- * a round costs the rows it looks at, not the tree's. 0, -ENOMEM, -EIO. */
+static int root_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct idx_root *)a)->path, ((const struct idx_root *)b)->path);
+}
+
+/* Is path below a root of the n sorted in r that takes everything below
+ * it (depth -1)? */
+static int below_deep(const char *path, const struct idx_root *r, size_t n)
+{
+	char up[IDX_PATH_MAX + 1];
+	snprintf(up, sizeof up, "%s", path);
+	for (char *sl; (sl = strrchr(up, '/'));) {
+		*sl = '\0';
+		const struct idx_root *f = bsearch(&(struct idx_root){ .path = up }, r, n, sizeof *r,
+		                                   root_cmp);
+		if (f && f->depth == -1)
+			return 1;
+	}
+	return 0;
+}
+
+/* A root and a directory of depth 1 above it both bring its row: once. */
+static void drop_twice(struct idx_manifest *m)
+{
+	size_t k = 0;
+	idx_manifest_sort(m);
+	for (size_t i = 0; i < m->n; i++) {
+		if (k && !strcmp(m->e[k - 1].path, m->e[i].path)) {
+			free(m->e[i].path);
+			free(m->e[i].link);
+			free(m->e[i].chunks);
+			free(m->e[i].x);
+			continue;
+		}
+		m->e[k++] = m->e[i];
+	}
+	m->n = k;
+}
+
+/* The rows each root covers (a --files-from scan, a --watch round, a
+ * window): the root's own, and with depth 1 its entries', with -1 all
+ * below it. A round costs the rows it looks at, not the tree's: a window
+ * of directories taken one level each loads their entries only, never
+ * the subtrees under them (SQLite filters them: nothing is allocated per
+ * row it passes over). 0, -ENOMEM, -EIO. */
 static int load_roots(struct idx_db *db, const struct idx_root *roots, size_t nroots,
                       struct idx_manifest *out, char *path, char *link, uint64_t *bad)
 {
 	sqlite3 *h = idx_db_handle(db);
-	sqlite3_stmt *s = NULL;
-	const char **v = malloc(nroots * sizeof *v), **top = malloc(nroots * sizeof *top);
+	sqlite3_stmt *s = NULL, *one = NULL, *top = NULL;
+	struct idx_root *r = malloc((nroots ? nroots : 1) * sizeof *r);
+	const char **v = malloc((nroots ? nroots : 1) * sizeof *v);
 	char lo[IDX_PATH_MAX + 2], hi[IDX_PATH_MAX + 2];
-	size_t ntop = 0;
+	size_t n = 0, nv = 0;
 	int rc = -ENOMEM;
-	if (!v || !top)
+	if (!r || !v)
 		goto out;
-	for (size_t i = 0; i < nroots; i++)
-		v[i] = roots[i].path;
-	qsort(v, nroots, sizeof *v, path_cmp);
+	/* sorted, each path once with the widest of its depths */
+	if (nroots) {
+		memcpy(r, roots, nroots * sizeof *r);
+		qsort(r, nroots, sizeof *r, root_cmp);
+	}
+	for (size_t i = 0; i < nroots; i++) {
+		if (n && !strcmp(r[n - 1].path, r[i].path)) {
+			int d = r[i].depth, w = r[n - 1].depth;
+			r[n - 1].depth = d == -1 || w == -1 ? -1 : d > w ? d : w;
+		} else {
+			r[n++] = r[i];
+		}
+	}
 	rc = -EIO;
-	if (sqlite3_prepare_v2(h,
-	        "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink,"
-	        "rdev,link,hash,chunks,chk,extra,assumed FROM entries "
-	        "WHERE path=?1 OR (path>=?2 AND path<?3)", -1, &s, NULL) != SQLITE_OK)
+#define ROW_COLS "SELECT path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink," \
+	         "rdev,link,hash,chunks,chk,extra,assumed FROM entries "
+	if (sqlite3_prepare_v2(h, ROW_COLS "WHERE path=?1 OR (path>=?2 AND path<?3)", -1, &s,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(h, ROW_COLS "WHERE path=?1 OR (path>=?2 AND path<?3 AND "
+	                       "instr(substr(path,?4),'/')=0)", -1, &one, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(h, ROW_COLS "WHERE instr(path,'/')=0", -1, &top, NULL) != SQLITE_OK)
 		goto out;
+#undef ROW_COLS
 	rc = 0;
-	for (size_t i = 0; rc == 0 && i < nroots; i++) {
-		size_t l = strlen(v[i]);
-		if ((i && !strcmp(v[i], v[i - 1])) || l > IDX_PATH_MAX || below_any(v[i], v, nroots))
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		size_t l = strlen(r[i].path);
+		if (l > IDX_PATH_MAX || below_deep(r[i].path, r, n))
 			continue;   /* loaded with the root above it */
-		top[ntop++] = v[i];
-		/* below it: from "root/" up to "root0" ('0' follows '/') */
-		memcpy(lo, v[i], l);
-		memcpy(hi, v[i], l);
+		v[nv++] = r[i].path;
+		if (!l && r[i].depth == 1) {   /* the top and its entries */
+			sqlite3_reset(top);
+			rc = load_rows(top, out, path, link, bad);
+			continue;
+		}
+		/* below it: from "root/" up to "root0" ('0' follows '/'); with
+		 * depth 0 no range at all ('' <= p < '') */
+		sqlite3_stmt *q = r[i].depth == 1 ? one : s;
+		size_t rl = r[i].depth ? l + 1 : 0;
+		memcpy(lo, r[i].path, l);
+		memcpy(hi, r[i].path, l);
 		lo[l] = '/';
 		hi[l] = '0';
-		sqlite3_reset(s);
-		sqlite3_bind_blob(s, 1, v[i], (int)l, SQLITE_STATIC);
-		sqlite3_bind_blob(s, 2, lo, (int)l + 1, SQLITE_STATIC);
-		sqlite3_bind_blob(s, 3, hi, (int)l + 1, SQLITE_STATIC);
-		rc = load_rows(s, out, path, link, bad);
+		sqlite3_reset(q);
+		sqlite3_bind_blob(q, 1, r[i].path, (int)l, SQLITE_STATIC);
+		sqlite3_bind_blob(q, 2, lo, (int)rl, SQLITE_STATIC);
+		sqlite3_bind_blob(q, 3, hi, (int)rl, SQLITE_STATIC);
+		if (q == one)
+			sqlite3_bind_int64(q, 4, (sqlite3_int64)l + 2);   /* 1-based, after "root/" */
+		rc = load_rows(q, out, path, link, bad);
 	}
 	if (rc == 0)
-		rc = load_above(s, top, ntop, out, path, link, bad);
+		rc = load_above(s, v, nv, out, path, link, bad);
+	if (rc == 0)
+		drop_twice(out);
 out:
 	sqlite3_finalize(s);
+	sqlite3_finalize(one);
+	sqlite3_finalize(top);
+	free(r);
 	free(v);
-	free(top);
 	return rc;
 }
 
@@ -411,7 +469,7 @@ int idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
 	if (idx_db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", scan_ns) != SQLITE_OK)
 		goto out;
 	for (size_t i = 0; roots && i < nroots; i++)
-		if (!*roots[i].path)
+		if (!*roots[i].path && roots[i].depth == -1)
 			roots = NULL;   /* the whole tree */
 	if (roots) {
 		int64_t rows = 0;

@@ -268,10 +268,14 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
 	/* --rounds: the far side waits for rounds of the files that changed
 	 * as they were read (client_retry()); a far sender lists them */
 	struct sync_opts ro = *o;
-	char **fwd = r->retry ? calloc((size_t)o->nfwd + 1, sizeof *fwd) : NULL;
+	char **fwd = r->retry ? calloc((size_t)o->nfwd + 3, sizeof *fwd) : NULL;
 	if (fwd) {
 		memcpy(fwd, o->fwd, (size_t)o->nfwd * sizeof *fwd);
 		fwd[ro.nfwd++] = "--rounds";
+		if (o->windows) {   /* the first window's directories follow (FILES) */
+			fwd[ro.nfwd++] = "--files-from=-";
+			fwd[ro.nfwd++] = "--windows";
+		}
 		ro.fwd = fwd;
 		r->rounds = !src->host;   /* our receiver may ask (CTL_RETRY) */
 	} else {
@@ -313,8 +317,8 @@ int client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
  */
 #define RETRY_ROUNDS 3
 
-static int client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
-                        struct sync_paths *retry, struct sync_paths *as_read, int pull)
+int client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
+                 struct sync_paths *retry, struct sync_paths *as_read, int pull)
 {
 	char *all[] = { "" };
 	char **files = o->files;   /* the user's --files-from, put back after */
@@ -550,11 +554,25 @@ int sync_client(struct sync_opts *o)
 	 * for the next round; what came as read is named after */
 	o->take_rounds = src.host && r.retry;
 	r.as_read = src.host ? &as_read : NULL;
-	int rc = client_play(o, &r, &src, &dst, remote, &res);
+	/* a large tree: in windows of directories, the first one now */
+	struct wplan *wp = NULL;
+	int rc = !src.host && client_windows_ok(o, &r) ? client_windows_open(o, src.path, &wp) : 0;
+	if (rc < 0)
+		log_err("listing the directories of %s: %s", src.path, strerror(-rc));
+	if (rc == 0)
+		rc = client_play(o, &r, &src, &dst, remote, &res);
 	o->take_rounds = 0;
 	r.as_read = NULL;
 	if (rc == 0 && r.retry)
 		rc = client_retry(o, &r, &res, &retry, &as_read, src.host != NULL);
+	if (rc == 0 && wp && client_window_goes_on(res.code))
+		rc = client_windows_rest(o, &r, &res, &retry, &as_read, wp);
+	if (wp) {   /* the windows' lists are not the user's (sync_opts_free()) */
+		o->files = NULL;
+		o->nfiles = 0;
+		o->files_from = NULL;
+	}
+	client_windows_free(wp);
 	if (res.code != RD_EXIT_PROTO)   /* (a lying peer's list is not said) */
 		say_changed(o, &r, &retry, &as_read);
 	r.retry = NULL;

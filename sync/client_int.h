@@ -52,6 +52,32 @@ void  client_say_as_read(const struct sync_opts *o, struct sync_paths *as_read);
 /* Our role, after the HELLO that gives the far side its own. */
 int   client_play(const struct sync_opts *o, struct role *r, struct endpoint *src,
                   struct endpoint *dst, const char *remote, struct sync_result *res);
+/* Send the files that changed as they were read again, in rounds of
+ * their own (up to three); what still changes stays in retry. */
+int   client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
+                   struct sync_paths *retry, struct sync_paths *as_read, int pull);
+
+/* windows.c: a large tree in windows of directories (about SYNC_WINDOW
+ * entries each, one level deep), a round each over the one login. */
+#define SYNC_WINDOW 100000
+struct wplan;
+/* May this run go by windows (push or local, one SRC's contents, -r, no
+ * -H, --files-from, --max-delete)? */
+int   client_windows_ok(const struct sync_opts *o, const struct role *r);
+/* List SRC's directories up to the first window: when the tree needs more
+ * than one, *out is the plan and o's file list (o->files, --windows) the
+ * first window's; else *out is NULL and o is as it was. 0 or -ENOMEM. */
+int   client_windows_open(struct sync_opts *o, const char *src, struct wplan **out);
+/* The windows after the first, each a round (and its rounds of changed
+ * files), their results added to res; what still changed left in retry.
+ * 0 or an error. */
+int   client_windows_rest(struct sync_opts *o, struct role *r, struct sync_result *res,
+                          struct sync_paths *retry, struct sync_paths *as_read,
+                          struct wplan *p);
+void  client_windows_free(struct wplan *p);
+/* Does the next window come after a window (or run) that ended with code?
+ * After 0, 23 and 24 only. */
+int   client_window_goes_on(uint32_t code);
 /* rounds.c: what --watch needs (nsrc SRCs; dst the first DST, for the
  * message), said before anything starts. 0 or an exit code. */
 int   client_watch_check(const struct sync_opts *o, const struct endpoint *src, int nsrc,

@@ -30,7 +30,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
        OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT, OPT_WATCH,
-       OPT_ROUNDS };
+       OPT_ROUNDS, OPT_WINDOWS };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -112,6 +112,7 @@ static const struct opt_def defs[] = {
 	/* the fan-out client gives it to each receiver; never typed (below) */
 	{ { "relay", required_argument, NULL, OPT_RELAY }, FAR },
 	{ { "rounds", no_argument, NULL, OPT_ROUNDS }, FAR },
+	{ { "windows", no_argument, NULL, OPT_WINDOWS }, FAR },
 	/* what to print */
 	/* far too: the receiver makes the lines (names with -v, codes with -i,
 	 * none with -q), the sender says "using TCP" with -v */
@@ -442,6 +443,7 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_HOSTS: o->hosts = optarg; return -1;
 	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
 	case OPT_ROUNDS: o->take_rounds = 1; return -1;
+	case OPT_WINDOWS: o->windows = 1; return -1;
 	case OPT_WATCH:
 		return watch_arg(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
 	}
@@ -552,8 +554,10 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 			        "to several hosts, name them all: rdcp SRC host1:DST host2:DST");
 			return RD_EXIT_USAGE;
 		}
-		if (!far && c == OPT_ROUNDS) {   /* the client's own, for its far side */
-			log_err("--rounds is rdcp's own option for its far side; it is not typed");
+		if (!far && (c == OPT_ROUNDS || c == OPT_WINDOWS)) {   /* the client's own,
+		                                                        for its far side */
+			log_err("--%s is rdcp's own option for its far side; it is not typed",
+			        c == OPT_ROUNDS ? "rounds" : "windows");
 			return RD_EXIT_USAGE;
 		}
 		int rc = take_opt(c, a);
@@ -575,7 +579,7 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 	a->operands = argv + optind;
 	a->noperands = argc - optind;
 	/* rsync: --files-from lists what to send; -a does not recurse then */
-	if (a->o.files_from && !a->o.recursive_given)
+	if (a->o.files_from && !a->o.recursive_given && !a->o.windows)
 		a->o.flags &= ~(unsigned)SYNC_F_RECURSIVE;
 	return -1;
 }
@@ -583,7 +587,7 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 /* Options that do not go together, or not with this run. */
 int sync_opts_check(const struct sync_opts *o)
 {
-	if (o->files_from && (o->flags & SYNC_F_DELETE)) {
+	if (o->files_from && (o->flags & SYNC_F_DELETE) && !o->windows) {
 		log_err("--delete with --files-from is not supported: only the listed paths "
 		        "are looked at");
 		return RD_EXIT_USAGE;

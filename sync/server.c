@@ -170,6 +170,7 @@ static void play_sender(struct role *r, const struct sync_opts *o, const char *a
  * are the sender's), addr: the client's data address. */
 static int rounds(struct role *r, struct sync_opts *o, int role, const char *addr, int local)
 {
+	int offered = o->take_rounds;   /* --rounds: each round but a last holds back */
 	for (;;) {
 		uint8_t type;
 		size_t n;
@@ -192,8 +193,9 @@ static int rounds(struct role *r, struct sync_opts *o, int role, const char *add
 			        type, n);
 			return RD_EXIT_PROTO;
 		}
-		if (n == 1 && r->ctl->buf[0] == 1)
-			o->take_rounds = 0;   /* the last: hold nothing back unsaid */
+		/* the last of a run's rounds holds nothing back unsaid; the next
+		 * window's (--windows) may again */
+		o->take_rounds = offered && !(n == 1 && r->ctl->buf[0] == 1);
 		for (size_t i = 0; i < o->nfiles; i++)
 			free(o->files[i]);
 		free(o->files);

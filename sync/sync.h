@@ -135,6 +135,10 @@ struct sync_opts {
 	int take_rounds;            /* the server (--rounds, which the client
 	                               adds): more rounds may follow the first,
 	                               for files that changed as they were read */
+	int windows;                /* --windows (the client adds it): a large
+	                               tree in rounds of directories, each one
+	                               level deep (sync/windows.c): a "dir/" of
+	                               files is its entries only, even with -r */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the

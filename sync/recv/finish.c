@@ -117,11 +117,34 @@ static void keep_parents(struct rstate *s, const char *path)
 	free(p);
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --windows: is DST's path an entry of one of the window's directories
+ * (not one of them, nor one above them: those are their parents'
+ * windows' to delete), and not one that appeared in SRC since the scan? */
+static int in_window(const struct rstate *s, const char *path)
+{
+	const char *sl = strrchr(path, '/');
+	char *parent = strndup(path, sl ? (size_t)(sl - path) : 0);
+	const struct idx_root *r = parent && s->nroots
+	                           ? bsearch(&(struct idx_root){ .path = parent }, s->roots,
+	                                     s->nroots, sizeof *s->roots, recv_root_cmp)
+	                           : NULL;
+	int in = r && r->depth == 1;
+	free(parent);
+	return in && !(s->nkept && bsearch(&path, s->kept, s->nkept, sizeof *s->kept, str_cmp));
+}
+
 /* Is DST's path part of what the sender sent: is its nearest ancestor in
  * the sender's manifest a directory of it? Several named SRCs (rdcp -r A B
  * DST) send no root: the rest of DST is not theirs to delete, as rsync. */
 static int in_transfer(const struct rstate *s, const char *path)
 {
+	if (s->r->o && s->r->o->windows)
+		return in_window(s, path);
 	char *p = strdup(path);
 	int in = 0;
 	while (p) {
@@ -142,9 +165,76 @@ static int in_transfer(const struct rstate *s, const char *path)
 
 /* Delete DST's entry d (its children went first), or, in a dry run, say
  * it would be. */
+static void delete_one(struct rstate *s, struct idx_entry *d);
+
+struct dname {
+	char *name;
+	int is_dir;
+};
+
+static int dname_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dname *)a)->name, ((const struct dname *)b)->name);
+}
+
+/* --windows: a directory only in DST, whose entries the scan (one level
+ * deep) did not look at: them first, deepest first, each as --delete
+ * would (filters protect, -b keeps, -n and -i say), then it. The names of
+ * one directory at a time; nothing is followed (each level opened beneath
+ * DST, no symlink). */
+static void delete_below(struct rstate *s, const char *path)
+{
+	int fd = sync_open_beneath(s->root, path, O_RDONLY | O_DIRECTORY);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dname *v = NULL;
+	size_t n = 0, cap = 0;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		recv_fail(s, path, "cannot list to delete", errno);
+		return;
+	}
+	for (struct dirent *de; (de = readdir(d));) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 32;
+			struct dname *g = realloc(v, c * sizeof *g);
+			if (!g)
+				break;
+			v = g;
+			cap = c;
+		}
+		struct stat st;
+		if (!(v[n].name = strdup(de->d_name)))
+			break;
+		v[n++].is_dir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		                S_ISDIR(st.st_mode);
+	}
+	closedir(d);
+	/* reverse order, as the diff's: deepest first, as rsync lists them */
+	if (n)
+		qsort(v, n, sizeof *v, dname_cmp);
+	for (size_t k = n; k-- > 0;) {
+		char *p;
+		if (asprintf(&p, "%s/%s", path, v[k].name) < 0)
+			continue;
+		struct idx_entry e = { .path = p, .type = v[k].is_dir ? IDX_DIR : IDX_REG };
+		if (!idx_is_temp_name(v[k].name) && !recv_backup_protected(s, p) &&
+		    !(s->filter && sync_filter_protects(s->filter, p, v[k].is_dir)))
+			delete_one(s, &e);
+		free(p);
+	}
+	while (n)
+		free(v[--n].name);
+	free(v);
+}
+
 static void delete_one(struct rstate *s, struct idx_entry *d)
 {
 	unsigned f = s->r->flags;
+	if (d->type == IDX_DIR && s->r->o && s->r->o->windows)
+		delete_below(s, d->path);   /* what the scan did not look at */
 	if (f & SYNC_F_DRYRUN) {
 		recv_item_deleted(s, d);
 		s->res->deleted++;
@@ -203,6 +293,11 @@ void recv_delete_extra(struct rstate *s)
 	}
 	if (s->gap_short)
 		return;   /* a fan-out host short of data: its next round deletes (said) */
+	if (s->kept_all) {   /* --windows: too much appeared in SRC to list */
+		log_warn("not deleting anything in this window: its directories in SRC changed "
+		         "while it was sent; the next run deletes");
+		return;
+	}
 	/* deepest first: what the diff found only in DST, in reverse order */
 	long long max = s->r->o ? s->r->o->max_delete : -1;
 	for (size_t k = s->diff.n; k-- > 0;) {

@@ -154,6 +154,53 @@ int recv_open_parent_cached(struct rstate *s, const char *path)
 }
 
 /* Remove path from DST, recursively if it is a directory of dm. */
+/* --windows: what is below DST's directory path, which the scan (one
+ * level deep) did not look at, removed, deepest first (-b: files kept as
+ * backups); nothing followed (each level opened beneath DST). 0, or
+ * -errno (said). */
+static int remove_below(struct rstate *s, const char *path)
+{
+	int fd = sync_open_beneath(s->root, path, O_RDONLY | O_DIRECTORY);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	int rc = 0;
+	if (!d) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		if (rc == -ENOENT)
+			return 0;
+		recv_fail(s, path, "cannot remove", -rc);
+		return rc;
+	}
+	for (struct dirent *de; rc == 0 && (de = readdir(d));) {
+		struct stat st;
+		char *p;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    asprintf(&p, "%s/%s", path, de->d_name) < 0) {
+			rc = -errno;
+			recv_fail(s, path, "cannot remove", errno);
+			break;
+		}
+		int dir = S_ISDIR(st.st_mode);
+		if (dir && (rc = remove_below(s, p)) < 0) {
+			free(p);
+			break;
+		}
+		if (!dir && (s->r->flags & SYNC_F_BACKUP))
+			rc = recv_backup(s, dirfd(d), de->d_name, p, 1) < 0 ? -EIO : 0;   /* said */
+		else if (unlinkat(dirfd(d), de->d_name, dir ? AT_REMOVEDIR : 0) < 0 &&
+		         errno != ENOENT) {
+			rc = -errno;
+			recv_fail(s, p, "cannot remove", errno);
+		}
+		free(p);
+	}
+	closedir(d);
+	return rc;
+}
+
 int recv_remove(struct rstate *s, const char *path)
 {
 	size_t len = strlen(path);
@@ -162,10 +209,13 @@ int recv_remove(struct rstate *s, const char *path)
 		if (strncmp(p, path, len) != 0 || (p[len] != '/' && p[len] != '\0'))
 			continue;
 		const char *name;
+		int rc, err;
+		if (s->dm.e[i].type == IDX_DIR && s->r->o && s->r->o->windows &&
+		    (rc = remove_below(s, p)) < 0)
+			return rc;
 		int d = recv_open_parent(s->root, p, &name);
 		if (d < 0)
 			return -errno;
-		int rc, err;
 		/* GONE only once it is: an entry still there (its backup failed)
 		 * must not be replaced later as if nothing were in the way */
 		if ((s->r->flags & SYNC_F_BACKUP) && s->dm.e[i].type != IDX_DIR) {

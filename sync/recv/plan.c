@@ -6,7 +6,9 @@
  * What the sync adds on top is its own: hard-link followers are linked to
  * their leader, not compared, and a type change removes the old entry.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -133,9 +135,25 @@ static int left_alone(const struct sync_opts *o, const struct idx_entry *e,
 	       sec_of(d->mtime_ns) > sec_of(e->mtime_ns);
 }
 
-/* Does DST's manifest hold anything below directory path? */
-static int has_entries(const struct idx_manifest *m, const char *path)
+/* Does DST's directory path hold anything? The manifest says, but under
+ * --windows (a scan one level deep) only the directory itself does. */
+static int has_entries(const struct rstate *s, const struct idx_manifest *m, const char *path)
 {
+	if (s->r->o && s->r->o->windows) {
+		int fd = sync_open_beneath(s->root, path, O_RDONLY | O_DIRECTORY);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *de;
+		int any = 0;
+		if (!d) {
+			if (fd >= 0)
+				close(fd);
+			return errno != ENOENT;   /* unknown: as if full */
+		}
+		while (!any && (de = readdir(d)))
+			any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+		closedir(d);
+		return any;
+	}
 	size_t n = strlen(path);
 	for (size_t k = 0; k < m->n; k++)
 		if (!strncmp(m->e[k].path, path, n) && m->e[k].path[n] == '/')
@@ -173,7 +191,7 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			continue;
 		}
 		if (s->change[i] == IDX_TYPE && d->type == IDX_DIR && *d->path &&
-		    !(f & (SYNC_F_DELETE | SYNC_F_FORCE)) && has_entries(&s->dm, d->path)) {
+		    !(f & (SYNC_F_DELETE | SYNC_F_FORCE)) && has_entries(s, &s->dm, d->path)) {
 			/* as rsync: a full directory gives way only to --delete or --force */
 			recv_fail(s, d->path, "is a non-empty directory here: not replaced by the "
 			          "sender's non-directory without --delete or --force", ENOTEMPTY);

@@ -361,8 +361,43 @@ static int scan_opts(struct rstate *s)
 		s->keep_root_meta = !o->round;
 		for (size_t i = 0; i < s->nroots; i++)
 			s->keep_root_meta &= *s->roots[i].path != '\0';
+		if (o->windows && s->nroots)   /* by path: --delete looks them up */
+			qsort(s->roots, s->nroots, sizeof *s->roots, recv_root_cmp);
 	}
 	return 0;
+}
+
+int recv_root_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct idx_root *)a)->path, ((const struct idx_root *)b)->path);
+}
+
+/* --windows with --delete (not before): what appeared in SRC since the
+ * window's scan, from the sender (CTL_WCHECK), before anything is deleted. */
+static int read_wcheck(struct rstate *s)
+{
+	unsigned del = s->r->flags & (SYNC_F_DELETE | SYNC_F_DELETE_BEFORE);
+	if (!s->r->o || !s->r->o->windows || del != SYNC_F_DELETE)
+		return 0;
+	uint8_t type;
+	size_t n;
+	unsigned flags;
+	const char *why;
+	int rc = sync_recv(s->r, "sender", &type, &n);
+	if (rc < 0)
+		return rc;
+	if (type == CTL_ERROR) {
+		s->res->code = sync_peer_error(s->r->ctl, n, "the sender failed: ");
+		return -ECANCELED;
+	}
+	if (type != CTL_WCHECK)
+		return recv_reject(s, "the sender sent a message of type %u where its window's "
+		                   "check was due", type);
+	rc = wcheck_decode(s->r->ctl->buf, n, &flags, &s->kept, &s->nkept, &why);
+	if (rc == -EPROTO)
+		return recv_reject(s, "the sender's window check %s", why);
+	s->kept_all = (flags & WCHECK_ALL) != 0;
+	return rc;
 }
 
 /* 2. Our side, scanned while the sender scans its own. */
@@ -632,6 +667,8 @@ static int receive(struct rstate *s)
 	}
 	if (send_n && (rc = read_sent(s)) < 0)
 		return rc;
+	if ((rc = read_wcheck(s)) < 0)
+		return rc;
 	if ((rc = recv_send_retry(s)) < 0)   /* --rounds: what changed as sent */
 		return rc;
 	/* 6. links, deletions, metadata, and the index for next time */
@@ -681,6 +718,9 @@ static void rstate_free(struct rstate *s)
 	sync_chmod_free(s->chmod);
 	sync_filter_free(s->filter);
 	sync_files_roots_free(s->roots, s->nroots);
+	while (s->nkept)
+		free(s->kept[--s->nkept]);
+	free(s->kept);
 	free(s->bprotect);
 	if (s->bfd >= 0)
 		close(s->bfd);

@@ -205,6 +205,13 @@ struct rstate {
 	                            not in dm); 0: --delete asks it per path */
 	struct idx_root *roots;  /* --files-from */
 	size_t nroots;
+	/* --windows with --delete: the sender's CTL_WCHECK, what appeared in
+	 * SRC's directories since the window's scan (sorted): not deleted;
+	 * kept_all: nothing is */
+	char **kept;
+	size_t nkept;
+	int kept_all;
+	/* (roots sorted by path under --windows: recv_root_cmp()) */
 	int full_said;           /* a full disk was said (recv_fail): once a run */
 	/* how DST's filesystem keeps mtimes (meta.c, probed once a run) */
 	int times_atime;         /* an mtime set alone is dropped: give the atime too */
@@ -424,6 +431,8 @@ int  recv_backup(struct rstate *s, int dirfd, const char *name, const char *path
 /* 1 when --delete must leave path alone: the backup directory, or with -b
  * alone a name ending in the suffix (rsync's protect rules). */
 int  recv_backup_protected(const struct rstate *s, const char *path);
+/* recv.c: idx_root by path (s->roots are sorted so under --windows). */
+int  recv_root_cmp(const void *a, const void *b);
 
 /* linkdest.c: --link-dest. start: before the plan, open each DIR (one
  * that cannot be opened is said and left out). recv_link_dest: sm entry i,

@@ -6,7 +6,9 @@
  * paths and the directories above them (idx_scan_opts.roots).
  *
  * An entry is a path relative to SRC ("" for SRC itself), with a trailing
- * "/" when the line had one: the directory's entries are sent too.
+ * "/" when the line had one: the directory's entries are sent too. A
+ * window of a large tree (--windows, sync/windows.c) is such a list of
+ * "dir/" entries, each taken one level deep even with -r.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -226,7 +228,8 @@ int sync_files_roots(const struct sync_opts *o, struct idx_root **roots, size_t 
 			*roots = NULL;
 			return -ENOMEM;
 		}
-		(*roots)[(*n)++] = (struct idx_root){ path, recurse ? -1 : contents };
+		(*roots)[(*n)++] = (struct idx_root){ path, contents && o->windows ? 1
+		                                            : recurse ? -1 : contents };
 	}
 	return 0;
 }

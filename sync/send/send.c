@@ -786,6 +786,11 @@ static int sender_run(struct sstate *s)
 			return rc;
 		}
 	}
+	/* --windows: before the receiver deletes, what appeared meanwhile */
+	unsigned del = s->r->flags & (SYNC_F_DELETE | SYNC_F_DELETE_BEFORE);
+	if (s->r->o->windows && del == SYNC_F_DELETE &&
+	    (rc = send_wcheck(s->r->ctl, s->root, &s->m, s->roots, s->nroots)) < 0)
+		return rc;
 	rc = await_done(s->r, s->res, &s->rm, &s->w);
 	progress_update(&s->w.pg, s->res->bytes, s->res->files, 1);
 	s->res->transport = s->ts ? tp_kind_name(s->ts) : NULL;

@@ -103,4 +103,10 @@ void send_remember_grown(struct idx_manifest *memo, const struct idx_manifest *m
                          int64_t stamp, const struct idx_root *roots, size_t nroots);
 void send_grown_forget(struct idx_manifest *memo, const char *path);
 
+/* wcheck.c: --windows with --delete, the window's data sent: CTL_WCHECK,
+ * what appeared in its directories (roots of depth 1, m the scan of SRC)
+ * since the scan, for the receiver not to delete. 0 or an error. */
+int send_wcheck(struct ctl *c, const char *src, const struct idx_manifest *m,
+                const struct idx_root *roots, size_t nroots);
+
 #endif

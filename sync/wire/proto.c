@@ -358,6 +358,52 @@ int sent_decode(const uint8_t *b, size_t n, struct sent_msg *m)
 	return 0;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int wcheck_decode(const uint8_t *b, size_t n, unsigned *flags, char ***v, size_t *nv,
+                  const char **why)
+{
+	struct wire_rd r = { b, b + n, 0 };
+	*flags = rd_u8(&r);
+	uint32_t count = rd_u32(&r);
+	*v = NULL;
+	*nv = 0;
+	*why = "is shorter than its count";
+	if (r.bad || *flags > WCHECK_ALL || count > n / 2)
+		return -EPROTO;
+	if (count && !(*v = calloc(count, sizeof **v)))
+		return -ENOMEM;
+	for (uint32_t k = 0; k < count; k++) {
+		uint16_t l = rd_u16(&r);
+		const uint8_t *p = rd_take(&r, l);
+		if (r.bad || !l || memchr(p, '\0', l) || idx_path_check((const char *)p, l) < 0) {
+			*why = r.bad ? "is shorter than its count" : "has a path that is not one";
+			goto bad;
+		}
+		if (!((*v)[k] = strndup((const char *)p, l))) {
+			*nv = k;
+			return -ENOMEM;
+		}
+		*nv = k + 1;
+	}
+	if (r.p != r.end) {
+		*why = "has bytes after its paths";
+		goto bad;
+	}
+	if (*nv)
+		qsort(*v, *nv, sizeof **v, str_cmp);
+	return 0;
+bad:
+	while (*nv)
+		free((*v)[--*nv]);
+	free(*v);
+	*v = NULL;
+	return -EPROTO;
+}
+
 void progress_encode(uint8_t b[PROGRESS_LEN], const struct progress_msg *m)
 {
 	put_u64(b, m->files);

@@ -66,6 +66,19 @@ struct sent_msg {
 void sent_encode(uint8_t b[SENT_LEN], const struct sent_msg *m);
 int  sent_decode(const uint8_t *b, size_t n, struct sent_msg *m);
 
+/* WCHECK, sender -> receiver under --windows with --delete (not
+ * --delete-before), after SENT, or after PLAN when the plan is empty:
+ * u8 flags, u32 count, then count paths (u16 length + bytes, each a path
+ * relative to SRC): what appeared in the window's directories since its
+ * scan (renamed back, made), which the receiver must not delete. With
+ * WCHECK_ALL (too many to list) it deletes nothing in the window. */
+#define WCHECK_ALL 1u
+#define WCHECK_MAX_BYTES ((size_t)1 << 20)   /* of paths: past it, WCHECK_ALL */
+/* Decode peer input into a sorted list of malloc'd paths (*v, *n; the
+ * caller frees them): -EPROTO (*why) unless well formed. */
+int  wcheck_decode(const uint8_t *b, size_t n, unsigned *flags, char ***v, size_t *nv,
+                   const char **why);
+
 /* PROGRESS, receiver -> sender during the data: u64 files landed, u64
  * their bytes (the sender's --progress). */
 struct progress_msg {

@@ -619,6 +619,45 @@ static void test_roots_scan_racy_rows(void **state)
 	idx_manifest_free(&bad);
 }
 
+/* Directories taken one level each (depth 1, a window of a large tree):
+ * the scan sees their entries and not below, reuses the hashes of those
+ * entries, and keeps every other row, those of the subdirectories'
+ * entries included; "" at depth 1 is the top's entries, not the tree. */
+static void test_roots_depth_one(void **state)
+{
+	struct fx *f = *state;
+	int root = open(f->tree, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(mkdirat(root, "a", 0755), 0);
+	assert_int_equal(mkdirat(root, "a/sub", 0755), 0);
+	assert_int_equal(mkdirat(root, "b", 0755), 0);
+	put_file(root, "top", "the top's file");
+	put_file(root, "a/f", "content of a/f");
+	put_file(root, "a/sub/g", "content of a/sub/g");
+	put_file(root, "b/h", "content of b/h");
+	close(root);
+	settle();
+	struct idx_manifest m = { 0 };
+	struct idx_stats st = scan(f, &m);
+	assert_int_equal(st.hashed, 4);
+	/* a window: the top and "a", one level each; "a/sub" too */
+	struct idx_root r[3] = { { .path = "", .depth = 1 }, { .path = "a", .depth = 1 },
+	                         { .path = "a/sub", .depth = 1 } };
+	st = scan_with(f, &m, (struct idx_scan_opts){ .roots = r, .nroots = 3 });
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 3);   /* top, a/f, a/sub/g */
+	assert_non_null(idx_manifest_find(&m, "b"));   /* an entry of the top */
+	assert_null(idx_manifest_find(&m, "b/h"));     /* not below it */
+	assert_non_null(idx_manifest_find(&m, "a/sub/g"));
+	/* the top alone: b/h and a's entries are not looked at, and stay */
+	st = scan_with(f, &m, (struct idx_scan_opts){ .roots = r, .nroots = 1 });
+	assert_int_equal(st.reused, 1);
+	assert_null(idx_manifest_find(&m, "a/f"));
+	st = scan(f, &m);
+	assert_int_equal(st.hashed, 0);
+	assert_int_equal(st.reused, 4);
+	idx_manifest_free(&m);
+}
+
 static int64_t db_count(const char *path, const char *sql)
 {
 	sqlite3 *h;
@@ -1131,6 +1170,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_scan_keeps_index, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notes_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roots_scan_racy_rows, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_roots_depth_one, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_untrustable_rows_not_stored, setup, teardown),
 		cmocka_unit_test(test_diff_classification),
 		cmocka_unit_test_setup_teardown(test_scan_xattrs_acls, setup, teardown),

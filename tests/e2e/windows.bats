@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# Windows (sync/windows.c): a tree larger than a window goes in rounds of
+# whole directories, each one level deep, over the one login. The tests
+# make the window small (RDCP_TEST_WINDOW entries) so a tree of a few
+# hundred entries takes several.
+load helpers
+
+# tree DIR: 4 x 3 directories of 6 files, a file at each level, a symlink
+tree() {
+	local a b i
+	for a in 0 1 2 3; do
+		for b in 0 1 2; do
+			mkdir -p "$1/a$a/b$b"
+			for i in 1 2 3 4 5 6; do echo "$a $b $i" >"$1/a$a/b$b/f$i"; done
+		done
+		echo "top of a$a" >"$1/a$a/top"
+	done
+	echo root >"$1/rootfile"
+	ln -s a0/top "$1/link"
+}
+
+windows_whole() {
+	local mode=$1
+	tree "$T/src"
+	RDCP_TEST_WINDOW=25 run sync_in "$mode" -a -vv --stats "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same "$T/src" "$T/dst"
+	# several windows, each said with -vv (the first is the run's own)
+	[ "$(grep -c '^window [0-9]*: ' <<<"$output")" -ge 3 ]
+	# each entry counted once, as a run without windows counts them
+	grep -q '^Number of files: 95 (reg: 77, dir: 17, link: 1)' <<<"$output"
+	# a re-run sends nothing and says nothing
+	RDCP_TEST_WINDOW=25 run sync_in "$mode" -a -i "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
+
+@test "windows: a tree larger than a window lands whole, in several, counted once; a re-run sends nothing (local)" {
+	windows_whole local
+}
+@test "windows: a tree larger than a window lands whole, in several, counted once; a re-run sends nothing (push)" {
+	windows_whole push
+}
+
+windows_delete() {
+	local mode=$1
+	tree "$T/src"
+	RDCP_TEST_WINDOW=25 sync_in "$mode" -a "$T/src/" "$T/dst"
+	# gone from SRC at each depth, with what is below; more in DST only
+	rm -rf "$T/src/a1/b2" "$T/src/a3" "$T/src/a0/b0/f3"
+	mkdir -p "$T/dst/a2/extra/deep/er" "$T/dst/a0/b1/keepme"
+	echo x >"$T/dst/a2/extra/deep/er/y"
+	echo z >"$T/dst/a0/b1/zz"
+	echo p >"$T/dst/a0/b1/keepme/protected"
+	echo n >"$T/src/a2/b0/new"
+	# -n first: says all of it, changes nothing
+	RDCP_TEST_WINDOW=25 run sync_in "$mode" -a --delete -n -i -f 'P keepme/***' "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -qx '\*deleting   a2/extra/deep/er/y' <<<"$output"
+	grep -qx '\*deleting   a3/b1/f4' <<<"$output"
+	[ -e "$T/dst/a3/b1/f4" ]
+	RDCP_TEST_WINDOW=25 run sync_in "$mode" -a --delete -i -f 'P keepme/***' "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for p in a2/extra/deep/er/y a2/extra/deep/er/ a2/extra/ a3/b1/f4 a3/ a1/b2/ a0/b1/zz \
+	         a0/b0/f3; do
+		grep -qx "\*deleting   $p" <<<"$output"
+	done
+	! grep -q keepme <<<"$output"
+	[ "$(cat "$T/dst/a0/b1/keepme/protected")" = p ]   # protected: kept
+	rm -r "$T/dst/a0/b1/keepme"
+	touch -r "$T/src/a0/b1" "$T/dst/a0/b1"   # (its mtime as the run left it)
+	same "$T/src" "$T/dst"
+}
+
+@test "windows: --delete removes what is gone at every depth, with all below it; -n says it first; protected stays (local)" {
+	windows_delete local
+}
+@test "windows: --delete removes what is gone at every depth, with all below it; -n says it first; protected stays (push)" {
+	windows_delete push
+}
+
+@test "windows: a directory of more entries than a window is one window; -vv shows it" {
+	mkdir -p "$T/src/flat" "$T/src/other"
+	for i in $(seq 60); do echo "$i" >"$T/src/flat/f$i"; done
+	echo o >"$T/src/other/o"
+	RDCP_TEST_WINDOW=10 run "$RDCP" -a -vv "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -q '^window [0-9]*: 1 directories, 61 entries' <<<"$output"
+	same "$T/src" "$T/dst"
+}
+
+@test "windows: excluded directories are neither entered nor sent; --delete leaves them in DST" {
+	tree "$T/src"
+	mkdir -p "$T/dst/a1/b0"
+	echo mine >"$T/dst/a1/b0/f1"
+	RDCP_TEST_WINDOW=20 run "$RDCP" -a --delete -i --exclude b0/ "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	! grep -q 'b0/' <<<"$output"
+	[ ! -e "$T/dst/a0/b0" ]
+	[ "$(cat "$T/dst/a1/b0/f1")" = mine ]
+	[ -e "$T/dst/a0/b1/f6" ]
+}
+
+@test "windows: -H copies in one round (a hard-link group crosses directories): links kept" {
+	tree "$T/src"
+	ln "$T/src/a0/b0/f1" "$T/src/a3/b2/hard"
+	RDCP_TEST_WINDOW=20 run "$RDCP" -a -H -vv "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	! grep -q '^window ' <<<"$output"
+	[ "$(stat -c %i "$T/dst/a0/b0/f1")" = "$(stat -c %i "$T/dst/a3/b2/hard")" ]
+	same "$T/src" "$T/dst"
+}
+
+@test "windows: --json adds up the windows: files, bytes, deleted" {
+	tree "$T/src"
+	run env RDCP_TEST_WINDOW=25 "$RDCP" -a --json "$T/src/" "$T/dst"
+	[ "$status" -eq 0 ]
+	[ "$(json_field files_sent <<<"$output")" -eq 77 ]
+	[ "$(json_field bytes_sent <<<"$output")" -eq "$(cat "$T"/src/a*/b*/f* "$T"/src/a*/top "$T/src/rootfile" | wc -c)" ]
+	rm -rf "$T/src/a2"
+	run env RDCP_TEST_WINDOW=25 "$RDCP" -a --delete --json "$T/src/" "$T/dst"
+	[ "$status" -eq 0 ]
+	[ "$(json_field deleted <<<"$output")" -eq 23 ]
+	same "$T/src" "$T/dst"
+}
+
+@test "windows: a file rewritten all through its window goes again in rounds of its own, exit 0" {
+	tree "$T/src"
+	head -c $((6 << 20)) /dev/urandom >"$T/src/a0/b1/big"
+	# a writer rewrites big in place for 5 s, as a busy file is: its window
+	# (an early one) reads it changing, and so do the rounds after it;
+	# the windows after those go on as windows
+	( end=$((SECONDS + 5)); while [ "$SECONDS" -lt "$end" ]; do
+		head -c $((6 << 20)) /dev/urandom |
+			dd of="$T/src/a0/b1/big" conv=notrunc status=none; done ) &
+	local w=$!
+	sleep 0.3
+	RDCP_TEST_WINDOW=25 run "$RDCP" -a --delete -vv "$T/src/" "$T/dst"
+	wait "$w"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -q '^window ' <<<"$output"
+	grep -q 'changed as they were read: sending them again' <<<"$output"
+	# a window after the rounds: a3/b2's (the last) landed
+	sed -n '/changed as they were read/,$p' <<<"$output" | grep -q '^a3/b2/f6$'
+	cmp "$T/src/a3/b2/f6" "$T/dst/a3/b2/f6"
+	[ "$(stat -c %s "$T/dst/a0/b1/big")" -eq $((6 << 20)) ]
+	# at rest, the next run makes DST whole
+	RDCP_TEST_WINDOW=25 "$RDCP" -a --delete "$T/src/" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+@test "windows: the delete trap refuses once, before anything changes, and no window follows (exit 3)" {
+	tree "$T/src"
+	mkdir -p "$T/dst"
+	echo precious >"$T/dst/precious"
+	RDCP_TEST_WINDOW=25 run "$RDCP" --sync --delete "$T/src" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[ "$(grep -c 'refusing --sync --delete' <<<"$output")" -eq 1 ]
+	[ "$(ls "$T/dst")" = precious ]
+}
+
+@test "windows: attack: a directory renamed away before a window's scan and back after it is not deleted" {
+	mkdir -p "$T/src/dirA" "$T/src/keep"
+	for i in 1 2 3; do echo "a$i" >"$T/src/dirA/f$i"; done
+	for i in 1 2 3 4 5 6; do echo "k$i" >"$T/src/keep/k$i"; done
+	RDCP_TEST_WINDOW=7 "$RDCP" --sync "$T/src/" "$T/dst"
+	mv "$T/src/dirA" "$T/src/dirZ"
+	echo new >"$T/src/newtop"   # the first window has data: its sender pauses
+	RDCP_TEST_WINDOW=7 RDCP_TEST_PAUSE=$T/pause "$RDCP" --sync --delete -vv "$T/src/" \
+		"$T/dst" >"$T/out" 2>"$T/err" &
+	local pid=$! rc=0
+	for _ in $(seq 400); do [ -e "$T/pause" ] && break; sleep 0.025; done
+	[ -e "$T/pause" ]
+	mv "$T/src/dirZ" "$T/src/dirA"   # back, after the first window's scan
+	rm "$T/pause"
+	wait "$pid" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 0 ]
+	grep -q '^window ' "$T/out"
+	for i in 1 2 3; do [ "$(cat "$T/dst/dirA/f$i")" = "a$i" ]; done
+	! grep -q 'deleting.*dirA' "$T/out"
+	# at rest, the next run completes the mirror
+	RDCP_TEST_WINDOW=7 "$RDCP" --sync --delete "$T/src/" "$T/dst"
+	same "$T/src" "$T/dst"
+}
