@@ -254,6 +254,52 @@ static void test_files_decode(void **state)
 	sync_opts_free(&o);
 }
 
+/* CTL_WCHECK (--windows): flags, count, paths; peer input, each path a
+ * relative path of SRC, sorted on the way in. */
+static void test_wcheck_decode(void **state)
+{
+	(void)state;
+	uint8_t b[256];
+	char **v;
+	size_t n;
+	unsigned flags;
+	const char *why;
+	const char *good[] = { "dirA", "b/c" };
+	b[0] = 0;
+	size_t len = 1 + put_entries(b + 1, good, 2, 2);
+	assert_int_equal(wcheck_decode(b, len, &flags, &v, &n, &why), 0);
+	assert_int_equal(flags, 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0], "b/c");   /* sorted */
+	assert_string_equal(v[1], "dirA");
+	free(v[0]);
+	free(v[1]);
+	free(v);
+	b[0] = WCHECK_ALL;
+	put_u32(b + 1, 0);
+	assert_int_equal(wcheck_decode(b, 5, &flags, &v, &n, &why), 0);
+	assert_int_equal(flags, WCHECK_ALL);
+	assert_int_equal(n, 0);
+	b[0] = 2;   /* an unknown flag */
+	assert_int_equal(wcheck_decode(b, 5, &flags, &v, &n, &why), -EPROTO);
+	b[0] = 0;
+	assert_int_equal(wcheck_decode(b, 4, &flags, &v, &n, &why), -EPROTO);   /* short */
+	put_u32(b + 1, 1u << 30);   /* a count the bytes cannot hold */
+	assert_int_equal(wcheck_decode(b, 5, &flags, &v, &n, &why), -EPROTO);
+	static const char *const attacks[] = { "../x", "/etc", "a//b", "a/./b", "", "xNy" };
+	for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
+		len = 1 + put_entries(b + 1, &attacks[i], 1, 1);
+		if (!strcmp(attacks[i], "xNy"))
+			b[1 + 4 + 2 + 1] = 0;
+		assert_int_equal(wcheck_decode(b, len, &flags, &v, &n, &why), -EPROTO);
+		assert_null(v);
+		assert_int_equal(n, 0);
+	}
+	len = 1 + put_entries(b + 1, good, 1, 1);
+	assert_int_equal(wcheck_decode(b, len + 1, &flags, &v, &n, &why), -EPROTO);
+	assert_string_equal(why, "has bytes after its paths");
+}
+
 /* The pipes to and from ssh hold 1 MiB (or the system's per-pipe limit,
  * if lower and the process may not exceed it), then go back to 64 KiB;
  * anything that is not a pipe is left alone. */
@@ -297,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_far_options),
 		cmocka_unit_test(test_filter_rules),
 		cmocka_unit_test(test_files_decode),
+		cmocka_unit_test(test_wcheck_decode),
 		cmocka_unit_test(test_widen_pipe),
 	};
 	return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
