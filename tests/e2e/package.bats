@@ -120,11 +120,12 @@ comp() {
 }
 
 @test "bash completion: rdcp's options are exactly those it takes (read from --help, which must name them all)" {
-	# every long option of the table in sync/opts.c, but --relay and
-	# --rounds (the client's own, for its far side) and -z/--compress(-level)
-	# (refused: the help says why)
+	# every long option of the table in sync/opts.c, but --relay, --rounds
+	# and --windows (the client's own, for its far side) and
+	# -z/--compress(-level) (refused: the help says why)
 	grep -o '{ { "[a-z-]*"' "$ROOT/sync/opts.c" | cut -d'"' -f2 |
-		grep -vxE 'relay|rounds|compress|compress-level' | sed 's/^/--/' | sort >"$T/want"
+		grep -vxE 'relay|rounds|windows|compress|compress-level' | sed 's/^/--/' |
+		sort >"$T/want"
 	comp "rdcp --" | sort >"$T/got"
 	diff "$T/want" "$T/got"
 	# the short ones: shortopts, but z

@@ -192,3 +192,12 @@ windows_delete() {
 	RDCP_TEST_WINDOW=7 "$RDCP" --sync --delete "$T/src/" "$T/dst"
 	same "$T/src" "$T/dst"
 }
+
+@test "windows: --windows is rdcp's own, for its far side: typed, it is refused (exit 1)" {
+	mkdir -p "$T/src"
+	run "$RDCP" --windows -a "$T/src/" "$T/dst"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--windows is rdcp's own option for its far side; it is not typed"* ]]
+	[ ! -e "$T/dst" ]
+}
