@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define CTL_MAGIC     0x52444353u   /* "RDCS" */
-#define CTL_VERSION   10          /* of the sync's messages (HELLO carries it) */
+#define CTL_VERSION   11          /* of the sync's messages (HELLO carries it) */
 #define CTL_FRAME_MAX (16u << 20)   /* manifests cross in parts of this */
 
 enum ctl_type {
@@ -73,7 +73,7 @@ enum ctl_type {
 	CTL_ASREAD,         /* a far sender -> client, after SENT and RETRY: as
 	                       RETRY, the files it sent as read (they never stood
 	                       still), for -v and --json */
-	/* sync --windows (sync/windows.c), with --delete */
+	/* sync, version 11: --windows (sync/windows.c), with --delete */
 	CTL_WCHECK,         /* sender -> receiver, after SENT (after PLAN when
 	                       it is empty): the entries that appeared in the
 	                       window's directories since its scan, which the

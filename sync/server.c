@@ -185,7 +185,8 @@ static int rounds(struct role *r, struct sync_opts *o, int role, const char *add
 		                          type == CTL_LANDED || type == CTL_RETRY ||
 		                          type == CTL_LOG || type == CTL_PROGRESS
 		                        : type == CTL_SENT || type == CTL_FAILED ||
-		                          type == CTL_RETRY || type == CTL_ASREAD)
+		                          type == CTL_RETRY || type == CTL_ASREAD ||
+		                          type == CTL_WCHECK)
 			continue;   /* the last round's end, which our side, stopped
 			               early (a full disk), did not read */
 		if (type != CTL_ROUND || n > 1) {

@@ -194,21 +194,27 @@ static int next_dir(struct wplan *p, char **path, size_t *n)
 	return 0;
 }
 
+/* path (malloc'd) into the window, its n entries counted; freed when it
+ * cannot be. 0 or -ENOMEM. */
 static int add_to_window(struct wplan *p, char *path, size_t n)
 {
 	if (p->nw == p->capw) {
 		size_t c = p->capw ? 2 * p->capw : 64;
 		char **g = realloc(p->w, c * sizeof *g);
-		if (!g)
+		if (!g) {
+			free(path);
 			return -ENOMEM;
+		}
 		p->w = g;
 		p->capw = c;
 	}
 	/* FILES' form: "dir/", "/" for SRC itself (sync/select/files.c) */
 	size_t l = strlen(path);
 	char *e = realloc(path, l + 2);
-	if (!e)
+	if (!e) {
+		free(path);
 		return -ENOMEM;
+	}
 	e[l] = '/';
 	e[l + 1] = '\0';
 	p->w[p->nw++] = e;
@@ -458,8 +464,13 @@ int client_windows_rest(struct sync_opts *o, struct role *r, struct sync_result 
 		res->ctl_tx += more.ctl_tx;
 		res->ctl_rx += more.ctl_rx;
 		gone += more.vanished;
-		if (more.code && (!res->code || res->code == RD_EXIT_VANISHED))
-			res->code = more.code;   /* the worst: an error over 24 */
+		/* the worst: a code that stops the run over any, an error (23)
+		 * over a vanished file (24) */
+		if (more.code && (!res->code || res->code == RD_EXIT_VANISHED ||
+		                  !client_window_goes_on(more.code)))
+			res->code = more.code;
+		if (more.transport)
+			res->transport = more.transport;
 		if (rc < 0 || !client_window_goes_on(more.code))
 			break;   /* refused (said), a full disk, the far side gone: no
 			            more windows, as a run stops */

@@ -169,8 +169,14 @@ static void delete_one(struct rstate *s, struct idx_entry *d);
 
 struct dname {
 	char *name;
-	int is_dir;
+	uint8_t type;   /* enum idx_type, as lstat says */
 };
+
+static uint8_t type_of(mode_t m)
+{
+	return S_ISDIR(m) ? IDX_DIR : S_ISLNK(m) ? IDX_LNK : S_ISFIFO(m) ? IDX_FIFO :
+	       S_ISCHR(m) ? IDX_CHR : S_ISBLK(m) ? IDX_BLK : S_ISSOCK(m) ? IDX_SOCK : IDX_REG;
+}
 
 static int dname_cmp(const void *a, const void *b)
 {
@@ -188,30 +194,37 @@ static void delete_below(struct rstate *s, const char *path)
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dname *v = NULL;
 	size_t n = 0, cap = 0;
+	int err = 0;
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		recv_fail(s, path, "cannot list to delete", errno);
 		return;
 	}
-	for (struct dirent *de; (de = readdir(d));) {
+	for (struct dirent *de; !err && (de = readdir(d));) {
+		struct stat st;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (n == cap) {
 			size_t c = cap ? 2 * cap : 32;
 			struct dname *g = realloc(v, c * sizeof *g);
-			if (!g)
+			if (!g) {
+				err = ENOMEM;
 				break;
+			}
 			v = g;
 			cap = c;
 		}
-		struct stat st;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;   /* gone meanwhile */
 		if (!(v[n].name = strdup(de->d_name)))
-			break;
-		v[n++].is_dir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		                S_ISDIR(st.st_mode);
+			err = ENOMEM;
+		else
+			v[n++].type = type_of(st.st_mode);
 	}
-	closedir(d);
+	closedir(d);   /* (one directory open at a time, however deep) */
+	if (err)   /* said; what is left keeps the directory (ENOTEMPTY) */
+		recv_fail(s, path, "cannot list to delete", err);
 	/* reverse order, as the diff's: deepest first, as rsync lists them */
 	if (n)
 		qsort(v, n, sizeof *v, dname_cmp);
@@ -219,9 +232,9 @@ static void delete_below(struct rstate *s, const char *path)
 		char *p;
 		if (asprintf(&p, "%s/%s", path, v[k].name) < 0)
 			continue;
-		struct idx_entry e = { .path = p, .type = v[k].is_dir ? IDX_DIR : IDX_REG };
-		if (!idx_is_temp_name(v[k].name) && !recv_backup_protected(s, p) &&
-		    !(s->filter && sync_filter_protects(s->filter, p, v[k].is_dir)))
+		struct idx_entry e = { .path = p, .type = v[k].type };
+		if (!err && !idx_is_temp_name(v[k].name) && !recv_backup_protected(s, p) &&
+		    !(s->filter && sync_filter_protects(s->filter, p, v[k].type == IDX_DIR)))
 			delete_one(s, &e);
 		free(p);
 	}

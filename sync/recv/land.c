@@ -156,12 +156,14 @@ int recv_open_parent_cached(struct rstate *s, const char *path)
 /* Remove path from DST, recursively if it is a directory of dm. */
 /* --windows: what is below DST's directory path, which the scan (one
  * level deep) did not look at, removed, deepest first (-b: files kept as
- * backups); nothing followed (each level opened beneath DST). 0, or
- * -errno (said). */
+ * backups); nothing followed (each level opened beneath DST), one
+ * directory open at a time. 0, or -errno (said). */
 static int remove_below(struct rstate *s, const char *path)
 {
 	int fd = sync_open_beneath(s->root, path, O_RDONLY | O_DIRECTORY);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	char **v = NULL;
+	size_t n = 0, cap = 0;
 	int rc = 0;
 	if (!d) {
 		rc = -errno;
@@ -173,31 +175,59 @@ static int remove_below(struct rstate *s, const char *path)
 		return rc;
 	}
 	for (struct dirent *de; rc == 0 && (de = readdir(d));) {
-		struct stat st;
-		char *p;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    asprintf(&p, "%s/%s", path, de->d_name) < 0) {
-			rc = -errno;
-			recv_fail(s, path, "cannot remove", errno);
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 32;
+			char **g = realloc(v, c * sizeof *g);
+			if (!g) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = g;
+			cap = c;
+		}
+		if (!(v[n] = strdup(de->d_name)))
+			rc = -ENOMEM;
+		else
+			n++;
+	}
+	closedir(d);
+	if (rc < 0)
+		recv_fail(s, path, "cannot remove", -rc);
+	for (size_t k = 0; rc == 0 && k < n; k++) {
+		struct stat st;
+		char *p;
+		if (asprintf(&p, "%s/%s", path, v[k]) < 0) {
+			rc = -ENOMEM;
 			break;
+		}
+		const char *name;
+		int pd = recv_open_parent(s->root, p, &name);
+		if (pd < 0 || fstatat(pd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (pd >= 0)
+				close(pd);
+			free(p);
+			continue;   /* gone meanwhile */
 		}
 		int dir = S_ISDIR(st.st_mode);
 		if (dir && (rc = remove_below(s, p)) < 0) {
+			close(pd);
 			free(p);
 			break;
 		}
 		if (!dir && (s->r->flags & SYNC_F_BACKUP))
-			rc = recv_backup(s, dirfd(d), de->d_name, p, 1) < 0 ? -EIO : 0;   /* said */
-		else if (unlinkat(dirfd(d), de->d_name, dir ? AT_REMOVEDIR : 0) < 0 &&
-		         errno != ENOENT) {
+			rc = recv_backup(s, pd, name, p, 1) < 0 ? -EIO : 0;   /* said */
+		else if (unlinkat(pd, name, dir ? AT_REMOVEDIR : 0) < 0 && errno != ENOENT) {
 			rc = -errno;
 			recv_fail(s, p, "cannot remove", errno);
 		}
+		close(pd);
 		free(p);
 	}
-	closedir(d);
+	while (n)
+		free(v[--n]);
+	free(v);
 	return rc;
 }
 

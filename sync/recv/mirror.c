@@ -104,6 +104,9 @@ int recv_check_mirror(struct rstate *s)
 	unsigned fl = s->r->flags;
 	if (!s->mirror || s->root < 0)
 		return 0;   /* contents asked outright, or a dry run into nothing */
+	if (s->r->o && s->r->o->windows && s->r->o->round)
+		return 0;   /* --windows: the first window's verdict is the run's (a
+		               later one finds DST filled by the first) */
 	uint64_t top = top_names(s->root);
 	char *mine = mirror_note(s->root, s->top);
 	if (!top) {

@@ -372,6 +372,55 @@ int recv_root_cmp(const void *a, const void *b)
 	return strcmp(((const struct idx_root *)a)->path, ((const struct idx_root *)b)->path);
 }
 
+/* --windows, not as root: a directory of the window is one its parent's
+ * window made and, with -p, gave its mode: read only (0555, a Go module
+ * cache's) it would take none of its own entries. Each such directory
+ * this user owns gets u+w while the window's entries land (as rsync
+ * tweaks a directory it writes into); untweak() puts the mode back. */
+static void tweak(struct rstate *s)
+{
+	if (!s->r->o || !s->r->o->windows || geteuid() == 0 || (s->r->flags & SYNC_F_DRYRUN) ||
+	    !(s->tweaked = calloc(s->nroots ? s->nroots : 1, sizeof *s->tweaked)))
+		return;
+	for (size_t i = 0; i < s->nroots; i++) {
+		struct stat st;
+		const char *p = s->roots[i].path;
+		int fd = *p ? sync_open_beneath(s->root, p, O_RDONLY | O_DIRECTORY) : dup(s->root);
+		if (fd < 0)
+			continue;
+		if (s->roots[i].depth == 1 && fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+		    (st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
+		    (s->tweaked[s->ntweaked].path = strdup(p)) &&
+		    fchmod(fd, (st.st_mode & 07777) | S_IWUSR | S_IXUSR) == 0)
+			s->tweaked[s->ntweaked++].mode = st.st_mode & 07777;
+		else if (s->ntweaked < s->nroots) {
+			free(s->tweaked[s->ntweaked].path);
+			s->tweaked[s->ntweaked].path = NULL;
+		}
+		close(fd);
+	}
+}
+
+/* The tweaked directories' modes: the sender's with -p, else their own. */
+static void untweak(struct rstate *s)
+{
+	for (size_t i = 0; i < s->ntweaked; i++) {
+		const char *p = s->tweaked[i].path;
+		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
+		mode_t m = (s->r->flags & SYNC_F_PERMS) && e && e->type == IDX_DIR
+		           ? (mode_t)e->mode : s->tweaked[i].mode;
+		int fd = *p ? sync_open_beneath(s->root, p, O_RDONLY | O_DIRECTORY) : dup(s->root);
+		if (fd >= 0 && fchmod(fd, m) < 0)
+			recv_fail(s, p, "cannot set the mode", errno);
+		if (fd >= 0)
+			close(fd);
+		free(s->tweaked[i].path);
+	}
+	free(s->tweaked);
+	s->tweaked = NULL;
+	s->ntweaked = 0;
+}
+
 /* --windows with --delete (not before): what appeared in SRC since the
  * window's scan, from the sender (CTL_WCHECK), before anything is deleted. */
 static int read_wcheck(struct rstate *s)
@@ -657,6 +706,7 @@ static int receive(struct rstate *s)
 		s->res->code = rc == -EINVAL ? RD_EXIT_USAGE : 0;
 		return rc;
 	}
+	tweak(s);   /* before the plan makes anything in the window's directories */
 	if ((rc = plan_and_ask(s, &send_n)) < 0)
 		return rc;
 	/* 5. the data, and what the sender could not send */
@@ -676,6 +726,7 @@ static int receive(struct rstate *s)
 	if (!(s->r->flags & SYNC_F_DELETE_BEFORE))
 		recv_delete_extra(s);   /* after the data, --delete-after and -during too */
 	recv_fix_meta(s);
+	untweak(s);
 	if ((s->r->flags & SYNC_F_REMOVE_SOURCE) && !(s->r->flags & SYNC_F_DRYRUN))
 		recv_send_landed(s);
 	/* the scan stored what DST held; only a changed DST needs it again.
@@ -692,6 +743,8 @@ static int receive(struct rstate *s)
 
 static void rstate_free(struct rstate *s)
 {
+	if (s->tweaked)
+		untweak(s);   /* a window that failed: its directories as they were */
 	explicit_bzero(s->akey, sizeof s->akey);
 	for (uint32_t k = 0; k < s->nfiles; k++) {
 		if (s->files[k].fd >= 0 || s->files[k].dirfd >= 0 || s->files[k].bfd >= 0)

@@ -211,6 +211,11 @@ struct rstate {
 	char **kept;
 	size_t nkept;
 	int kept_all;
+	/* --windows, not as root: the window's directories that DST had read
+	 * only, given u+w while their entries land (their modes as they were,
+	 * or the sender's with -p, at the end) */
+	struct tweak { char *path; mode_t mode; } *tweaked;
+	size_t ntweaked;
 	/* (roots sorted by path under --windows: recv_root_cmp()) */
 	int full_said;           /* a full disk was said (recv_fail): once a run */
 	/* how DST's filesystem keeps mtimes (meta.c, probed once a run) */

@@ -279,6 +279,7 @@ struct sstate {
 	struct role *r;
 	struct sync_result *res;
 	struct idx_manifest m;
+	int64_t stamp_ns;        /* the scan's (idx_stats.stamp_ns) */
 	char *root, *only;       /* where SRC is scanned; the one name sent */
 	struct srcset ss;        /* several SRCs (ss.n > 1), else ss.n is 0 */
 	uint32_t *plan, nplan;   /* what the receiver asked for */
@@ -429,7 +430,20 @@ static int scan_and_send(struct sstate *s)
 		s->res->code = (uint32_t)rc;
 		return -ECANCELED;
 	}
+	/* --windows: a directory of the window that is gone since SRC's
+	 * directories were listed (moved away, maybe back after the scan) is
+	 * a vanished entry: the receiver deletes nothing in this window */
+	for (size_t i = 0; r->o->windows && i < so.nroots; i++)
+		if (so.roots[i].depth == 1 && !idx_manifest_find(&s->m, so.roots[i].path)) {
+			char shown[4096];
+			log_warn("%s: vanished since SRC's directories were listed",
+			         *so.roots[i].path ? log_path(shown, sizeof shown, so.roots[i].path)
+			                           : ".");
+			sync_fails_add(r->fails, so.roots[i].path, "vanished since the scan", 1);
+			st.vanished++;
+		}
 	s->res->gone = st.vanished;   /* (with rounds: the run's 24 stays) */
+	s->stamp_ns = st.stamp_ns;
 	if (so.grown_hint)
 		send_remember_grown(r->o->grown, &s->m, st.stamp_ns, so.roots, so.nroots);
 	sync_count_entries(s->res, &s->m, s->only != NULL);   /* --stats, --json */
@@ -789,7 +803,7 @@ static int sender_run(struct sstate *s)
 	/* --windows: before the receiver deletes, what appeared meanwhile */
 	unsigned del = s->r->flags & (SYNC_F_DELETE | SYNC_F_DELETE_BEFORE);
 	if (s->r->o->windows && del == SYNC_F_DELETE &&
-	    (rc = send_wcheck(s->r->ctl, s->root, &s->m, s->roots, s->nroots)) < 0)
+	    (rc = send_wcheck(s->r->ctl, s->root, &s->m, s->stamp_ns, s->roots, s->nroots)) < 0)
 		return rc;
 	rc = await_done(s->r, s->res, &s->rm, &s->w);
 	progress_update(&s->w.pg, s->res->bytes, s->res->files, 1);

@@ -107,6 +107,6 @@ void send_grown_forget(struct idx_manifest *memo, const char *path);
  * what appeared in its directories (roots of depth 1, m the scan of SRC)
  * since the scan, for the receiver not to delete. 0 or an error. */
 int send_wcheck(struct ctl *c, const char *src, const struct idx_manifest *m,
-                const struct idx_root *roots, size_t nroots);
+                int64_t stamp_ns, const struct idx_root *roots, size_t nroots);
 
 #endif

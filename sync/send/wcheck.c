@@ -28,10 +28,14 @@ static int64_t ns_of(struct timespec t)
 }
 
 /* Root directory path of the scan as it is now: 1 when it may hold
- * entries its scan did not see, else 0. */
-static int changed(int root, const char *path, const struct idx_entry *e)
+ * entries its scan did not see, else 0. Changed at or after the scan's
+ * stamp (the kernel's coarse clock), its times as scanned vouch for
+ * nothing: a rename back in the same tick leaves them as they were. */
+static int changed(int root, const char *path, const struct idx_entry *e, int64_t stamp)
 {
 	struct stat st;
+	if (e->mtime_ns >= stamp || e->ctime_ns >= stamp)
+		return 1;
 	if ((*path ? fstatat(root, path, &st, AT_SYMLINK_NOFOLLOW) : fstat(root, &st)) < 0)
 		return errno != ENOENT;   /* gone: nothing in it to keep */
 	return !S_ISDIR(st.st_mode) || (uint64_t)st.st_ino != e->ino ||
@@ -72,7 +76,7 @@ static void list_new(int root, const char *path, const struct idx_manifest *m,
 }
 
 int send_wcheck(struct ctl *c, const char *src, const struct idx_manifest *m,
-                const struct idx_root *roots, size_t nroots)
+                int64_t stamp_ns, const struct idx_root *roots, size_t nroots)
 {
 	struct wire_wr w = { 0 };
 	uint32_t count = 0;
@@ -85,7 +89,7 @@ int send_wcheck(struct ctl *c, const char *src, const struct idx_manifest *m,
 	for (size_t i = 0; !all && i < nroots; i++) {
 		const struct idx_entry *e = idx_manifest_find(m, roots[i].path);
 		if (roots[i].depth == 1 && e && e->type == IDX_DIR &&
-		    changed(root, roots[i].path, e))
+		    changed(root, roots[i].path, e, stamp_ns))
 			list_new(root, roots[i].path, m, &w, &count, &all);
 	}
 	if (root >= 0)

@@ -363,16 +363,16 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 
 @test "attack: a client's hello with an option not for the server (--rsh): the server says why, exit 12" {
 	local rc=0
-	hello 10 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 11 --recursive '--rsh=touch /tmp/pwned' | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 12 ]
 	[ "$(error_of <"$T/out")" = "12 the server refused the hello: it has an option that is not for the server: '--rsh=touch /tmp/pwned'" ]
 	[ ! -s "$T/err" ]   # the client is the one to print it
-	hello 10 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 11 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
-	hello 11 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+	hello 12 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq 2 ]
-	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 10" ]]
+	[[ "$(error_of <"$T/out")" == "2 rdcp versions differ: this rdcp speaks protocol 11" ]]
 }

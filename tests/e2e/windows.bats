@@ -168,7 +168,7 @@ windows_delete() {
 	[ "$(ls "$T/dst")" = precious ]
 }
 
-@test "windows: attack: a directory renamed away before a window's scan and back after it is not deleted" {
+@test "windows: attack: a directory renamed away before a window's scan and back after it is not deleted (24)" {
 	mkdir -p "$T/src/dirA" "$T/src/keep"
 	for i in 1 2 3; do echo "a$i" >"$T/src/dirA/f$i"; done
 	for i in 1 2 3 4 5 6; do echo "k$i" >"$T/src/keep/k$i"; done
@@ -184,8 +184,12 @@ windows_delete() {
 	rm "$T/pause"
 	wait "$pid" || rc=$?
 	cat "$T/out" "$T/err"
-	[ "$rc" -eq 0 ]
+	# dirZ, listed, is gone by its own window: vanished (24), and that
+	# window deletes nothing; DST's dirA, which the first window's
+	# receiver would have deleted, is in SRC again: kept
+	[ "$rc" -eq 24 ]
 	grep -q '^window ' "$T/out"
+	grep -q "dirZ: vanished since SRC's directories were listed" "$T/err"
 	for i in 1 2 3; do [ "$(cat "$T/dst/dirA/f$i")" = "a$i" ]; done
 	! grep -q 'deleting.*dirA' "$T/out"
 	# at rest, the next run completes the mirror
@@ -200,4 +204,49 @@ windows_delete() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"--windows is rdcp's own option for its far side; it is not typed"* ]]
 	[ ! -e "$T/dst" ]
+}
+
+@test "windows: a window's directory moved away before its window: vanished (24), that window deletes nothing" {
+	mkdir -p "$T/src/aa" "$T/src/dirA"
+	for i in 1 2 3; do echo "a$i" >"$T/src/aa/f$i"; echo "d$i" >"$T/src/dirA/f$i"; done
+	RDCP_TEST_WINDOW=7 "$RDCP" -a "$T/src/" "$T/dst"
+	echo changed >"$T/src/aa/f1"   # the first window has data: its sender pauses
+	RDCP_TEST_WINDOW=7 RDCP_TEST_PAUSE=$T/pause "$RDCP" -a --delete -vv "$T/src/" "$T/dst" \
+		>"$T/out" 2>"$T/err" &
+	local pid=$! rc=0
+	for _ in $(seq 400); do [ -e "$T/pause" ] && break; sleep 0.025; done
+	[ -e "$T/pause" ]
+	mv "$T/src/dirA" "$T/src/dirZ"   # after the listing, before dirA's window
+	rm "$T/pause"
+	wait "$pid" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 24 ]
+	grep -q "dirA: vanished since SRC's directories were listed" "$T/err"
+	for i in 1 2 3; do [ "$(cat "$T/dst/dirA/f$i")" = "d$i" ]; done
+	RDCP_TEST_WINDOW=7 "$RDCP" -a --delete "$T/src/" "$T/dst"
+	same "$T/src" "$T/dst"
+}
+
+@test "windows: not as root, a read-only directory takes its entries in its own window; its mode stays" {
+	mkdir -p "$T/src/aa" "$T/src/ro" "$T/u"
+	for i in 1 2 3; do echo "a$i" >"$T/src/aa/f$i"; echo "r$i" >"$T/src/ro/f$i"; done
+	chmod 555 "$T/src/ro"
+	chown -R 4243:4243 "$T/src" "$T/u"
+	chmod 755 "$T"   # (mktemp -d made it 700, root's)
+	local U=(setpriv --reuid=4243 --regid=4243 --clear-groups env XDG_CACHE_HOME="$T/u/cache"
+	         RDCP_TEST_WINDOW=7)
+	run "${U[@]}" "$RDCP" -a -vv "$T/src/" "$T/u/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -q '^window ' <<<"$output"
+	[ "$(stat -c %a "$T/u/dst/ro")" = 555 ]
+	# a file added later lands in it too, and the mode stays
+	chmod u+w "$T/src/ro"; echo r4 >"$T/src/ro/f4"; chown 4243:4243 "$T/src/ro/f4"
+	chmod 555 "$T/src/ro"
+	run "${U[@]}" "$RDCP" -a "$T/src/" "$T/u/dst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/u/dst/ro/f4")" = r4 ]
+	[ "$(stat -c %a "$T/u/dst/ro")" = 555 ]
+	same "$T/src" "$T/u/dst"
 }
