@@ -126,8 +126,12 @@ static int connect_kind(const char *host, uint16_t port, const struct tp_opts *o
 		return -EINVAL;
 	if (o->kind == TP_TCP)
 		return tp_tcp_connect(host, port, o, out);
+	/* each notice once a process: a sync in windows (or --watch's rounds)
+	 * connects again and again, and a cron job mails every line */
+	static int said_encrypt, said_tcp;
 	if (o->encrypt) {   /* TP_AUTO: RDMA does not encrypt */
-		if (o->verbose >= 0 && tp_rdma_available())
+		if (o->verbose >= 0 && tp_rdma_available() &&
+		    !__atomic_exchange_n(&said_encrypt, 1, __ATOMIC_RELAXED))
 			log_err("--encrypt: using TCP, not RDMA (the RDMA path does not encrypt)");
 		return tp_tcp_connect(host, port, o, out);
 	}
@@ -136,7 +140,8 @@ static int connect_kind(const char *host, uint16_t port, const struct tp_opts *o
 	int rc = tp_rdma_available() ? tp_rdma_connect(host, port, o, out) : -ENODEV;
 	if (rc != -ENODEV)
 		return rc;
-	if (o->verbose >= 0)   /* rdpipe (-1) reports each hop's transport itself */
+	if (o->verbose >= 0 &&   /* rdpipe (-1) reports each hop's transport itself */
+	    !__atomic_exchange_n(&said_tcp, 1, __ATOMIC_RELAXED))
 		log_err("no RDMA device reaches %s: using TCP", host);
 	return tp_tcp_connect(host, port, o, out);
 }

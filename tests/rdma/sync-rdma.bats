@@ -33,6 +33,25 @@ mk() {
 	[ "$(json_field bytes_sent <"$T/json")" -eq 0 ]
 }
 
+@test "rdma windows: a tree in windows of directories (a data session each), with --delete; a re-run moves nothing" {
+	mk "$T/src"
+	mkdir -p "$T/src/snap/rev2" "$T/src/more/deep"
+	for i in $(seq 40); do echo "$i" >"$T/src/snap/rev2/g$i"; echo "$i" >"$T/src/more/deep/h$i"; done
+	# --transport rdma: RDMA or exit 16, in every window
+	RDCP_TEST_WINDOW=60 "$RDCP" --sync -vv --transport rdma --data-addr "$ADDR" -e "$LRSH" \
+		--rdcp-path "$RDCP" "$T/src/" "vm:$T/dst" >"$T/out"
+	cat "$T/out"
+	[ "$(grep -c '^window ' "$T/out")" -ge 2 ]
+	same "$T/src" "$T/dst"
+	rm -r "$T/src/more"
+	RDCP_TEST_WINDOW=60 "$RDCP" --sync --delete --json --transport rdma --data-addr "$ADDR" \
+		-e "$LRSH" --rdcp-path "$RDCP" "$T/src/" "vm:$T/dst" >"$T/json"
+	cat "$T/json"
+	[ "$(json_field files_sent <"$T/json")" -eq 0 ]
+	[ "$(json_field deleted <"$T/json")" -eq 42 ]
+	same "$T/src" "$T/dst"
+}
+
 @test "rdma: pull, one changed file" {
 	mk "$T/src"
 	"$RDCP" --sync --transport rdma --data-addr "$ADDR" -e "$LRSH" --rdcp-path "$RDCP" \
