@@ -1,5 +1,7 @@
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,8 +23,21 @@ void mem_hint_huge(void *p, size_t len)
 
 void *mem_grow(void *p, size_t len)
 {
-	void *n = realloc(p, len);
-	if (n)
-		mem_hint_huge(n, len);
+	if (len < MEM_HUGE_MIN || len > MEM_COPY_MAX) {
+		void *n = realloc(p, len);
+		if (n)
+			mem_hint_huge(n, len);
+		return n;
+	}
+	size_t whole = (len + MEM_HUGE_MIN - 1) & ~(size_t)(MEM_HUGE_MIN - 1);
+	void *n = aligned_alloc(MEM_HUGE_MIN, whole);
+	if (!n)
+		return NULL;
+	(void)madvise(n, whole, MADV_HUGEPAGE);   /* advice only */
+	if (p) {
+		size_t had = malloc_usable_size(p);
+		memcpy(n, p, had < len ? had : len);
+	}
+	free(p);
 	return n;
 }
