@@ -2,7 +2,6 @@
  * remote shell (or forked for a local run), its control channel on stdin
  * and stdout. It takes the role the client's HELLO gives it. */
 #include <errno.h>
-#include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -217,7 +216,6 @@ static int rounds(struct role *r, struct sync_opts *o, int role, const char *add
 			play_sender(r, o, addr, local, &res);
 		else
 			play(r, ROLE_RECEIVER, "", local, &res);
-		malloc_trim(0);   /* a round's memory back, not kept for the next */
 	}
 }
 

@@ -24,7 +24,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,7 +443,6 @@ int client_windows_rest(struct sync_opts *o, struct role *r, struct sync_result 
 		if (rc == 0)
 			sync_sender(r, &more);
 		o->round = 0;
-		malloc_trim(0);   /* the window's memory back before the next */
 		if (rc == 0 && client_window_goes_on(more.code))
 			rc = client_retry(o, r, &more, retry, as_read, 0);
 		/* what still changed: named at the end; the next window's rounds
