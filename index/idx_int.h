@@ -42,6 +42,9 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 /* A new entry at the end of m, zeroed (its strings are the caller's to
  * set, and then m's); NULL when out of memory. */
 struct idx_entry *idx_manifest_push(struct idx_manifest *m);
+/* m sorted by path: each path once (the later entries of a path freed).
+ * The count dropped. */
+size_t idx_manifest_drop_dups(struct idx_manifest *m);
 
 /*
  * Read the xattrs and ACLs (want: IDX_SCAN_*) of the entry `name` in dfd

@@ -198,6 +198,23 @@ static void manifest_link_groups(struct idx_manifest *m)
 	free(k);
 }
 
+size_t idx_manifest_drop_dups(struct idx_manifest *m)
+{
+	size_t k = 0, n = m->n;
+	for (size_t i = 0; i < m->n; i++) {
+		if (k && !strcmp(m->e[k - 1].path, m->e[i].path)) {
+			free(m->e[i].path);
+			free(m->e[i].link);
+			free(m->e[i].chunks);
+			free(m->e[i].x);
+			continue;
+		}
+		m->e[k++] = m->e[i];
+	}
+	m->n = k;
+	return n - k;
+}
+
 void idx_manifest_sort(struct idx_manifest *m)
 {
 	/* an index's rows and a peer's manifest come in order already (one

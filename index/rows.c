@@ -408,19 +408,8 @@ static int below_deep(const char *path, const struct idx_root *r, size_t n)
 /* A root and a directory of depth 1 above it both bring its row: once. */
 static void drop_twice(struct idx_manifest *m)
 {
-	size_t k = 0;
 	idx_manifest_sort(m);
-	for (size_t i = 0; i < m->n; i++) {
-		if (k && !strcmp(m->e[k - 1].path, m->e[i].path)) {
-			free(m->e[i].path);
-			free(m->e[i].link);
-			free(m->e[i].chunks);
-			free(m->e[i].x);
-			continue;
-		}
-		m->e[k++] = m->e[i];
-	}
-	m->n = k;
+	idx_manifest_drop_dups(m);
 }
 
 /* The rows each root covers (a --files-from scan, a --watch round, a

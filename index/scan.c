@@ -336,21 +336,8 @@ static int add_root(struct idx_manifest *out, int fd, const struct stat *rst,
  * the hard-link groups again by the new indices. */
 static void dedupe(struct idx_manifest *m)
 {
-	size_t k = 0;
-	for (size_t i = 0; i < m->n; i++) {
-		if (k && !strcmp(m->e[k - 1].path, m->e[i].path)) {
-			free(m->e[i].path);
-			free(m->e[i].link);
-			free(m->e[i].chunks);
-			free(m->e[i].x);
-			continue;
-		}
-		m->e[k++] = m->e[i];
-	}
-	if (k != m->n) {
-		m->n = k;
+	if (idx_manifest_drop_dups(m))
 		idx_manifest_sort(m);
-	}
 }
 
 int idx_scan(const char *root, const struct idx_scan_opts *opts,
