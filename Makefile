@@ -45,17 +45,25 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB        := $(BUILD)/librdcp.a
 
 PROGS      := $(patsubst programs/%.c,$(BUILD)/%,$(wildcard programs/*.c))
+# rdcp-mpi.so: rdcp's MPI calls, loaded only under mpirun (sync/ranks); built
+# when Open MPI's headers are here (libopenmpi-dev)
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/dev/null))
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+MPI_SHIM   := $(if $(MPI_LIBS),$(BUILD)/rdcp-mpi.so)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps deps-test check test asan asan-build bins install uninstall clean bench demo fuzz fuzz-seeds deb deb-check
-all: $(PROGS)
+all: $(PROGS) $(MPI_SHIM)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/rdcp-mpi.so: sync/ranks/shim/rdcp-mpi.c sync/ranks/mpi.h
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS) $(MPI_LIBS)
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -96,7 +104,7 @@ deps-test:
 
 # The whole suite: unit tests, fuzz corpus replay, end-to-end tests, and
 # the RDMA tests inside the soft-RoCE VM. Ends with "N passed, N failed".
-test: $(PROGS) $(UNIT_BIN) $(FUZZ_BIN)
+test: $(PROGS) $(MPI_SHIM) $(UNIT_BIN) $(FUZZ_BIN)
 	@BUILD=$(BUILD) ./tests/run.sh
 
 check: deps-test
@@ -111,7 +119,7 @@ asan: deps-test
 # the fuzz targets, built with ASan + UBSan into build-asan.
 asan-build:
 	@$(MAKE) --no-print-directory $(ASAN_VARS) bins
-bins: $(PROGS) $(FUZZ_BIN)
+bins: $(PROGS) $(MPI_SHIM) $(FUZZ_BIN)
 
 # The README's first command: a real run on a sample tree.
 demo: deps
@@ -131,7 +139,7 @@ bench: deps-test
 UNITS_IN := $(wildcard packaging/systemd/*.in)
 UNITS    := $(notdir $(UNITS_IN:.in=)) rdcp-sync@.timer
 
-install: $(PROGS)
+install: $(PROGS) $(MPI_SHIM)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/examples \
 	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(TMPFILESDIR)
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/

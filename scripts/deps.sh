@@ -7,17 +7,18 @@
 #                    perftest, ...
 #   deps.sh --deb    that, and what make deb / make deb-check use
 set -eu
-# building and running: a compiler, the libraries' headers, ssh (the remote shell)
+# building and running: a compiler, the libraries' headers, ssh (the remote
+# shell), Open MPI (mpirun, and the headers of rdcp-mpi.so: ranked runs)
 BUILD="build-essential pkg-config
 libxxhash-dev libsqlite3-dev libarchive-dev libssl-dev libacl1-dev
-libibverbs-dev librdmacm-dev openssh-client"
+libibverbs-dev librdmacm-dev openssh-client openmpi-bin libopenmpi-dev"
 # the test stack
 TEST="libcmocka-dev
 bats bc jq python3 rsync attr acl openssh-server netcat-openbsd iperf3 xxhash
 time openssl iproute2 procps util-linux e2fsprogs xfsprogs exfat-fuse exfatprogs
 qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
-systemd dpkg-dev debootstrap lsyncd"
+systemd dpkg-dev debootstrap lsyncd fpart strace"
 # packaging (make deb: dpkg-shlibdeps is in dpkg-dev)
 DEB="dpkg-dev"
 

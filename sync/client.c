@@ -470,36 +470,24 @@ static int fanout_watch_check(const struct sync_opts *o, int first_dst)
 	return code;
 }
 
-int sync_client(struct sync_opts *o)
+/* One run, push, pull or local, to its end: the exit code, its counts in
+ * *res (its failures and the files sent as read in *fails and *as_read,
+ * the caller's to free); nothing reported. given: a ranked run's windows
+ * (sync/ranks), NULL: the run makes its own. */
+int client_run(struct sync_opts *o, const struct wset *given, struct sync_result *res,
+               struct sync_fails **fails, struct sync_paths *as_read)
 {
-	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
-	if (o->watch && (o->hosts || first_dst)) {
-		int code = fanout_watch_check(o, first_dst);
-		if (code)
-			return code;
-	}
-	if (o->hosts || first_dst)
-		return sync_fanout(o, first_dst);
-
 	struct endpoint src = { 0 }, dst = { 0 };
 	struct ctl c = { .in = -1, .out = -1 };
-	struct sync_result res = { 0 };
-	int code = check_operands(o);
-	if (code)
-		return code;
+	int code = 0;
 	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
 	const char **paths = calloc((size_t)nsrc, sizeof *paths);
+	*fails = NULL;
 	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
 	    parse_sources(o, &src, paths) < 0) {
 		free_endpoints(o, paths, &src, &dst);
 		return RD_EXIT_USAGE;
 	}
-	if (o->watch) {
-		code = sync_watch_client(o, &src, &dst, paths);
-		free_endpoints(o, paths, &src, &dst);
-		return code;
-	}
-	double t0 = sync_report_begin(o, !src.host);
 	const char *remote = src.host ? src.host : dst.host;
 	pid_t pid = -1;
 	if (src.host && dst.host) {
@@ -526,12 +514,14 @@ int sync_client(struct sync_opts *o)
 	}
 	if (code) {
 		free_endpoints(o, paths, &src, &dst);
-		return sync_report(o, &res, code, t0);
+		return code;
 	}
 	static struct interrupt in;
+	static int catching;
 	in.far = pid;
 	in.c = &c;
-	client_catch_interrupts(&in);
+	if (!catching++)   /* one thread for the process (a ranked run has two runs) */
+		client_catch_interrupts(&in);
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc, .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout,
@@ -540,7 +530,7 @@ int sync_client(struct sync_opts *o)
 	if (!remote && r.tp.kind == TP_AUTO)
 		r.tp.kind = TP_TCP;   /* same machine: loopback, nothing to choose */
 	unsigned said = log_errors();   /* lines said before the run's own */
-	struct sync_paths retry = { 0 }, as_read = { 0 };
+	struct sync_paths retry = { 0 };
 	/* (not with --delete and --remove-source-files: a round of the whole
 	 * tree would find removed what landed, and delete it in DST) */
 	if (nsrc == 1 && !(o->flags & SYNC_F_DRYRUN) &&
@@ -553,44 +543,45 @@ int sync_client(struct sync_opts *o)
 	/* pulling: our receiver takes the files that changed as sent quietly,
 	 * for the next round; what came as read is named after */
 	o->take_rounds = src.host && r.retry;
-	r.as_read = src.host ? &as_read : NULL;
+	r.as_read = src.host ? as_read : NULL;
 	/* a large tree: in windows of directories, the first one now */
 	struct wplan *wp = NULL;
-	int rc = !src.host && client_windows_ok(o, &r) ? client_windows_open(o, src.path, &wp) : 0;
+	int rc = given ? client_windows_given(o, given, &wp)
+	         : !src.host && client_windows_ok(o, &r) ? client_windows_open(o, src.path, &wp) : 0;
 	if (rc < 0)
 		log_err("listing the directories of %s: %s", src.path, strerror(-rc));
 	if (rc == 0)
-		rc = client_play(o, &r, &src, &dst, remote, &res);
+		rc = client_play(o, &r, &src, &dst, remote, res);
 	o->take_rounds = 0;
 	r.as_read = NULL;
 	if (rc == 0 && r.retry)
-		rc = client_retry(o, &r, &res, &retry, &as_read, src.host != NULL);
-	if (rc == 0 && wp && client_window_goes_on(res.code))
-		rc = client_windows_rest(o, &r, &res, &retry, &as_read, wp);
+		rc = client_retry(o, &r, res, &retry, as_read, src.host != NULL);
+	if (rc == 0 && wp && client_window_goes_on(res->code))
+		rc = client_windows_rest(o, &r, res, &retry, as_read, wp);
 	if (wp) {   /* the windows' lists are not the user's (sync_opts_free()) */
 		o->files = NULL;
 		o->nfiles = 0;
 		o->files_from = NULL;
 	}
 	client_windows_free(wp);
-	if (res.code != RD_EXIT_PROTO)   /* (a lying peer's list is not said) */
-		say_changed(o, &r, &retry, &as_read);
+	if (res->code != RD_EXIT_PROTO)   /* (a lying peer's list is not said) */
+		say_changed(o, &r, &retry, as_read);
 	r.retry = NULL;
 	sync_paths_free(&retry);
 	ctl_free(&c);   /* its keep-alive thread first: it writes to c.out */
 	close(c.out);
 	if (c.in != c.out)
 		close(c.in);
-	if (res.code == RD_EXIT_TIMEOUT || rc == -ETIME) {
+	if (res->code == RD_EXIT_TIMEOUT || rc == -ETIME) {
 		log_err("the other side did nothing for %d s (--timeout): giving up", o->timeout);
 		kill(pid, SIGKILL);   /* it may be stopped: nothing else ends it */
 	}
 	int status = 0;
-	int killed = client_reap(pid, &status, res.code != 0 || rc < 0);
-	code = final_code(remote, (int)res.code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+	int killed = client_reap(pid, &status, res->code != 0 || rc < 0);
+	code = final_code(remote, (int)res->code, rc, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	                  r.frames);
 	char why[96];
-	if ((res.code || rc < 0) && !killed && res.code != RD_EXIT_TIMEOUT && rc != -ETIME &&
+	if ((res->code || rc < 0) && !killed && res->code != RD_EXIT_TIMEOUT && rc != -ETIME &&
 	    ended_early(remote, status, r.frames, why, sizeof why)) {
 		/* one code for the far side's end, whichever channel saw it first
 		 * (the data connection: 10; the control channel: its status) */
@@ -599,7 +590,7 @@ int sync_client(struct sync_opts *o)
 			log_err("the %s on %s ended before it finished (%s)",
 			        src.host ? "sender" : "receiver", remote ? remote : "this machine",
 			        why);
-	} else if (!res.code && rc == 0 && !killed &&
+	} else if (!res->code && rc == 0 && !killed &&
 	           ended_early(remote, status, r.frames, why, sizeof why)) {
 		/* its DONE came: every file landed; only its leaving was cut */
 		code = RD_EXIT_OK;
@@ -607,12 +598,52 @@ int sync_client(struct sync_opts *o)
 		         src.host ? "sender" : "receiver", remote ? remote : "this machine", why);
 	}
 	free_endpoints(o, paths, &src, &dst);
-	res.fails = r.fails;
-	res.as_read = &as_read;
-	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
-	sync_fails_free(r.fails);
-	sync_paths_free(&as_read);
+	*fails = r.fails;
 	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
 		pause();   /* the interrupt thread exits 20 for the run */
+	in.far = -1;   /* reaped: a signal from now ends us alone */
+	return code;
+}
+
+int sync_client(struct sync_opts *o)
+{
+	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
+	if (sync_ranked())   /* under mpirun: one of N ranks (sync/ranks) */
+		return sync_ranks(o, first_dst);
+	if (o->watch && (o->hosts || first_dst)) {
+		int code = fanout_watch_check(o, first_dst);
+		if (code)
+			return code;
+	}
+	if (o->hosts || first_dst)
+		return sync_fanout(o, first_dst);
+	int code = check_operands(o);
+	if (code)
+		return code;
+	struct endpoint src = { 0 }, dst = { 0 };
+	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
+	const char **paths = calloc((size_t)nsrc, sizeof *paths);
+	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
+	    parse_sources(o, &src, paths) < 0) {
+		free_endpoints(o, paths, &src, &dst);
+		return RD_EXIT_USAGE;
+	}
+	if (o->watch) {
+		code = sync_watch_client(o, &src, &dst, paths);
+		free_endpoints(o, paths, &src, &dst);
+		return code;
+	}
+	int pull = src.host != NULL;
+	free_endpoints(o, paths, &src, &dst);
+	struct sync_result res = { 0 };
+	struct sync_paths as_read = { 0 };
+	struct sync_fails *fails;
+	double t0 = sync_report_begin(o, !pull);
+	code = client_run(o, NULL, &res, &fails, &as_read);
+	res.fails = fails;
+	res.as_read = &as_read;
+	code = sync_report(o, &res, code, t0);   /* -v's summary, --stats, --json */
+	sync_fails_free(fails);
+	sync_paths_free(&as_read);
 	return code;
 }

@@ -75,9 +75,39 @@ int   client_windows_rest(struct sync_opts *o, struct role *r, struct sync_resul
                           struct sync_paths *retry, struct sync_paths *as_read,
                           struct wplan *p);
 void  client_windows_free(struct wplan *p);
+/* A ranked run's windows (sync/ranks): rank 0 lists SRC's directories
+ * and cuts them into windows for ways ranks (about four each); each rank
+ * runs those it is given. */
+struct wwin {
+	char **dirs;         /* FILES' form: "dir/", "/" for SRC itself */
+	size_t ndirs;
+	size_t entries;      /* as listed */
+	unsigned number;     /* 1.. in the listing's order */
+};
+struct wset {
+	struct wwin *w;
+	size_t n;
+};
+/* Every window of SRC into out. 0, or -errno (said when a filter is bad). */
+int   client_windows_all(const struct sync_opts *o, const char *src, size_t ways,
+                         struct wset *out);
+void  client_wset_free(struct wset *s);
+/* As client_windows_open(), the windows those of mine (kept by the caller
+ * until client_windows_free()); *out NULL when mine is empty. */
+int   client_windows_given(struct sync_opts *o, const struct wset *mine, struct wplan **out);
 /* Does the next window come after a window (or run) that ended with code?
  * After 0, 23 and 24 only. */
 int   client_window_goes_on(uint32_t code);
+/* One run, push, pull or local, to its end: the exit code, its counts in
+ * *res, its failures and the files sent as read in *fails and *as_read
+ * (the caller frees them); nothing reported. given: a ranked run's windows
+ * (NULL: the run makes its own). */
+int   client_run(struct sync_opts *o, const struct wset *given, struct sync_result *res,
+                 struct sync_fails **fails, struct sync_paths *as_read);
+/* ranks/ranks.c: is this process a rank of mpirun's? Then sync_ranks()
+ * runs the sync as one of them (first_dst: as sync_fanout()'s). */
+int   sync_ranked(void);
+int   sync_ranks(struct sync_opts *o, int first_dst);
 /* rounds.c: what --watch needs (nsrc SRCs; dst the first DST, for the
  * message), said before anything starts. 0 or an exit code. */
 int   client_watch_check(const struct sync_opts *o, const struct endpoint *src, int nsrc,

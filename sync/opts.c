@@ -30,7 +30,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
        OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT, OPT_WATCH,
-       OPT_ROUNDS, OPT_WINDOWS };
+       OPT_ROUNDS, OPT_WINDOWS, OPT_RANKED };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -113,6 +113,7 @@ static const struct opt_def defs[] = {
 	{ { "relay", required_argument, NULL, OPT_RELAY }, FAR },
 	{ { "rounds", no_argument, NULL, OPT_ROUNDS }, FAR },
 	{ { "windows", no_argument, NULL, OPT_WINDOWS }, FAR },
+	{ { "ranked", no_argument, NULL, OPT_RANKED }, FAR },
 	/* what to print */
 	/* far too: the receiver makes the lines (names with -v, codes with -i,
 	 * none with -q), the sender says "using TCP" with -v */
@@ -444,6 +445,7 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
 	case OPT_ROUNDS: o->take_rounds = 1; return -1;
 	case OPT_WINDOWS: o->windows = 1; return -1;
+	case OPT_RANKED: o->ranked = 1; return -1;
 	case OPT_WATCH:
 		return watch_arg(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
 	}
@@ -554,10 +556,10 @@ int sync_args_parse(int argc, char **argv, struct sync_args *a)
 			        "to several hosts, name them all: rdcp SRC host1:DST host2:DST");
 			return RD_EXIT_USAGE;
 		}
-		if (!far && (c == OPT_ROUNDS || c == OPT_WINDOWS)) {   /* the client's own,
-		                                                        for its far side */
+		if (!far && (c == OPT_ROUNDS || c == OPT_WINDOWS || c == OPT_RANKED)) {
+			/* the client's own, for its far side */
 			log_err("--%s is rdcp's own option for its far side; it is not typed",
-			        c == OPT_ROUNDS ? "rounds" : "windows");
+			        c == OPT_ROUNDS ? "rounds" : c == OPT_WINDOWS ? "windows" : "ranked");
 			return RD_EXIT_USAGE;
 		}
 		int rc = take_opt(c, a);

@@ -276,7 +276,7 @@ void sync_json_str(FILE *f, const char *s)
  * did (exit 0, or a failure of the whole run) and "vanished" is the part
  * of it that makes exit 24. */
 static void json(const struct sync_opts *o, const struct sync_result *res, int code,
-                 double secs, const char *hosts)
+                 double secs, const char *key, const char *members)
 {
 	uint64_t tx, rx;
 	totals(o, res, &tx, &rx);
@@ -314,8 +314,8 @@ static void json(const struct sync_opts *o, const struct sync_result *res, int c
 	/* always a name: "none" when no data connection was made (nothing to
 	 * send, a dry run, a run that failed before it) */
 	sync_json_str(stdout, res->transport ? res->transport : "none");
-	if (hosts)
-		printf(",\"hosts\":%s", hosts);
+	if (members)
+		printf(",\"%s\":%s", key, members);
 	if (o->watch) {
 		printf(",\"round\":%u,\"whole\":%s,\"lag_seconds\":", res->round,
 		       res->whole ? "true" : "false");
@@ -339,15 +339,15 @@ double sync_report_begin(const struct sync_opts *o, int client_sends)
 
 int sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0)
 {
-	return sync_report_hosts(o, res, code, t0, NULL);
+	return sync_report_hosts(o, res, code, t0, NULL, NULL);
 }
 
 int sync_report_hosts(const struct sync_opts *o, const struct sync_result *res, int code,
-                      double t0, const char *hosts)
+                      double t0, const char *key, const char *members)
 {
 	double secs = clock_s() - t0;
 	if (o->json) {
-		json(o, res, code, secs, hosts);
+		json(o, res, code, secs, key, members);
 	} else if (!o->quiet) {
 		if (o->stats)
 			stats(o, res);

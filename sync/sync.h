@@ -139,6 +139,10 @@ struct sync_opts {
 	                               tree in rounds of directories, each one
 	                               level deep (sync/windows.c): a "dir/" of
 	                               files is its entries only, even with -r */
+	int ranked;                 /* --ranked (the client adds it): a receiver
+	                               of a ranked run (sync/ranks), one of
+	                               several writing DST at once: DST's lock
+	                               shared with them */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the

@@ -269,10 +269,10 @@ double sync_report_begin(const struct sync_opts *o, int client_sends);
  * code the process returns). Returns code. */
 int  sync_report(const struct sync_opts *o, const struct sync_result *res, int code, double t0);
 
-/* sync/report.c: sync_report(), with --json's "hosts" array (JSON text,
- * may be NULL) for a fan-out; a string as JSON text. */
+/* sync/report.c: sync_report(), with --json's key ("hosts" of a fan-out,
+ * "ranks") and its array (JSON text, may be NULL); a string as JSON text. */
 int  sync_report_hosts(const struct sync_opts *o, const struct sync_result *res, int code,
-                       double t0, const char *hosts_json);
+                       double t0, const char *key, const char *array_json);
 void sync_json_str(FILE *f, const char *s);
 
 /* sync/client.c: "[user@]host:path" (no '/' before the ':') into *host and

@@ -61,6 +61,10 @@ struct wplan {
 	char *held;
 	size_t held_n;
 	unsigned number;     /* windows given out */
+	/* a ranked run's (sync/ranks): this rank's windows, made by rank 0,
+	 * given out in turn instead of listed */
+	const struct wset *given;
+	size_t gnext;
 };
 
 static int name_cmp(const void *a, const void *b)
@@ -230,11 +234,35 @@ static void free_window(struct wplan *p)
 	p->entries = 0;
 }
 
+/* The next of the windows given: 1, 0 when none is left, -ENOMEM. */
+static int fill_given(struct wplan *p)
+{
+	const struct wset *g = p->given;
+	if (p->gnext >= g->n)
+		return 0;
+	const struct wwin *w = &g->w[p->gnext++];
+	for (size_t i = 0; i < w->ndirs; i++) {
+		size_t l = strlen(w->dirs[i]);   /* FILES' form already ("dir/") */
+		char *d = strdup(w->dirs[i]);
+		if (!d || l == 0)
+			return free(d), -ENOMEM;
+		d[l - 1] = '\0';   /* as listed; add_to_window() puts the '/' back */
+		int rc = add_to_window(p, d, 0);
+		if (rc < 0)
+			return rc;
+	}
+	p->entries = w->entries;
+	p->number = w->number;
+	return p->nw > 0;
+}
+
 /* Fill the next window: directories until about p->limit entries (at
  * least one). 1: a window in p->w, 0: none left, -ENOMEM. */
 static int fill(struct wplan *p)
 {
 	free_window(p);
+	if (p->given)
+		return fill_given(p);
 	if (p->held) {
 		int rc = add_to_window(p, p->held, p->held_n);
 		p->held = NULL;
@@ -342,6 +370,148 @@ int client_windows_open(struct sync_opts *o, const char *src, struct wplan **out
 	return 0;
 }
 
+/* wset's windows: w->dirs (FILES' form) grown by one, path taken. */
+static int wwin_add(struct wwin *w, size_t *cap, char *path, size_t n)
+{
+	if (w->ndirs == *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		char **g = realloc(w->dirs, c * sizeof *g);
+		if (!g)
+			return -ENOMEM;
+		w->dirs = g;
+		*cap = c;
+	}
+	size_t l = strlen(path);
+	char *e = realloc(path, l + 2);
+	if (!e)
+		return -ENOMEM;
+	e[l] = '/';
+	e[l + 1] = '\0';
+	w->dirs[w->ndirs++] = e;
+	w->entries += n;
+	return 0;
+}
+
+void client_wset_free(struct wset *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		for (size_t k = 0; k < s->w[i].ndirs; k++)
+			free(s->w[i].dirs[k]);
+		free(s->w[i].dirs);
+	}
+	free(s->w);
+	*s = (struct wset){ 0 };
+}
+
+int client_windows_all(const struct sync_opts *o, const char *src, size_t ways,
+                       struct wset *out)
+{
+	struct wplan *p = calloc(1, sizeof *p);
+	struct stat st;
+	char **path = NULL;
+	size_t *n = NULL, nd = 0, capd = 0, total = 0;
+	int rc = -ENOMEM;
+	*out = (struct wset){ 0 };
+	if (!p)
+		return rc;
+	p->one_fs = o->one_fs;
+	p->root = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (p->root < 0 || fstat(p->root, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	p->dev = st.st_dev;
+	if (o->nrules && sync_filter_open(&p->filter, o, SYNC_RM_SENDER, p->root, NULL) < 0) {
+		rc = -EINVAL;   /* said */
+		goto out;
+	}
+	for (;;) {   /* every directory, depth first, and its entries */
+		char *d;
+		size_t k;
+		if ((rc = next_dir(p, &d, &k)) <= 0)
+			break;
+		if (nd == capd) {
+			size_t c = capd ? 2 * capd : 256;
+			char **g = realloc(path, c * sizeof *g);
+			size_t *h = g ? realloc(n, c * sizeof *h) : NULL;
+			if (g)
+				path = g;
+			if (!h) {
+				free(d);
+				rc = -ENOMEM;
+				break;
+			}
+			n = h;
+			capd = c;
+		}
+		path[nd] = d;
+		n[nd++] = k;
+		total += k;
+	}
+	if (rc < 0)
+		goto out;
+	/* about four windows a rank, so that one slow window does not hold
+	 * the run; none larger than a single run's */
+	size_t limit = window_limit();
+	if (!getenv("RDCP_TEST_WINDOW")) {
+		limit = total / (4 * (ways ? ways : 1));
+		limit = limit < 1000 ? 1000 : limit > SYNC_WINDOW ? SYNC_WINDOW : limit;
+	}
+	size_t cap = 0, capw = 0;
+	for (size_t i = 0; i < nd; i++) {
+		struct wwin *w = out->n ? &out->w[out->n - 1] : NULL;
+		if (!w || (w->ndirs && w->entries + n[i] > limit)) {
+			if (out->n == capw) {
+				size_t c = capw ? 2 * capw : 64;
+				struct wwin *g = realloc(out->w, c * sizeof *g);
+				if (!g) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				out->w = g;
+				capw = c;
+			}
+			w = &out->w[out->n++];
+			*w = (struct wwin){ .number = (unsigned)out->n };
+			cap = 0;
+		}
+		if ((rc = wwin_add(w, &cap, path[i], n[i])) < 0)
+			goto out;
+		path[i] = NULL;
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; i < nd; i++)
+		free(path[i]);
+	free(path);
+	free(n);
+	client_windows_free(p);
+	if (rc < 0)
+		client_wset_free(out);
+	return rc;
+}
+
+int client_windows_given(struct sync_opts *o, const struct wset *mine, struct wplan **out)
+{
+	struct wplan *p = calloc(1, sizeof *p);
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	p->root = -1;
+	p->given = mine;
+	int rc = fill(p);
+	if (rc <= 0) {
+		client_windows_free(p);
+		return rc;
+	}
+	o->windows = 1;
+	o->files_from = "-";
+	o->files = p->w;
+	o->nfiles = p->nw;
+	*out = p;
+	return 0;
+}
+
 static int add_path(char ***v, size_t *n, size_t *cap, const char *s, size_t l)
 {
 	if (*n == *cap) {
@@ -419,6 +589,13 @@ int client_windows_rest(struct sync_opts *o, struct role *r, struct sync_result 
 	int rc = 0;
 	uint64_t gone = res->vanished;
 	*retry = (struct sync_paths){ 0 };
+	if (p->given && p->gnext == 1) {
+		/* a rank's first window: its directories' parents (SRC's "" at
+		 * least) are other windows' entries, here counted again */
+		uint64_t twice = counted_before(p);
+		res->entries[SYNC_K_DIR] -= twice < res->entries[SYNC_K_DIR] ? twice
+		                            : res->entries[SYNC_K_DIR];
+	}
 	for (;;) {
 		int more_dirs = fill(p);
 		if (more_dirs <= 0) {

@@ -444,7 +444,7 @@ static int fan_once(struct sync_opts *o, struct fan_target *t, int nt, const cha
 	for (int k = 0; last && k < nt; k++)
 		result_add(&all, &last[k].res);
 	char *hj = last && o->json ? fan_hosts_json(t, nt, last) : NULL;
-	code = sync_report_hosts(o, &all, code, t0, hj);
+	code = sync_report_hosts(o, &all, code, t0, "hosts", hj);
 	free(hj);
 	free(last);
 	free(which);

@@ -141,7 +141,7 @@ static int report(struct sync_opts *o, const struct fan_target *t, int nt,
 		if (!h[k].out)
 			result_add(&all, &h[k].res);
 	char *hj = o->json ? fan_hosts_json(t, nt, h) : NULL;
-	sync_report_hosts(o, &all, code, t0, hj);
+	sync_report_hosts(o, &all, code, t0, "hosts", hj);
 	free(hj);
 	return code;
 }

@@ -19,6 +19,25 @@
 #include "common/mem.h"
 #include "sync/recv/recv_int.h"
 
+/* Is path one of the window's directories (a root) or an entry of one? */
+static int window_owns(const struct rstate *s, const char *path)
+{
+	const char *sl = strrchr(path, '/');
+	char *parent = strndup(path, sl ? (size_t)(sl - path) : 0);
+	const struct idx_root *r = NULL;
+	int own = 0;
+	if (!parent)
+		return 1;   /* (out of memory: as before) */
+	if (bsearch(&(struct idx_root){ .path = path }, s->roots, s->nroots, sizeof *s->roots,
+	            recv_root_cmp))
+		own = 1;
+	else if (*path && (r = bsearch(&(struct idx_root){ .path = parent }, s->roots,
+	                               s->nroots, sizeof *s->roots, recv_root_cmp)))
+		own = r->depth == 1;
+	free(parent);
+	return own;
+}
+
 /* s->diff and s->change[]: how each sender entry differs from DST's. */
 static int classify(struct rstate *s)
 {
@@ -31,6 +50,13 @@ static int classify(struct rstate *s)
 	for (size_t k = 0; k < s->diff.n; k++)
 		if (s->diff.c[k].src)
 			s->change[s->diff.c[k].src - s->sm.e] = (uint8_t)s->diff.c[k].kind;
+	/* a ranked run's window: the directories above its own are other
+	 * windows' to set (made here if missing, as those of --files-from),
+	 * else every rank would set and name them */
+	for (size_t i = 0; s->r->o && s->r->o->ranked && s->r->o->windows && i < s->sm.n; i++)
+		if (s->change[i] == IDX_META && s->sm.e[i].type == IDX_DIR &&
+		    !window_owns(s, s->sm.e[i].path))
+			s->change[i] = 0;
 	return 0;
 }
 
@@ -43,9 +69,19 @@ static void make_dir(struct rstate *s, size_t i)
 		return;
 	}
 	const char *name;
+	struct stat st;
 	int pd = recv_open_parent(s->root, e->path, &name);
-	if (pd < 0 || mkdirat(pd, name, 0700) < 0) {
-		int err = errno;
+	int rc = pd < 0 ? -1 : mkdirat(pd, name, 0700);
+	int err = errno;
+	if (rc < 0 && pd >= 0 && err == EEXIST && s->r->o && s->r->o->ranked &&
+	    fstatat(pd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+		/* a ranked run: another rank's receiver made it a moment ago, for
+		 * a window of its below this one; its metadata is ours to set */
+		s->written[i] = 1;
+		close(pd);
+		return;
+	}
+	if (rc < 0) {
 		if (s->mapto && !strcmp(e->path, s->mapto) && !s->res->code) {
 			/* DST itself (rdcp -r A DST): as rsync, exit 11, nothing more */
 			log_err("%s: cannot create: %s", s->r->path, strerror(err));

@@ -468,9 +468,12 @@ static int scan_dst(struct rstate *s)
 	if (s->root < 0)
 		return 0;   /* a dry run into nothing */
 	/* one writer per tree, and none above or inside it (a dry run writes
-	 * nothing) */
+	 * nothing); the receivers of a ranked run (--ranked) write DST
+	 * together, each holding it as a reader does: every other writer is
+	 * still kept from it, above it and inside it */
 	int rc = (r->flags & SYNC_F_DRYRUN) ? 0 :
-	         sync_lock(s->root, s->root_path, SYNC_LOCK_WRITE, &s->lock);
+	         sync_lock(s->root, s->root_path, r->o && r->o->ranked ? SYNC_LOCK_READ
+	                   : SYNC_LOCK_WRITE, &s->lock);
 	if (rc < 0) {
 		s->res->code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
 		return rc;

@@ -21,7 +21,7 @@ netns_down() {
 		'index($2, p) == 1 { split($2, a, "@"); print a[1] }'); do
 		ip link del "$ns" 2>/dev/null || :
 	done
-	ip link del "$p-br" 2>/dev/null
+	ip link del "$p-br" 2>/dev/null || :
 	return 0
 }
 

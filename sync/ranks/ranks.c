@@ -1,0 +1,636 @@
+/*
+ * A ranked run: `mpirun -np N rdcp --sync SRC/ [host:]DST...`. N ranks, on
+ * one node or several, each with SRC at the same path (a shared
+ * filesystem), share one tree: rank 0 lists SRC's directories (names only)
+ * and cuts them into windows of whole directories (sync/windows.c), about
+ * four a rank; every rank takes the same windows, weighed by entries
+ * (longest first, each to the least loaded rank), and runs its own as one
+ * windowed run to its DST: DSTs named several times pair with the ranks in
+ * turn (rank k with the (k mod n)th), and all name one tree, written at
+ * once by their receivers (--ranked: DST's lock shared among them).
+ *
+ * Deletes are decided once: the first pass creates and sends with no
+ * --delete; when every rank has reported (an allgather) and none failed
+ * (codes 0 and 24 only), a second pass over the same windows deletes,
+ * each window its own directories' extras, as a single run does. A rank
+ * that fails, or dies (mpirun then ends the others: SIGTERM, as Ctrl-C),
+ * means no deletes anywhere; DST holds old or new files, never a part of
+ * one, and the next run sends what is missing.
+ *
+ * Rank 0 reports for all: one summary, one --json object with a "ranks"
+ * array. Every rank returns the run's one exit code.
+ *
+ * MPI is reached through rdcp-mpi.so (mpi.h), loaded only here. The
+ * windows, the index and the transports are the single run's.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/exitcode.h"
+#include "common/log.h"
+#include "sync/client_int.h"
+#include "sync/ranks/mpi.h"
+#include "sync/wire/proto.h"
+
+#define HOST_LEN 64
+
+/* What each rank tells the others after a pass (an allgather). */
+struct rk_rec {
+	int32_t code;
+	uint32_t windows;
+	uint64_t files, bytes, matched, deleted, errors, vanished, meta, total_size;
+	uint64_t created[SYNC_KINDS], removed[SYNC_KINDS], entries[SYNC_KINDS];
+	uint64_t flist_bytes, ctl_tx, ctl_rx, wire;
+	double secs;
+	char transport[8];
+	char host[HOST_LEN];
+};
+
+/* What each rank sees at SRC, before anything starts. */
+struct rk_src {
+	int32_t err;      /* errno opening it, or 0 */
+	uint64_t print;   /* its top level's names and its mtime, hashed */
+	char host[HOST_LEN];
+};
+
+struct ranked {
+	struct rk_mpi m;
+	const char **dst;   /* the DSTs, in the order given */
+	int ndst;
+	struct wset all, mine;
+	struct rk_rec *rec;   /* size of them, the last pass's */
+};
+
+int sync_ranked(void)
+{
+	/* Open MPI's mpirun sets these in every rank */
+	const char *s = getenv("OMPI_COMM_WORLD_SIZE");
+	return s && *s;
+}
+
+static int load(struct rk_mpi *m)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	const char *env = getenv("RDCP_MPI_SHIM");
+	void *h = NULL;
+	if (n <= 0)
+		n = 0;
+	exe[n] = '\0';
+	char *sl = strrchr(exe, '/');
+	if (sl)
+		*sl = '\0';
+	/* next to the program (a build), then PREFIX/lib/rdcp (installed) */
+	const char *where[] = { "", "/../lib/rdcp" };
+	for (size_t i = 0; !env && !h && i < sizeof where / sizeof *where; i++) {
+		snprintf(path, sizeof path, "%s%s/rdcp-mpi.so", exe, where[i]);
+		if (access(path, F_OK) == 0)
+			/* GLOBAL: Open MPI's own plugins look for libmpi's symbols */
+			h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	}
+	if (env)
+		h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+	rk_mpi_open_fn *open_fn = h ? (rk_mpi_open_fn *)dlsym(h, RDCP_MPI_OPEN) : NULL;
+	if (!open_fn) {
+		const char *e = dlerror();
+		log_err("running under mpirun, but rdcp's MPI part (rdcp-mpi.so, next to %s/rdcp "
+		        "or in its ../lib/rdcp) cannot be loaded: %s; build rdcp with Open MPI "
+		        "(libopenmpi-dev) installed", exe, e ? e : "not found");
+		return -1;
+	}
+	if (open_fn(m) < 0)
+		return -1;
+	if (m->abi != RDCP_MPI_ABI) {
+		log_err("rdcp-mpi.so is of another rdcp (its interface %d, ours %d)", m->abi,
+		        RDCP_MPI_ABI);
+		m->abort(RD_EXIT_START);
+	}
+	return 0;
+}
+
+/* Why this run cannot be shared among ranks (rank 0 then runs it alone),
+ * or NULL. The same answer on every rank: it reads the options and SRC. */
+static const char *alone_why(const struct sync_opts *o, const struct ranked *k)
+{
+	char *host, *path;
+	if (o->nsrc > 1 && !k->ndst)
+		return "several SRCs are not shared among ranks";
+	if (sync_parse_endpoint(o->src, &host, &path) < 0)
+		return "SRC cannot be read";
+	int remote = host != NULL;
+	free(host);
+	free(path);
+	if (remote)
+		return "pulling (a remote SRC) is not shared among ranks";
+	if (!(o->flags & SYNC_F_RECURSIVE))
+		return "without -r (or -a) there is no tree to share";
+	if (!sync_src_contents(o->src, o->flags))
+		return "only a directory's contents are shared (SRC/ with a trailing slash, as "
+		       "rsync's SRC/ copies the contents)";
+	if (o->flags & SYNC_F_DRYRUN)
+		return "a dry run (-n) is not shared";
+	if (o->flags & SYNC_F_HARDLINKS)
+		return "-H (a hard-link group crosses directories) is not shared";
+	if (o->files_from)
+		return "--files-from is not shared";
+	if (o->max_delete >= 0)
+		return "--max-delete (a limit for the whole run) is not shared";
+	if ((o->flags & (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE)) ==
+	    (SYNC_F_DELETE | SYNC_F_REMOVE_SOURCE))
+		return "--delete with --remove-source-files is not shared";
+	for (int i = 0; i < o->nrules; i++)
+		if (o->rules[i].kind == SYNC_R_DIRMERGE)
+			return "per-directory filter files (-F, dir-merge) are not shared";
+	return NULL;
+}
+
+/* SRC as this rank sees it: can it be read, and its top level's names
+ * and mtime, so that a rank that mounts another tree there is found. */
+static void look_at_src(const char *src, struct rk_src *s)
+{
+	memset(s, 0, sizeof *s);
+	gethostname(s->host, sizeof s->host - 1);
+	int fd = open(src, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		s->err = errno;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	uint64_t sum = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+	if (!S_ISDIR(st.st_mode)) {   /* a file: its size and mtime */
+		close(fd);
+		s->print = sum + (uint64_t)st.st_size;
+		return;
+	}
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		s->err = errno;
+		close(fd);
+		return;
+	}
+	/* names in any order: their hashes added */
+	for (struct dirent *de; (de = readdir(d));)
+		sum += XXH3_64bits(de->d_name, strlen(de->d_name));
+	closedir(d);
+	s->print = sum;
+}
+
+/* Does every rank see SRC, the same one? 0, or the exit code (said by
+ * rank 0). SRC may be written as we look: three looks before a
+ * difference counts. */
+static int check_src(struct ranked *k, const char *src)
+{
+	struct rk_src mine, *all = calloc((size_t)k->m.size, sizeof *all);
+	if (!all)
+		k->m.abort(RD_EXIT_FILEIO);
+	for (int look = 0; look < 3; look++) {
+		if (look)
+			nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+		look_at_src(src, &mine);
+		if (k->m.allgather(&mine, sizeof mine, all) < 0)
+			k->m.abort(RD_EXIT_PROTO);
+		int bad = -1;
+		for (int i = 0; i < k->m.size && bad < 0; i++)
+			if (all[i].err || all[i].print != all[0].print)
+				bad = i;
+		if (bad < 0) {
+			free(all);
+			return 0;
+		}
+		if (!all[bad].err && look < 2)
+			continue;
+		if (k->m.rank == 0) {
+			if (all[bad].err)
+				log_err("rank %d (on %.*s) cannot read SRC %s: %s; every rank must see "
+				        "SRC at the same path (a shared filesystem)", bad, HOST_LEN,
+				        all[bad].host, src, strerror(all[bad].err));
+			else
+				log_err("rank %d (on %.*s) sees another tree at SRC %s than rank 0 (on "
+				        "%.*s): every rank must see the same SRC (a shared filesystem "
+				        "mounted at the same path)", bad, HOST_LEN, all[bad].host, src,
+				        HOST_LEN, all[0].host);
+		}
+		free(all);
+		return RD_EXIT_SELECT;
+	}
+	free(all);
+	return RD_EXIT_SELECT;
+}
+
+/* The windows as bytes: per window its directory count (u32), entries
+ * (u64), then each directory, NUL-ended. NULL when out of memory. */
+static char *encode(const struct wset *s, size_t *len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		n += 12;
+		for (size_t j = 0; j < s->w[i].ndirs; j++)
+			n += strlen(s->w[i].dirs[j]) + 1;
+	}
+	char *b = malloc(n ? n : 1), *p = b;
+	if (!b)
+		return NULL;
+	for (size_t i = 0; i < s->n; i++) {
+		uint32_t nd = (uint32_t)s->w[i].ndirs;
+		uint64_t e = s->w[i].entries;
+		memcpy(p, &nd, 4);
+		memcpy(p + 4, &e, 8);
+		p += 12;
+		for (size_t j = 0; j < nd; j++) {
+			size_t l = strlen(s->w[i].dirs[j]) + 1;
+			memcpy(p, s->w[i].dirs[j], l);
+			p += l;
+		}
+	}
+	*len = n;
+	return b;
+}
+
+/* encode()'s bytes (rank 0's, the same on every rank) back. 0, -ENOMEM. */
+static int decode(const char *b, size_t len, struct wset *s)
+{
+	const char *p = b, *end = b + len;
+	size_t cap = 0;
+	*s = (struct wset){ 0 };
+	while (p + 12 <= end) {
+		uint32_t nd;
+		uint64_t e;
+		memcpy(&nd, p, 4);
+		memcpy(&e, p + 4, 8);
+		p += 12;
+		if (s->n == cap) {
+			size_t c = cap ? 2 * cap : 64;
+			struct wwin *g = realloc(s->w, c * sizeof *g);
+			if (!g)
+				goto nomem;
+			s->w = g;
+			cap = c;
+		}
+		struct wwin *w = &s->w[s->n++];
+		*w = (struct wwin){ .entries = e, .number = (unsigned)s->n };
+		if (!(w->dirs = calloc(nd ? nd : 1, sizeof *w->dirs)))
+			goto nomem;
+		for (uint32_t j = 0; j < nd && p < end; j++) {
+			size_t l = strnlen(p, (size_t)(end - p));
+			if (!(w->dirs[j] = strndup(p, l)))
+				goto nomem;
+			w->ndirs++;
+			p += l + 1;
+		}
+	}
+	return 0;
+nomem:
+	client_wset_free(s);
+	return -ENOMEM;
+}
+
+/* Rank 0 lists the windows and gives them to all: 0, or the exit code. */
+static int share_windows(struct ranked *k, const struct sync_opts *o)
+{
+	uint64_t len = 0;
+	char *b = NULL;
+	int rc = 0;
+	if (k->m.rank == 0) {
+		rc = client_windows_all(o, o->src, (size_t)k->m.size, &k->all);
+		if (rc < 0) {
+			if (rc != -EINVAL)   /* (a bad filter: said) */
+				log_err("listing the directories of %s: %s", o->src, strerror(-rc));
+			len = UINT64_MAX;
+		} else {
+			size_t n;
+			b = encode(&k->all, &n);
+			len = b ? n : UINT64_MAX;
+		}
+	}
+	if (k->m.bcast(&len, sizeof len, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (len == UINT64_MAX) {
+		free(b);
+		return rc == -EINVAL ? RD_EXIT_USAGE : RD_EXIT_SELECT;
+	}
+	if (k->m.rank != 0 && !(b = malloc(len ? len : 1)))
+		k->m.abort(RD_EXIT_FILEIO);
+	if (k->m.bcast(b, len, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (k->m.rank != 0 && decode(b, len, &k->all) < 0)
+		k->m.abort(RD_EXIT_FILEIO);
+	free(b);
+	return 0;
+}
+
+static int heavier(const void *a, const void *b, void *all)
+{
+	const struct wset *s = all;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	if (s->w[x].entries != s->w[y].entries)
+		return s->w[x].entries > s->w[y].entries ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* This rank's windows: the heaviest first, each to the least loaded rank
+ * (the lowest of equals), then in the listing's order, a directory's
+ * window before its subdirectories' where one rank has both. 0, -ENOMEM. */
+static int pick_mine(struct ranked *k)
+{
+	size_t n = k->all.n, *order = malloc((n ? n : 1) * sizeof *order);
+	uint64_t *load = calloc((size_t)k->m.size, sizeof *load);
+	int *owner = malloc((n ? n : 1) * sizeof *owner);
+	int rc = -ENOMEM;
+	k->mine = (struct wset){ .w = malloc((n ? n : 1) * sizeof *k->mine.w) };
+	if (!order || !load || !owner || !k->mine.w)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof *order, heavier, &k->all);
+	for (size_t i = 0; i < n; i++) {
+		int best = 0;
+		for (int r = 1; r < k->m.size; r++)
+			if (load[r] < load[best])
+				best = r;
+		owner[order[i]] = best;
+		load[best] += k->all.w[order[i]].entries + 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (owner[i] == k->m.rank)
+			k->mine.w[k->mine.n++] = k->all.w[i];   /* shared, not copied */
+	rc = 0;
+out:
+	free(order);
+	free(load);
+	free(owner);
+	return rc;
+}
+
+/* The options of a pass: the first creates and sends (no --delete), the
+ * second deletes as well. The copy's fwd is its own; NULL when out of
+ * memory. */
+static char **pass_opts(const struct sync_opts *o, struct sync_opts *p, int deletes,
+                        const char *dst)
+{
+	char **fwd = calloc((size_t)o->nfwd + 1, sizeof *fwd);
+	if (!fwd)
+		return NULL;
+	*p = *o;
+	p->nfwd = 0;
+	for (int i = 0; i < o->nfwd; i++)
+		if (deletes || strncmp(o->fwd[i], "--delete", 8) != 0)
+			fwd[p->nfwd++] = o->fwd[i];
+	fwd[p->nfwd++] = "--ranked";
+	p->fwd = fwd;
+	p->dst = dst;
+	p->nsrc = 1;
+	p->ranked = 1;
+	if (!deletes)
+		p->flags &= ~(unsigned)(SYNC_F_DELETE | SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
+		                        SYNC_F_DELETE_EXCLUDED | SYNC_F_DELETE_DURING);
+	return fwd;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The worst of two codes, as windows merge theirs: one that stops a run
+ * over any, 23 over 24. */
+static int worse(int have, int code)
+{
+	if (code && (!have || have == RD_EXIT_VANISHED || !client_window_goes_on((uint32_t)code)))
+		return code;
+	return have;
+}
+
+/* One pass of this rank's windows (none: nothing to do), then every
+ * rank's record in k->rec. Returns the run's code so far: the worst. */
+static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int alone,
+                struct sync_result *res, struct sync_fails **fails, struct sync_paths *as_read)
+{
+	struct sync_opts p;
+	const char *dst = k->dst[k->m.rank % k->ndst];
+	char **fwd = pass_opts(o, &p, deletes, dst);
+	struct rk_rec me = { 0 };
+	double t = now_s();
+	int code = 0;
+	*res = (struct sync_result){ 0 };
+	*fails = NULL;
+	if (!fwd) {
+		log_err("out of memory");
+		code = RD_EXIT_FILEIO;
+	} else if (alone) {
+		p.ranked = 0;   /* rank 0 alone: DST is its own */
+		p.nfwd--;
+		if (k->m.rank == 0)
+			code = client_run(&p, NULL, res, fails, as_read);
+	} else if (k->mine.n) {
+		code = client_run(&p, &k->mine, res, fails, as_read);
+	}
+	free(fwd);
+	me.code = code;
+	me.windows = (uint32_t)k->mine.n;
+	me.files = res->files;
+	me.bytes = res->bytes;
+	me.matched = res->matched;
+	me.deleted = res->deleted;
+	me.errors = res->errors;
+	me.vanished = res->vanished;
+	me.meta = res->meta;
+	me.total_size = res->total_size;
+	for (int j = 0; j < SYNC_KINDS; j++) {
+		me.created[j] = res->created[j];
+		me.removed[j] = res->removed[j];
+		me.entries[j] = res->entries[j];
+	}
+	me.flist_bytes = res->flist_bytes;
+	me.ctl_tx = res->ctl_tx;
+	me.ctl_rx = res->ctl_rx;
+	me.wire = res->wire;
+	me.secs = now_s() - t;
+	snprintf(me.transport, sizeof me.transport, "%s", res->transport ? res->transport : "");
+	gethostname(me.host, sizeof me.host - 1);
+	if (k->m.allgather(&me, sizeof me, k->rec) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	int all = 0;
+	for (int i = 0; i < k->m.size; i++)
+		all = worse(all, k->rec[i].code);
+	return all;
+}
+
+/* The passes' records added up, into the report's result. */
+static void add_up(const struct rk_rec *rec, int n, struct sync_result *t, int entries)
+{
+	for (int i = 0; i < n; i++) {
+		const struct rk_rec *r = &rec[i];
+		t->files += r->files;
+		t->bytes += r->bytes;
+		t->matched += r->matched;
+		t->deleted += r->deleted;
+		t->errors += r->errors;
+		t->vanished += r->vanished;
+		t->meta += r->meta;
+		t->ctl_tx += r->ctl_tx;
+		t->ctl_rx += r->ctl_rx;
+		t->wire += r->wire;
+		for (int j = 0; j < SYNC_KINDS; j++) {
+			t->created[j] += r->created[j];
+			t->removed[j] += r->removed[j];
+			if (entries)
+				t->entries[j] += r->entries[j];
+		}
+		if (entries) {
+			t->total_size += r->total_size;
+			t->flist_bytes += r->flist_bytes;
+		}
+		if (*r->transport)
+			t->transport = *r->transport == 'r' ? "rdma" : "tcp";
+	}
+}
+
+/* --json's "ranks": each rank's part of both passes. NULL when out of
+ * memory (the object then has none). */
+static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
+                        const struct rk_rec *two)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	fputc('[', f);
+	for (int i = 0; i < k->m.size; i++) {
+		const struct rk_rec *a = &one[i], *b = two ? &two[i] : NULL;
+		char host[HOST_LEN + 1];
+		snprintf(host, sizeof host, "%.*s", HOST_LEN, a->host);
+		fprintf(f, "%s{\"rank\":%d,\"host\":", i ? "," : "", i);
+		sync_json_str(f, host);
+		fprintf(f, ",\"dst\":");
+		sync_json_str(f, k->dst[i % k->ndst]);
+		fprintf(f, ",\"windows\":%u,\"files\":%llu,\"bytes_sent\":%llu,\"deleted\":%llu,"
+		        "\"errors\":%llu,\"seconds\":%.3f,\"exit_code\":%d}", a->windows,
+		        (unsigned long long)(a->files + (b ? b->files : 0)),
+		        (unsigned long long)(a->bytes + (b ? b->bytes : 0)),
+		        (unsigned long long)(b ? b->deleted : 0),
+		        (unsigned long long)(a->errors + a->vanished +
+		                             (b ? b->errors + b->vanished : 0)),
+		        a->secs + (b ? b->secs : 0), worse(a->code, b ? b->code : 0));
+	}
+	fputc(']', f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+int sync_ranks(struct sync_opts *o, int first_dst)
+{
+	struct ranked k = { 0 };
+	if (load(&k.m) < 0)
+		return RD_EXIT_START;
+	/* the DSTs: every operand from the first remote one on (several
+	 * host:DST), or the one DST */
+	const char *one[1] = { o->dst };
+	const char **dsts = one;
+	if (first_dst) {
+		k.ndst = o->nsrc - first_dst + 1;
+		dsts = calloc((size_t)k.ndst, sizeof *dsts);
+		if (!dsts)
+			k.m.abort(RD_EXIT_FILEIO);
+		for (int i = first_dst; i < o->nsrc; i++)
+			dsts[i - first_dst] = o->srcs[i];
+		dsts[k.ndst - 1] = o->dst;
+		o->nsrc = first_dst;
+	} else {
+		k.ndst = 1;
+	}
+	k.dst = dsts;
+	k.rec = calloc((size_t)k.m.size, sizeof *k.rec);
+	struct rk_rec *first = calloc((size_t)k.m.size, sizeof *first);
+	if (!k.rec || !first)
+		k.m.abort(RD_EXIT_FILEIO);
+	double t0 = sync_report_begin(k.m.rank == 0 ? o : &(struct sync_opts){ .quiet = 1 }, 1);
+	/* every rank sees SRC (a remote one is the far side's to read) */
+	char *sh, *sp;
+	sync_parse_endpoint(o->src, &sh, &sp);
+	int pull = sh != NULL;
+	free(sh);
+	free(sp);
+	int code = pull ? 0 : check_src(&k, o->src);
+	/* rank 0 decides whether it runs alone, for all */
+	const char *why = NULL;
+	int32_t alone = 0;
+	if (!code && k.m.rank == 0 && (why = alone_why(o, &k)))
+		alone = 1;
+	if (!code && k.m.bcast(&alone, sizeof alone, 0) < 0)
+		k.m.abort(RD_EXIT_PROTO);
+	if (!why && alone)
+		why = "";   /* (rank 0's, said there) */
+	if (why && k.m.rank == 0)
+		log_warn("under mpirun, %s: rank 0 runs this alone, the other %d ranks wait", why,
+		         k.m.size - 1);
+	if (!why && !code)
+		code = share_windows(&k, o);
+	if (!why && !code && pick_mine(&k) < 0)
+		k.m.abort(RD_EXIT_FILEIO);
+	struct sync_result res = { 0 }, total = { 0 };
+	struct sync_fails *fails = NULL, *fails2 = NULL;
+	struct sync_paths as_read = { 0 };
+	int two = 0;
+	if (!code) {
+		int deletes = (o->flags & SYNC_F_DELETE) != 0;
+		/* alone: one pass, the deletes in it, as a single run's */
+		code = pass(&k, o, why != NULL, why != NULL, &res, &fails, &as_read);
+		memcpy(first, k.rec, (size_t)k.m.size * sizeof *first);
+		if (deletes && !why) {
+			if (code == 0 || code == RD_EXIT_VANISHED) {
+				struct sync_result r2;
+				two = 1;
+				code = worse(code, pass(&k, o, 1, 0, &r2, &fails2, &as_read));
+			} else if (k.m.rank == 0) {
+				int bad = 0;
+				while (bad < k.m.size && !first[bad].code)
+					bad++;
+				log_err("not deleting: rank %d (on %.*s) ended with code %d; nothing was "
+				        "deleted anywhere", bad, HOST_LEN, first[bad].host,
+				        first[bad].code);
+			}
+		}
+		add_up(first, k.m.size, &total, 1);
+		if (two)
+			add_up(k.rec, k.m.size, &total, 0);
+	}
+	if (k.m.rank == 0) {
+		char *rj = o->json ? ranks_json(&k, first, two ? k.rec : NULL) : NULL;
+		total.we_sent = 1;
+		total.fails = fails;
+		total.as_read = &as_read;
+		sync_report_hosts(o, &total, code, t0, "ranks", rj);
+		free(rj);
+	}
+	sync_fails_free(fails);
+	sync_fails_free(fails2);
+	sync_paths_free(&as_read);
+	free(k.mine.w);
+	client_wset_free(&k.all);
+	free(first);
+	free(k.rec);
+	if (dsts != one)
+		free(dsts);
+	fflush(stdout);
+	k.m.finalize();
+	return code;
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# Ranked runs (issue 35): mpirun -np 4 rdcp --sync SRC/ host1:DST host2:DST,
+# on this machine. The hosts are network namespaces (tests/lib/netns.sh,
+# rdmp-1 and rdmp-2) reached with tests/lib/netns-rsh; they share this
+# machine's filesystem, so their DSTs are one shared directory, as a
+# cluster's data movers write one parallel filesystem. Small windows
+# (RDCP_TEST_WINDOW) give each rank several. Needs root (namespaces) and
+# Open MPI (mpirun, rdcp-mpi.so): a test that cannot run fails.
+
+load helpers
+
+setup_file() {
+	export NETNS_PREFIX=rdmp NETNS_NET=10.181.0
+	source "$BATS_TEST_DIRNAME/../lib/netns.sh"
+	netns_up 2 || { echo "# could not make network namespaces (root and iproute2 needed)" >&3; return 1; }
+}
+
+teardown_file() {
+	source "$BATS_TEST_DIRNAME/../lib/netns.sh"
+	netns_down
+}
+
+setup() {
+	T=$(mktemp -d "${TMPDIR:-/tmp}/rdcp-e2e-XXXXXX")
+	export XDG_CACHE_HOME=$T/cache RDCP_TEST_SETTLED_S=0 RDCP_TEST_WINDOW=40
+	# mpirun refuses root unless told; the tests run as root
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	# no fabric here: shared memory and loopback TCP between ranks
+	export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_vader_single_copy_mechanism=none
+	command -v mpirun >/dev/null || { echo "mpirun not installed (openmpi-bin)"; false; }
+	[ -e "$(dirname "$RDCP")/rdcp-mpi.so" ] ||
+		{ echo "rdcp-mpi.so was not built (libopenmpi-dev)"; false; }
+	RSH=$BATS_TEST_DIRNAME/../lib/netns-rsh
+	H1=10.181.0.1 H2=10.181.0.2
+}
+
+# ranked NP ARGS...: mpirun -np NP rdcp ARGS (hosts through netns-rsh);
+# stdout in $T/out, stderr in $T/err, the exit code in $rc
+ranked() {
+	local np=$1; shift
+	rc=0
+	timeout 300 mpirun --oversubscribe -np "$np" "$RDCP" -e "$RSH" --rdcp-path "$RDCP" \
+		"$@" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err" >&2
+}
+
+# rank_field N FIELD: FIELD of rank N in --json's "ranks"
+rank_field() {
+	tail -n 1 "$T/out" | jq -r --argjson n "$1" --arg f "$2" '.ranks[$n][$f]'
+}
+
+@test "mpi: a plain rdcp does not link MPI; rdcp-mpi.so does" {
+	! ldd "$RDCP" | grep -q libmpi
+	ldd "$(dirname "$RDCP")/rdcp-mpi.so" | grep -q libmpi
+	# and a run outside mpirun does not load it
+	mkdir -p "$T/s"; echo x >"$T/s/f"
+	strace -f -e trace=openat -o "$T/trace" "$RDCP" --sync -a "$T/s/" "$T/d"
+	! grep -q "rdcp-mpi.so\|libmpi" "$T/trace"
+}
+
+@test "mpi: 4 ranks onto 2 hosts write one DST; one summary; a re-run sends nothing" {
+	mk_files "$T/src" 1500
+	mkdir -p "$T/src/deep/a/b/c" && echo deep >"$T/src/deep/a/b/c/f"
+	ln -s ../d0/f0 "$T/src/deep/link"
+	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	# one JSON object, for the whole run
+	[ "$(wc -l <"$T/out")" -eq 1 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 1501 ]
+	[ "$(json_field files_considered <"$T/out")" -eq \
+		"$(find "$T/src" -mindepth 0 | wc -l)" ]
+	[ "$(tail -n 1 "$T/out" | jq '.ranks | length')" -eq 4 ]
+	local sum=0 k
+	for k in 0 1 2 3; do
+		[ "$(rank_field $k windows)" -ge 1 ]
+		[ "$(rank_field $k files)" -ge 1 ]
+		[ "$(rank_field $k exit_code)" -eq 0 ]
+		sum=$((sum + $(rank_field $k files)))
+	done
+	[ "$sum" -eq 1501 ]
+	# ranks 0 and 2 wrote through host 1, 1 and 3 through host 2
+	[ "$(rank_field 0 dst)" = "$H1:$T/dst" ] && [ "$(rank_field 1 dst)" = "$H2:$T/dst" ]
+	[ "$(rank_field 2 dst)" = "$H1:$T/dst" ] && [ "$(rank_field 3 dst)" = "$H2:$T/dst" ]
+	# again, with 3 ranks: nothing to send, the index reused
+	ranked 3 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	[ "$(json_field meta_updated <"$T/out")" -eq 0 ]
+	same "$T/src" "$T/dst"
+}
+
+@test "mpi: --delete deletes once every rank is done, each extra once" {
+	mk_files "$T/src" 800
+	ranked 4 --sync -a "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	mkdir -p "$T/dst/gone/deeper" "$T/dst/d3/sub"
+	touch "$T/dst/gone/deeper/x" "$T/dst/d3/sub/y" "$T/dst/d5/z" "$T/dst/top"
+	rm "$T/src/d2/f250"
+	ranked 4 --sync -a -i --stats --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	cat "$T/out"
+	same "$T/src" "$T/dst"
+	# gone/ deeper/ x, d3/sub/ y, d5/z, top, d2/f250: each once
+	[ "$(grep -c '^\*deleting' "$T/out")" -eq 8 ]
+	[ "$(sort "$T/out" | uniq -d | grep -c '^\*deleting')" -eq 0 ]
+	grep -q "^Number of deleted files: 8 (reg: 5, dir: 3)$" "$T/out"
+	# the directories above a rank's windows are not named by every rank
+	[ "$(grep -c '^\.d\.\.t\.\.\.\.\.\. \./$' "$T/out")" -le 1 ]
+}
+
+@test "mpi: an error on one rank means no deletes on any" {
+	[ "$(id -u)" -eq 0 ] || { echo "needs root (chattr +i)"; false; }
+	mk_files "$T/src" 800
+	ranked 4 --sync -a "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	touch "$T/dst/d1/extra" "$T/dst/d7/extra"
+	echo new >"$T/src/d4/new"
+	chattr +i "$T/dst/d4" || { echo "chattr +i does not work here: this test cannot run"; false; }
+	ranked 4 --sync -a --json --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	chattr -i "$T/dst/d4"
+	[ "$rc" -eq 23 ]
+	grep -q "not deleting: rank [0-3] (on .*) ended with code 23" "$T/err"
+	[ -e "$T/dst/d1/extra" ] && [ -e "$T/dst/d7/extra" ]
+	[ "$(json_field deleted <"$T/out")" -eq 0 ]
+	[ "$(json_field exit_code <"$T/out")" -eq 23 ]
+	# mended: the next run lands the file and deletes
+	ranked 4 --sync -a --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+}
+
+@test "mpi: a rank killed mid-run fails the run: no deletes, no part-files; the next run finishes" {
+	mkdir -p "$T/src"
+	for i in 0 1 2 3 4 5 6 7; do
+		mkdir "$T/src/b$i"
+		head -c 3M /dev/urandom >"$T/src/b$i/blob"
+	done
+	mkdir -p "$T/dst/b0" && touch "$T/dst/b0/extra"
+	rc=0
+	(RDCP_TEST_WINDOW=2 timeout 300 mpirun --oversubscribe -np 4 "$RDCP" -e "$RSH" \
+		--rdcp-path "$RDCP" --sync -a --delete --bwlimit=1M "$T/src/" "$H1:$T/dst" \
+		"$H2:$T/dst" >"$T/out" 2>"$T/err") &
+	local job=$! pid="" i
+	for ((i = 0; i < 100; i++)); do   # a rank that is sending
+		sleep 0.1
+		pid=$(pgrep -f -- "^$RDCP -e .*--bwlimit=1M $T/src/" | head -n 1)
+		[ -z "$pid" ] || break
+	done
+	[ -n "$pid" ] || { cat "$T/err"; false; }
+	sleep 1
+	kill -9 "$pid"
+	wait "$job" || rc=$?
+	cat "$T/err"
+	[ "$rc" -ne 0 ]
+	# nothing deleted, and every file whole or absent
+	[ -e "$T/dst/b0/extra" ]
+	for i in 0 1 2 3 4 5 6 7; do
+		[ ! -e "$T/dst/b$i/blob" ] || cmp "$T/src/b$i/blob" "$T/dst/b$i/blob"
+	done
+	[ -z "$(find "$T/dst" -name '.rdcp*' -o -name '*.tmp*')" ]
+	# no rdcp of that run is left on any host
+	sleep 1
+	! pgrep -f -- "--bwlimit=1M $T/src/"
+	! pgrep -f -- "--server.*$T/dst"
+	ranked 4 --sync -a --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+}
+
+@test "mpi: a rank that cannot see SRC, or sees another tree there, stops the run before it starts" {
+	mk_files "$T/s/src" 300
+	# rank 3 in a mount namespace of its own: a tmpfs over $T/s
+	rc=0
+	timeout 120 mpirun --oversubscribe -np 3 "$RDCP" --sync -a "$T/s/src/" "$T/dst" : \
+		-np 1 unshare -m sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh \
+		"$T/s" "$RDCP" --sync -a "$T/s/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 3 ]
+	grep -q "rank 3 (on .*) cannot read SRC $T/s/src/: No such file or directory; every rank must see SRC" "$T/err"
+	[ ! -e "$T/dst" ]
+	# another tree at that path: an empty one
+	rc=0
+	timeout 120 mpirun --oversubscribe -np 3 "$RDCP" --sync -a "$T/s/src/" "$T/dst" : \
+		-np 1 unshare -m sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh \
+		"$T/s/src" "$RDCP" --sync -a "$T/s/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 3 ]
+	grep -q "rank 3 (on .*) sees another tree at SRC" "$T/err"
+	[ ! -e "$T/dst" ]
+}
+
+@test "mpi: what cannot be shared runs on rank 0 alone, and says why" {
+	mk_files "$T/src" 200
+	ln "$T/src/d0/f0" "$T/src/d1/hard"
+	ranked 3 --sync -a -H --json "$T/src/" "$H1:$T/dst"
+	[ "$rc" -eq 0 ]
+	grep -q "under mpirun, -H (a hard-link group crosses directories) is not shared: rank 0 runs this alone, the other 2 ranks wait" "$T/err"
+	same "$T/src" "$T/dst"
+	[ "$(rank_field 0 files)" -ge 200 ]
+	[ "$(rank_field 0 files)" -eq "$(json_field files_sent <"$T/out")" ]
+	[ "$(rank_field 1 files)" -eq 0 ] && [ "$(rank_field 2 files)" -eq 0 ]
+}
+
+@test "mpi: --ranked is rdcp's own; typed, it is refused" {
+	run "$RDCP" --sync --ranked "$T" "$T/x"
+	[ "$status" -eq 1 ]
+	[[ $output == *"--ranked is rdcp's own option for its far side"* ]]
+}
