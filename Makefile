@@ -12,6 +12,7 @@ BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 DOCDIR  ?= $(PREFIX)/share/doc/rdcp
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+PKGLIBDIR ?= $(PREFIX)/lib/rdcp
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 BUILD   ?= build
@@ -38,14 +39,14 @@ LDFLAGS += -Wl,--as-needed $(MOREFLAGS)
 COMMON_SRC := $(wildcard common/*.c)
 INDEX_SRC  := $(wildcard index/*.c)
 TP_SRC     := $(wildcard transport/*.c)
-SYNC_SRC   := $(wildcard sync/*.c sync/*/*.c)
+SYNC_SRC   := $(filter-out sync/mpi/%,$(wildcard sync/*.c sync/*/*.c))
 PIPE_SRC   := $(wildcard pipe/*.c)
 LIB_SRC    := $(COMMON_SRC) $(INDEX_SRC) $(TP_SRC) $(SYNC_SRC) $(PIPE_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB        := $(BUILD)/librdcp.a
 
 PROGS      := $(patsubst programs/%.c,$(BUILD)/%,$(wildcard programs/*.c))
-# rdcp-mpi.so: rdcp's MPI calls, loaded only under mpirun (sync/ranks); built
+# rdcp-mpi.so: rdcp's MPI calls, loaded only under mpirun (sync/ranks.c); built
 # when Open MPI's headers are here (libopenmpi-dev)
 MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/dev/null))
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
@@ -62,7 +63,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/rdcp-mpi.so: sync/ranks/shim/rdcp-mpi.c sync/ranks/mpi.h
+$(BUILD)/rdcp-mpi.so: sync/mpi/rdcp-mpi.c sync/mpi/mpi.h
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS) $(MPI_LIBS)
 
 $(LIB): $(LIB_OBJ)
@@ -143,6 +144,9 @@ install: $(PROGS) $(MPI_SHIM)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/examples \
 	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(TMPFILESDIR)
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
+	# (rdcp looks for rdcp-mpi.so in its directory's ../lib/rdcp)
+	$(if $(MPI_SHIM),install -d $(DESTDIR)$(PKGLIBDIR) && \
+	  install -m 644 $(MPI_SHIM) $(DESTDIR)$(PKGLIBDIR)/)
 	install -m 644 docs/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 README.md LICENSE $(filter-out docs/benchmarks.md,$(wildcard docs/*.md)) \
 	  $(DESTDIR)$(DOCDIR)/
@@ -159,7 +163,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/*.1)))
 	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) $(DESTDIR)$(TMPFILESDIR)/rdcp.conf
 	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,rdcp rdsend rdrecv rdpipe)
-	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PKGLIBDIR)
 
 # A Debian package from a staged install (scripts/deb.sh): programs, man
 # pages, docs, systemd units, bash completion; Depends from the libraries.

@@ -19,6 +19,9 @@ mkdir -p "$stage/DEBIAN" "$work/shlibs/debian"
 
 make --no-print-directory -s install PREFIX=/usr DESTDIR="$stage" BUILD="$BUILD" >/dev/null
 strip --strip-unneeded "$stage"/usr/bin/*
+# rdcp-mpi.so: loaded only under mpirun; Open MPI is a Suggests, not a
+# Depends (dpkg-shlibdeps reads the programs only)
+[ ! -d "$stage/usr/lib/rdcp" ] || strip --strip-unneeded "$stage"/usr/lib/rdcp/*.so
 gzip -9n "$stage"/usr/share/man/man1/*.1
 # Debian's place for the licence
 cp LICENSE "$stage/usr/share/doc/rdcp/copyright"

@@ -473,7 +473,7 @@ static int fanout_watch_check(const struct sync_opts *o, int first_dst)
 /* One run, push, pull or local, to its end: the exit code, its counts in
  * *res (its failures and the files sent as read in *fails and *as_read,
  * the caller's to free); nothing reported. given: a ranked run's windows
- * (sync/ranks), NULL: the run makes its own. */
+ * (sync/ranks.c), NULL: the run makes its own. */
 int client_run(struct sync_opts *o, const struct wset *given, struct sync_result *res,
                struct sync_fails **fails, struct sync_paths *as_read)
 {
@@ -608,7 +608,7 @@ int client_run(struct sync_opts *o, const struct wset *given, struct sync_result
 int sync_client(struct sync_opts *o)
 {
 	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
-	if (sync_ranked())   /* under mpirun: one of N ranks (sync/ranks) */
+	if (sync_ranked())   /* under mpirun: one of N ranks (sync/ranks.c) */
 		return sync_ranks(o, first_dst);
 	if (o->watch && (o->hosts || first_dst)) {
 		int code = fanout_watch_check(o, first_dst);

@@ -75,7 +75,7 @@ int   client_windows_rest(struct sync_opts *o, struct role *r, struct sync_resul
                           struct sync_paths *retry, struct sync_paths *as_read,
                           struct wplan *p);
 void  client_windows_free(struct wplan *p);
-/* A ranked run's windows (sync/ranks): rank 0 lists SRC's directories
+/* A ranked run's windows (sync/ranks.c): rank 0 lists SRC's directories
  * and cuts them into windows for ways ranks (about four each); each rank
  * runs those it is given. */
 struct wwin {
@@ -104,7 +104,7 @@ int   client_window_goes_on(uint32_t code);
  * (NULL: the run makes its own). */
 int   client_run(struct sync_opts *o, const struct wset *given, struct sync_result *res,
                  struct sync_fails **fails, struct sync_paths *as_read);
-/* ranks/ranks.c: is this process a rank of mpirun's? Then sync_ranks()
+/* ranks.c: is this process a rank of mpirun's? Then sync_ranks()
  * runs the sync as one of them (first_dst: as sync_fanout()'s). */
 int   sync_ranked(void);
 int   sync_ranks(struct sync_opts *o, int first_dst);

@@ -140,7 +140,7 @@ struct sync_opts {
 	                               level deep (sync/windows.c): a "dir/" of
 	                               files is its entries only, even with -r */
 	int ranked;                 /* --ranked (the client adds it): a receiver
-	                               of a ranked run (sync/ranks), one of
+	                               of a ranked run (sync/ranks.c), one of
 	                               several writing DST at once: DST's lock
 	                               shared with them */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its

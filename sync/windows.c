@@ -61,7 +61,7 @@ struct wplan {
 	char *held;
 	size_t held_n;
 	unsigned number;     /* windows given out */
-	/* a ranked run's (sync/ranks): this rank's windows, made by rank 0,
+	/* a ranked run's (sync/ranks.c): this rank's windows, made by rank 0,
 	 * given out in turn instead of listed */
 	const struct wset *given;
 	size_t gnext;

@@ -21,7 +21,7 @@ BUILD_DIR=$(dirname "$RDCP")
 	         /usr/share/doc/rdcp/examples/example.conf \
 	         /usr/lib/systemd/system/rdcp-sync@.service /usr/lib/systemd/system/rdcp-sync@.timer \
 	         /usr/lib/systemd/system/rdcp-watch@.service /usr/lib/tmpfiles.d/rdcp.conf \
-	         /usr/share/bash-completion/completions/rdcp; do
+	         /usr/share/bash-completion/completions/rdcp /usr/lib/rdcp/rdcp-mpi.so; do
 		grep -qx "$f" "$T/files" || { echo "not in the package: $f"; false; }
 	done
 	# the units name the installed programs
@@ -39,6 +39,9 @@ BUILD_DIR=$(dirname "$RDCP")
 	done
 	[[ "$dep" == *libarchive13* ]]
 	[[ "$dep" != *-dev* ]]
+	# Open MPI: for ranked runs only (rdcp-mpi.so, loaded under mpirun)
+	[[ "$dep" != *openmpi* ]]
+	[[ "$(dpkg-deb -f "$deb" Suggests)" == *openmpi-bin* ]]
 }
 
 # units FILE...: the units as installed, naming the programs in the build
@@ -120,11 +123,11 @@ comp() {
 }
 
 @test "bash completion: rdcp's options are exactly those it takes (read from --help, which must name them all)" {
-	# every long option of the table in sync/opts.c, but --relay, --rounds
-	# and --windows (the client's own, for its far side) and
+	# every long option of the table in sync/opts.c, but --relay, --rounds,
+	# --windows and --ranked (the client's own, for its far side) and
 	# -z/--compress(-level) (refused: the help says why)
 	grep -o '{ { "[a-z-]*"' "$ROOT/sync/opts.c" | cut -d'"' -f2 |
-		grep -vxE 'relay|rounds|windows|compress|compress-level' | sed 's/^/--/' |
+		grep -vxE 'relay|rounds|windows|ranked|compress|compress-level' | sed 's/^/--/' |
 		sort >"$T/want"
 	comp "rdcp --" | sort >"$T/got"
 	diff "$T/want" "$T/got"

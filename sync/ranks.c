@@ -40,8 +40,7 @@
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "sync/client_int.h"
-#include "sync/ranks/mpi.h"
-#include "sync/wire/proto.h"
+#include "sync/mpi/mpi.h"
 
 #define HOST_LEN 64
 

@@ -1,14 +1,14 @@
 /*
- * rdcp-mpi.so: rdcp's MPI calls (sync/ranks/mpi.h), built with Open MPI's
+ * rdcp-mpi.so: rdcp's MPI calls (sync/mpi/mpi.h), built with Open MPI's
  * mpi.h and linked with libmpi. rdcp dlopens it when it runs under mpirun
- * (sync/ranks/ranks.c); nothing else of rdcp links MPI.
+ * (sync/ranks.c); nothing else of rdcp links MPI.
  */
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <time.h>
 
-#include "sync/ranks/mpi.h"
+#include "sync/mpi/mpi.h"
 
 /* MPI counts are ints: larger buffers go in pieces of at most this */
 #define PIECE ((size_t)1 << 30)

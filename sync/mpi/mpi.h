@@ -1,6 +1,6 @@
 /*
- * The few MPI calls a ranked run makes (sync/ranks/ranks.c), behind a
- * table that rdcp-mpi.so fills (sync/ranks/shim/rdcp-mpi.c, linked with
+ * The few MPI calls a ranked run makes (sync/ranks.c), behind a
+ * table that rdcp-mpi.so fills (sync/mpi/rdcp-mpi.c, linked with
  * Open MPI). rdcp loads that object only when mpirun started it, so a
  * plain rdcp needs no MPI library to run, as libarchive is loaded on
  * first use.
