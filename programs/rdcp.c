@@ -14,6 +14,7 @@
 
 static const char usage[] =
 "Usage: rdcp [OPTIONS] SRC... DST\n"
+"       mpirun -np N rdcp --sync [OPTIONS] SRC/ [host:]DST [host2:DST...]\n"
 "       rdcp --scan [-v] [-X] [-A] [--index PATH | --no-index] DIR\n"
 "\n"
 "Copy or mirror files and directory trees between machines, over RDMA\n"
@@ -121,6 +122,14 @@ static const char usage[] =
 "                    plan; the hosts after one that fails are run again; a\n"
 "                    line per host with -v (quiet without, as rsync: errors\n"
 "                    only), exit code: the first failed host's\n"
+"\n"
+"Many nodes, one tree shared by N ranks under Open MPI (rdcp(1), MANY NODES):\n"
+"  mpirun -np N rdcp --sync SRC/ host1:DST host2:DST ...\n"
+"                    SRC on a shared filesystem (checked on every rank);\n"
+"                    its directories spread over the ranks; rank k writes\n"
+"                    through the (k mod n)th DST, all one tree; --delete\n"
+"                    only once every rank succeeded; one summary, --json's\n"
+"                    'ranks'. Under mpirun several host:DST are not a fan-out\n"
 "\n"
 "  --scan DIR        walk DIR, hash what changed since the last scan, update\n"
 "                    its index and print counts, bytes, hashed vs reused, time\n"
