@@ -79,18 +79,22 @@ void  client_windows_free(struct wplan *p);
  * and cuts them into windows for ways ranks (about four each); each rank
  * runs those it is given. */
 struct wwin {
-	char **dirs;         /* FILES' form: "dir/", "/" for SRC itself */
+	char **dirs;         /* FILES' form: "dir/", "/" for SRC itself; a big
+	                        file's: its path, alone */
 	size_t ndirs;
-	size_t entries;      /* as listed */
+	uint64_t entries;    /* as listed; a big file's: its size */
 	unsigned number;     /* 1.. in the listing's order */
 };
 struct wset {
 	struct wwin *w;
 	size_t n;
 };
-/* Every window of SRC into out. 0, or -errno (said when a filter is bad). */
+/* Every window of SRC into out, and into big each regular file of at
+ * least big_min bytes (0: none), a "window" of its own path and size
+ * (still in its directory's window too). 0, or -errno (said when a
+ * filter is bad). */
 int   client_windows_all(const struct sync_opts *o, const char *src, size_t ways,
-                         struct wset *out);
+                         uint64_t big_min, struct wset *out, struct wset *big);
 void  client_wset_free(struct wset *s);
 /* As client_windows_open(), the windows those of mine (kept by the caller
  * until client_windows_free()); *out NULL when mine is empty. */

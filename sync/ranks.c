@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "sync/client_int.h"
 #include "sync/mpi/mpi.h"
+#include "sync/wire/proto.h"
 
 #define HOST_LEN 64
 
@@ -67,7 +68,8 @@ struct ranked {
 	struct rk_mpi m;
 	const char **dst;   /* the DSTs, in the order given */
 	int ndst;
-	struct wset all, mine;
+	struct wset all, mine;    /* the windows; this rank's */
+	struct wset big, mine_big;   /* the big files; this rank's */
 	struct rk_rec *rec;   /* size of them, the last pass's */
 };
 
@@ -296,37 +298,60 @@ nomem:
 	return -ENOMEM;
 }
 
-/* Rank 0 lists the windows and gives them to all: 0, or the exit code. */
-static int share_windows(struct ranked *k, const struct sync_opts *o)
+/* Files of this size and more are shared by size, each sent by the rank
+ * it falls to, apart from its directory's window: a directory of a few
+ * huge files (a model's blobs) is not one rank's load. RDCP_TEST_BIG: the
+ * tests' small files. */
+#define RK_BIG ((uint64_t)64 << 20)
+
+static uint64_t big_min(void)
+{
+	const char *t = getenv("RDCP_TEST_BIG");
+	long long v = t ? strtoll(t, NULL, 10) : 0;
+	return v > 0 ? (uint64_t)v : RK_BIG;
+}
+
+/* Rank 0's set to every rank (rank 0: ok < 0 when it has none to give:
+ * all return -1). 0 or -1. */
+static int share_set(struct ranked *k, struct wset *set, int ok)
 {
 	uint64_t len = 0;
 	char *b = NULL;
-	int rc = 0;
 	if (k->m.rank == 0) {
-		rc = client_windows_all(o, o->src, (size_t)k->m.size, &k->all);
-		if (rc < 0) {
-			if (rc != -EINVAL)   /* (a bad filter: said) */
-				log_err("listing the directories of %s: %s", o->src, strerror(-rc));
-			len = UINT64_MAX;
-		} else {
-			size_t n;
-			b = encode(&k->all, &n);
-			len = b ? n : UINT64_MAX;
-		}
+		size_t n = 0;
+		b = ok < 0 ? NULL : encode(set, &n);
+		len = b ? n : UINT64_MAX;
 	}
 	if (k->m.bcast(&len, sizeof len, 0) < 0)
 		k->m.abort(RD_EXIT_PROTO);
 	if (len == UINT64_MAX) {
 		free(b);
-		return rc == -EINVAL ? RD_EXIT_USAGE : RD_EXIT_SELECT;
+		return -1;
 	}
 	if (k->m.rank != 0 && !(b = malloc(len ? len : 1)))
 		k->m.abort(RD_EXIT_FILEIO);
 	if (k->m.bcast(b, len, 0) < 0)
 		k->m.abort(RD_EXIT_PROTO);
-	if (k->m.rank != 0 && decode(b, len, &k->all) < 0)
+	if (k->m.rank != 0 && decode(b, len, set) < 0)
 		k->m.abort(RD_EXIT_FILEIO);
 	free(b);
+	return 0;
+}
+
+/* Rank 0 lists the windows and the big files and gives them to all: 0,
+ * or the exit code. */
+static int share_windows(struct ranked *k, const struct sync_opts *o)
+{
+	int rc = 0;
+	if (k->m.rank == 0) {
+		rc = client_windows_all(o, o->src, (size_t)k->m.size, big_min(), &k->all, &k->big);
+		if (rc < 0 && rc != -EINVAL)   /* (a bad filter: said) */
+			log_err("listing the directories of %s: %s", o->src, strerror(-rc));
+	}
+	if (share_set(k, &k->all, rc) < 0)
+		return rc == -EINVAL ? RD_EXIT_USAGE : RD_EXIT_SELECT;
+	if (share_set(k, &k->big, rc) < 0)
+		return RD_EXIT_SELECT;
 	return 0;
 }
 
@@ -339,32 +364,33 @@ static int heavier(const void *a, const void *b, void *all)
 	return x < y ? -1 : x > y;
 }
 
-/* This rank's windows: the heaviest first, each to the least loaded rank
- * (the lowest of equals), then in the listing's order, a directory's
- * window before its subdirectories' where one rank has both. 0, -ENOMEM. */
-static int pick_mine(struct ranked *k)
+/* This rank's share of set into mine: the heaviest first (by entries;
+ * a big file's: its size), each to the least loaded rank (the lowest of
+ * equals), then in the listing's order, a directory's window before its
+ * subdirectories' where one rank has both. 0, -ENOMEM. */
+static int pick_mine(const struct ranked *k, const struct wset *set, struct wset *mine)
 {
-	size_t n = k->all.n, *order = malloc((n ? n : 1) * sizeof *order);
+	size_t n = set->n, *order = malloc((n ? n : 1) * sizeof *order);
 	uint64_t *load = calloc((size_t)k->m.size, sizeof *load);
 	int *owner = malloc((n ? n : 1) * sizeof *owner);
 	int rc = -ENOMEM;
-	k->mine = (struct wset){ .w = malloc((n ? n : 1) * sizeof *k->mine.w) };
-	if (!order || !load || !owner || !k->mine.w)
+	*mine = (struct wset){ .w = malloc((n ? n : 1) * sizeof *mine->w) };
+	if (!order || !load || !owner || !mine->w)
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
-	qsort_r(order, n, sizeof *order, heavier, &k->all);
+	qsort_r(order, n, sizeof *order, heavier, (void *)set);
 	for (size_t i = 0; i < n; i++) {
 		int best = 0;
 		for (int r = 1; r < k->m.size; r++)
 			if (load[r] < load[best])
 				best = r;
 		owner[order[i]] = best;
-		load[best] += k->all.w[order[i]].entries + 1;
+		load[best] += set->w[order[i]].entries + 1;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (owner[i] == k->m.rank)
-			k->mine.w[k->mine.n++] = k->all.w[i];   /* shared, not copied */
+			mine->w[mine->n++] = set->w[i];   /* shared, not copied */
 	rc = 0;
 out:
 	free(order);
@@ -374,12 +400,12 @@ out:
 }
 
 /* The options of a pass: the first creates and sends (no --delete), the
- * second deletes as well. The copy's fwd is its own; NULL when out of
- * memory. */
+ * second deletes as well. The copy's fwd is its own, with room for one
+ * more; NULL when out of memory. */
 static char **pass_opts(const struct sync_opts *o, struct sync_opts *p, int deletes,
                         const char *dst)
 {
-	char **fwd = calloc((size_t)o->nfwd + 1, sizeof *fwd);
+	char **fwd = calloc((size_t)o->nfwd + 2, sizeof *fwd);
 	if (!fwd)
 		return NULL;
 	*p = *o;
@@ -414,6 +440,34 @@ static int worse(int have, int code)
 	return have;
 }
 
+/* The first pass's first part: this rank's big files, one run of them
+ * (--files-from: their directories made as needed), to its DST. The exit
+ * code; the counts in *res. */
+static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
+                    struct sync_paths *as_read)
+{
+	struct sync_opts p;
+	struct sync_fails *fails = NULL;
+	char **fwd = pass_opts(o, &p, 0, k->dst[k->m.rank % k->ndst]);
+	char **files = calloc(k->mine_big.n, sizeof *files);
+	int code = RD_EXIT_FILEIO;
+	if (!fwd || !files) {
+		log_err("out of memory");
+	} else {
+		for (size_t i = 0; i < k->mine_big.n; i++)
+			files[i] = k->mine_big.w[i].dirs[0];
+		fwd[p.nfwd++] = "--files-from=-";
+		p.files_from = "-";
+		p.files = files;
+		p.nfiles = k->mine_big.n;
+		code = client_run(&p, NULL, res, &fails, as_read);
+	}
+	sync_fails_free(fails);   /* (counted; --json lists the windows' own) */
+	free(files);
+	free(fwd);
+	return code;
+}
+
 /* One pass of this rank's windows (none: nothing to do), then every
  * rank's record in k->rec. Returns the run's code so far: the worst. */
 static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int alone,
@@ -435,8 +489,23 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 		p.nfwd--;
 		if (k->m.rank == 0)
 			code = client_run(&p, NULL, res, fails, as_read);
-	} else if (k->mine.n) {
-		code = client_run(&p, &k->mine, res, fails, as_read);
+	} else {
+		/* first the big files, shared by size, all landed before any
+		 * window looks at their directories (else sent twice) */
+		struct sync_result big = { 0 };
+		if (!deletes && k->mine_big.n)
+			code = send_big(k, o, &big, as_read);
+		if (!deletes && k->big.n && k->m.barrier() < 0)
+			k->m.abort(RD_EXIT_PROTO);
+		if (k->mine.n && client_window_goes_on((uint32_t)code))
+			code = worse(code, client_run(&p, &k->mine, res, fails, as_read));
+		result_add(res, &big);
+		res->vanished += big.vanished;
+		res->ctl_tx += big.ctl_tx;
+		res->ctl_rx += big.ctl_rx;
+		res->wire += big.wire;
+		if (!res->transport)
+			res->transport = big.transport;
 	}
 	free(fwd);
 	me.code = code;
@@ -583,7 +652,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 		         k.m.size - 1);
 	if (!why && !code)
 		code = share_windows(&k, o);
-	if (!why && !code && pick_mine(&k) < 0)
+	if (!why && !code &&
+	    (pick_mine(&k, &k.all, &k.mine) < 0 || pick_mine(&k, &k.big, &k.mine_big) < 0))
 		k.m.abort(RD_EXIT_FILEIO);
 	struct sync_result res = { 0 }, total = { 0 };
 	struct sync_fails *fails = NULL, *fails2 = NULL;
@@ -624,7 +694,9 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	sync_fails_free(fails2);
 	sync_paths_free(&as_read);
 	free(k.mine.w);
+	free(k.mine_big.w);
 	client_wset_free(&k.all);
+	client_wset_free(&k.big);
 	free(first);
 	free(k.rec);
 	if (dsts != one)

@@ -61,6 +61,12 @@ struct wplan {
 	char *held;
 	size_t held_n;
 	unsigned number;     /* windows given out */
+	/* a ranked run's rank 0 (client_windows_all()): regular files of at
+	 * least big_min bytes (0: none looked at), which the ranks share by
+	 * size, apart from their directories' windows */
+	uint64_t big_min;
+	struct wset *big;
+	size_t capbig;
 	/* a ranked run's (sync/ranks.c): this rank's windows, made by rank 0,
 	 * given out in turn instead of listed */
 	const struct wset *given;
@@ -95,6 +101,39 @@ static int descend(struct wplan *p, int dfd, const struct dirent *de, const char
 	return !p->filter || !sync_filter_skip(path, 1, p->filter);
 }
 
+/* A ranked run's rank 0: name (in dir, path its path) into p->big when
+ * it is a regular file of at least p->big_min bytes that the filters
+ * send. 0 or -ENOMEM. */
+static int big_file(struct wplan *p, int dfd, const struct dirent *de, const char *path)
+{
+	struct stat st;
+	if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+		return 0;
+	if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size < p->big_min)
+		return 0;
+	if (p->filter && sync_filter_skip(path, 0, p->filter))
+		return 0;
+	struct wset *b = p->big;
+	if (b->n == p->capbig) {
+		size_t c = p->capbig ? 2 * p->capbig : 16;
+		struct wwin *g = realloc(b->w, c * sizeof *g);
+		if (!g)
+			return -ENOMEM;
+		b->w = g;
+		p->capbig = c;
+	}
+	struct wwin *w = &b->w[b->n];
+	*w = (struct wwin){ .entries = (uint64_t)st.st_size, .number = (unsigned)b->n + 1 };
+	if (!(w->dirs = malloc(sizeof *w->dirs)) || !(w->dirs[0] = strdup(path))) {
+		free(w->dirs);
+		return -ENOMEM;
+	}
+	w->ndirs = 1;
+	b->n++;
+	return 0;
+}
+
 /* List directory path: its entries counted into *n, its subdirectories
  * pushed as a frame. A directory that cannot be read is counted as one
  * entry and not entered: its window's scan says why. 0 or -ENOMEM. */
@@ -117,6 +156,10 @@ static int list_dir(struct wplan *p, const char *path, size_t *n)
 		char *sp = join(path, de->d_name);
 		if (!sp)
 			goto nomem;
+		if (p->big_min && big_file(p, dirfd(d), de, sp) < 0) {
+			free(sp);
+			goto nomem;
+		}
 		if (!descend(p, dirfd(d), de, sp)) {
 			free(sp);
 			continue;
@@ -404,7 +447,7 @@ void client_wset_free(struct wset *s)
 }
 
 int client_windows_all(const struct sync_opts *o, const char *src, size_t ways,
-                       struct wset *out)
+                       uint64_t big_min, struct wset *out, struct wset *big)
 {
 	struct wplan *p = calloc(1, sizeof *p);
 	struct stat st;
@@ -412,8 +455,11 @@ int client_windows_all(const struct sync_opts *o, const char *src, size_t ways,
 	size_t *n = NULL, nd = 0, capd = 0, total = 0;
 	int rc = -ENOMEM;
 	*out = (struct wset){ 0 };
+	*big = (struct wset){ 0 };
 	if (!p)
 		return rc;
+	p->big_min = big_min;
+	p->big = big;
 	p->one_fs = o->one_fs;
 	p->root = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (p->root < 0 || fstat(p->root, &st) < 0) {
@@ -486,8 +532,10 @@ out:
 	free(path);
 	free(n);
 	client_windows_free(p);
-	if (rc < 0)
+	if (rc < 0) {
 		client_wset_free(out);
+		client_wset_free(big);
+	}
 	return rc;
 }
 

@@ -90,6 +90,34 @@ rank_field() {
 	same "$T/src" "$T/dst"
 }
 
+@test "mpi: the big files of one directory are spread over the ranks by size" {
+	mkdir -p "$T/src/models--m/blobs" "$T/src/models--m/snapshots/r1" "$T/src/small"
+	local i
+	for i in 1 2 3 4 5 6 7 8; do
+		head -c $((2 + i % 2))M /dev/urandom >"$T/src/models--m/blobs/b$i"
+		ln -s "../../blobs/b$i" "$T/src/models--m/snapshots/r1/shard$i"
+	done
+	mk_files "$T/src/small" 300
+	# files of 1 MiB and more count as big here (64 MiB in a real run)
+	RDCP_TEST_BIG=1048576 ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	# 20 MiB of blobs: each rank sent two of them (5 MiB), give or take
+	local k b
+	for k in 0 1 2 3; do
+		b=$(rank_field $k bytes_sent)
+		echo "rank $k: $b bytes"
+		[ "$b" -ge $((4 << 20)) ] && [ "$b" -le $((7 << 20)) ]
+	done
+	[ "$(json_field files_sent <"$T/out")" -eq 308 ]
+	[ "$(json_field files_created <"$T/out")" -eq "$(find "$T/src" -mindepth 0 | wc -l)" ]
+	# a re-run: nothing
+	RDCP_TEST_BIG=1048576 ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	[ "$(json_field meta_updated <"$T/out")" -eq 0 ]
+}
+
 @test "mpi: --delete deletes once every rank is done, each extra once" {
 	mk_files "$T/src" 800
 	ranked 4 --sync -a "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
