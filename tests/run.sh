@@ -116,7 +116,7 @@ bench_smoke() {   # keep benchmarks/ runnable (tiny data; results not kept)
 # other side without exec: the child's exit would report the parent's
 # live heap as leaked.
 ASAN_BUILD=build-asan
-ASAN_E2E="hostile transport-dos hardening watch live windows"
+ASAN_E2E="hostile transport-dos hardening watch live windows mpi"
 asan_build() {
 	echo "1..1"
 	if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -j2 asan-build \
