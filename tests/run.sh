@@ -185,6 +185,8 @@ lane_rdma() {
 }
 lane_asan() {
 	local t n b LANE=asan
+	# mpi.bats's network namespaces, not the main lane's (rdmp-*)
+	export RDCP_MPI_NETNS=rdmq RDCP_MPI_NET=10.182.0
 	if [ "$BUILD" = "$ASAN_BUILD" ]; then
 		return 0   # make asan: the whole suite is the sanitizer part
 	fi

@@ -9,8 +9,11 @@
 
 load helpers
 
+# (RDCP_MPI_NETNS, RDCP_MPI_NET: another set, for the sanitizer lane's run
+# beside the main one's, tests/run.sh)
+export NETNS_PREFIX=${RDCP_MPI_NETNS:-rdmp} NETNS_NET=${RDCP_MPI_NET:-10.181.0}
+
 setup_file() {
-	export NETNS_PREFIX=rdmp NETNS_NET=10.181.0
 	source "$BATS_TEST_DIRNAME/../lib/netns.sh"
 	netns_up 2 || { echo "# could not make network namespaces (root and iproute2 needed)" >&3; return 1; }
 }
@@ -31,7 +34,7 @@ setup() {
 	[ -e "$(dirname "$RDCP")/rdcp-mpi.so" ] ||
 		{ echo "rdcp-mpi.so was not built (libopenmpi-dev)"; false; }
 	RSH=$BATS_TEST_DIRNAME/../lib/netns-rsh
-	H1=10.181.0.1 H2=10.181.0.2
+	H1=$NETNS_NET.1 H2=$NETNS_NET.2
 }
 
 # ranked NP ARGS...: mpirun -np NP rdcp ARGS (hosts through netns-rsh);
