@@ -19,15 +19,20 @@
 #   Tree: a Hugging Face hub cache: --blobs blobs of --blob-mb MiB, each in
 #   its own models--mI (blobs/ and a relative symlink in snapshots/r1), and
 #   --files small files (100 B - 8 KB) in directories of 1000.
+#   rdcp shares files of 64 MiB and more among the ranks by size (each blob
+#   to its own rank), the rest by directory windows: with --blob-mb under
+#   64, the blobs go with their directories' windows.
 #   Indexes: cleared before every full copy (rdcp pays its hashing, as fpsync
 #   has nothing to pay); --warm-index keeps SRC's (scanned once, untimed).
+#   --fpsync-opts: more fpsync options (e.g. "-s 1073741824": at most 1 GiB
+#   a job instead of 4, so its blobs spread over more workers).
 #   mpi.sh [--files N] [--blob-mb N] [--blobs N] [--rate-mbit N] [--reps N]
-#          [--warm-index]
+#          [--warm-index] [--fpsync-opts STR]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 B=${RDCP_BUILD:-$top/build}
-files=200000 blob_mb=1024 blobs=8 rate=400 reps=3 warm=0
+files=200000 blob_mb=1024 blobs=8 rate=400 reps=3 warm=0 fpo=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--files) files=$2; shift ;;
@@ -36,8 +41,9 @@ while [ $# -gt 0 ]; do
 	--rate-mbit) rate=$2; shift ;;
 	--reps) reps=$2; shift ;;
 	--warm-index) warm=1 ;;
+	--fpsync-opts) fpo=$2; shift ;;
 	*) echo "usage: $0 [--files N] [--blob-mb N] [--blobs N] [--rate-mbit N] [--reps N]" \
-		"[--warm-index]" >&2; exit 1 ;;
+		"[--warm-index] [--fpsync-opts STR]" >&2; exit 1 ;;
 	esac
 	shift
 done
@@ -62,10 +68,12 @@ netns_up "$nh" || { echo "mpi.sh: cannot make network namespaces (root needed)" 
 for i in $(seq 1 "$nh"); do
 	# eth0: the host's egress (fpsync's data, rdcp's replies); rdmb-vI: its
 	# ingress (rdcp's data)
-	ip netns exec "rdmb-$i" tc qdisc add dev eth0 root tbf rate "${rate}mbit" \
-		burst 256kb latency 100ms &&
-		tc qdisc add dev "rdmb-v$i" root tbf rate "${rate}mbit" burst 256kb latency 100ms ||
-		{ echo "mpi.sh: tc tbf failed" >&2; exit 1; }
+	if ! ip netns exec "rdmb-$i" tc qdisc add dev eth0 root tbf rate "${rate}mbit" \
+		burst 256kb latency 100ms ||
+		! tc qdisc add dev "rdmb-v$i" root tbf rate "${rate}mbit" burst 256kb latency 100ms; then
+		echo "mpi.sh: tc tbf failed" >&2
+		exit 1
+	fi
 done
 read -r -a H <<<"$NETNS_HOSTS"   # H[0..3]: the hosts
 RSH=$top/tests/lib/netns-rsh
@@ -112,9 +120,10 @@ clear() { rm -rf "$dst" && mkdir -p "$dst"; }
 cold() { [ "$warm" = 1 ] || rm -rf "$XDG_CACHE_HOME"; }
 timed() { local a b; a=$(now); "$@" || return 1; b=$(now); echo "$b - $a" | bc -l; }
 same() { [ -z "$(rsync -anciH --delete "$src/" "$dst/" | tee "$W/diff")" ]; }
+# shellcheck disable=SC2046 # hosts: one operand a line
 ranked() {
 	mpirun --oversubscribe -np "$1" "$B/rdcp" -e "$RSH" --rdcp-path "$B/rdcp" \
-		--sync -a "$src/" $(hosts "$1") >"$W/rdcp.out" 2>"$W/rdcp.err"
+		--sync -a --json "$src/" $(hosts "$1") >"$W/rdcp.json" 2>"$W/rdcp.err"
 }
 fail() {   # what went wrong, with what the tool said
 	echo >&2
@@ -161,7 +170,8 @@ rsync --daemon --no-detach --config="$W/rsyncd.conf" --address="$NETNS_NET.254" 
 daemon=$!
 sleep 0.5
 fps() {
-	PATH=$W/bin:$PATH fpsync -n "$nh" -w "${H[*]}" -d "$W/t/fpshared" -t "$W/fptmp" \
+	# shellcheck disable=SC2086 # $fpo: options, split
+	PATH=$W/bin:$PATH fpsync -n "$nh" -w "${H[*]}" -d "$W/t/fpshared" -t "$W/fptmp" $fpo \
 		-o "-lptgoD --numeric-ids" "$src/" "rsync://$NETNS_NET.254:$rport/d/" \
 		>"$W/fpsync.out" 2>&1
 }
@@ -182,6 +192,7 @@ rdcp_reps() {
 		s=$(timed ranked "$n") || fail "mpirun -np $n rdcp failed" "$W/rdcp.err"
 		same || fail "rdcp with $n ranks: DST differs from SRC" "$W/rdcp.err"
 		T[full$n]+="$s "
+		[ "$n" = 4 ] && cp "$W/rdcp.json" "$W/full4.json"
 		echo "rdcp-full,$n,$r,$s" >>"$csv"
 	done
 	printf 'rep %d/%d: rdcp, 4 ranks, no-op re-run   \r' "$r" "$reps" >&2
@@ -215,6 +226,8 @@ printf '\nranked runs: %d MiB in %d entries (%d x %d MiB blobs, %d small files),
 	"$((bytes >> 20))" "$nfiles" "$blobs" "$blob_mb" "$files"
 printf 'network namespaces, every link %d Mbit/s each way (tc tbf), %d reps, medians%s:\n' \
 	"$rate" "$reps" "$([ "$warm" = 1 ] && echo ", SRC's index warm" || echo ", indexes cold")"
+[ "$blob_mb" -ge 64 ] ||
+	echo "(blobs under 64 MiB: rdcp sends them with their directories' windows, not by size)"
 printf '%-40s %9s %9s %12s\n' case seconds MiB/s "÷ 1 rank"
 f1=$(medof "${T[full1]}")
 for n in 1 2 4; do
@@ -224,7 +237,8 @@ for n in 1 2 4; do
 done
 f4=$(medof "${T[full4]}") no=$(medof "${T[noop]}")
 ff=$(medof "${T[fpfull]}") fn=$(medof "${T[fpnoop]}")
-printf '%-40s %9.2f %9.1f\n' "fpsync -n 4 (4 SSH workers), full copy" "$ff" "$(mb "$ff")"
+printf '%-40s %9.2f %9.1f\n' "fpsync -n 4${fpo:+ $fpo} (4 SSH workers), full copy" "$ff" \
+	"$(mb "$ff")"
 printf '%-40s %9.2f\n' "rdcp, 4 ranks, no-op re-run" "$no"
 printf '%-40s %9.2f\n' "fpsync -n 4, no-op re-run" "$fn"
 printf '(links: %d x %d Mbit/s = %.1f MiB/s at most)\n' "$nh" "$rate" \
@@ -237,4 +251,11 @@ printf 'target: rdcp 4 ranks <= 0.5x fpsync'"'"'s time, full copy: %.2fx (%s)\n'
 	"$(verdict "$x <= 0.5")"
 x=$(echo "$no / $fn" | bc -l)
 printf 'target: rdcp <= 0.5x fpsync'"'"'s time, no-op re-run: %.2fx (%s)\n' "$x" "$(verdict "$x <= 0.5")"
+python3 - "$W/full4.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("rdcp's 4 ranks, last full copy: " + "; ".join(
+    "rank %d %d files %.1f MiB %.1f s" % (r["rank"], r["files"], r["bytes_sent"] / 1048576,
+                                           r["seconds"]) for r in d["ranks"]))
+PY
 echo "raw results: $csv"

@@ -9,6 +9,8 @@ export RDCP_BUILD=$build
 addr=169.254.77.1
 
 setup() {
+	# a name (the init sets none): mpirun refuses a node called "(none)"
+	hostname rdcp-vm || return 1
 	modprobe -a ib_uverbs rdma_ucm rdma_rxe dummy || return 1
 	ip link add rdma0 type dummy || return 1
 	ip addr add $addr/16 dev rdma0 || return 1

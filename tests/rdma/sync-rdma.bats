@@ -52,6 +52,30 @@ mk() {
 	same "$T/src" "$T/dst"
 }
 
+@test "rdma ranked: mpirun -np 2, each rank's windows and big files over RDMA, --delete after both" {
+	command -v mpirun >/dev/null || { echo "mpirun not installed (openmpi-bin)"; false; }
+	mk "$T/src"
+	mkdir -p "$T/src/more/deep"
+	head -c $((20 << 20)) /dev/urandom >"$T/src/blobs/big2"
+	for i in $(seq 40); do echo "$i" >"$T/src/more/deep/h$i"; done
+	mkdir -p "$T/dst/gone" && touch "$T/dst/gone/x"
+	# --transport rdma: RDMA or exit 16, on every rank
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp \
+	OMPI_MCA_btl_vader_single_copy_mechanism=none RDCP_TEST_WINDOW=60 \
+	RDCP_TEST_BIG=$((16 << 20)) timeout 300 mpirun --oversubscribe -np 2 "$RDCP" --sync \
+		--delete --json --transport rdma --data-addr "$ADDR" -e "$LRSH" --rdcp-path "$RDCP" \
+		"$T/src/" "vm:$T/dst" >"$T/json"
+	cat "$T/json"
+	[ "$(json_field transport <"$T/json")" = rdma ]
+	[ "$(json_field deleted <"$T/json")" -eq 2 ]
+	same "$T/src" "$T/dst"
+	# the two blobs (24 and 20 MiB) went one to each rank
+	local k
+	for k in 0 1; do
+		[ "$(tail -n 1 "$T/json" | jq ".ranks[$k].bytes_sent")" -ge $((20 << 20)) ]
+	done
+}
+
 @test "rdma: pull, one changed file" {
 	mk "$T/src"
 	"$RDCP" --sync --transport rdma --data-addr "$ADDR" -e "$LRSH" --rdcp-path "$RDCP" \
