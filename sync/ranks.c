@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "sync/client_int.h"
 #include "sync/mpi/mpi.h"
+#include "sync/select/select.h"
 #include "sync/wire/proto.h"
 
 #define HOST_LEN 64
@@ -67,7 +68,9 @@ struct rk_src {
 struct ranked {
 	struct rk_mpi m;
 	const char **dst;   /* the DSTs, in the order given */
+	const char **addr;  /* --hosts' data addresses (NULL: none given) */
 	int ndst;
+	char *hosts_buf;    /* --hosts: the DSTs' strings */
 	struct wset all, mine;    /* the windows; this rank's */
 	struct wset big, mine_big;   /* the big files; this rank's */
 	struct rk_rec *rec;   /* size of them, the last pass's */
@@ -418,6 +421,7 @@ static char **pass_opts(const struct sync_opts *o, struct sync_opts *p, int dele
 	p->dst = dst;
 	p->nsrc = 1;
 	p->ranked = 1;
+	p->hosts = NULL;
 	if (!deletes)
 		p->flags &= ~(unsigned)(SYNC_F_DELETE | SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
 		                        SYNC_F_DELETE_EXCLUDED | SYNC_F_DELETE_DURING);
@@ -450,6 +454,8 @@ static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_res
 	struct sync_fails *fails = NULL;
 	char **fwd = pass_opts(o, &p, 0, k->dst[k->m.rank % k->ndst]);
 	char **files = calloc(k->mine_big.n, sizeof *files);
+	if (k->addr && k->addr[k->m.rank % k->ndst])
+		p.data_addr = k->addr[k->m.rank % k->ndst];
 	int code = RD_EXIT_FILEIO;
 	if (!fwd || !files) {
 		log_err("out of memory");
@@ -477,6 +483,8 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 	const char *dst = k->dst[k->m.rank % k->ndst];
 	char **fwd = pass_opts(o, &p, deletes, dst);
 	struct rk_rec me = { 0 };
+	if (k->addr && k->addr[k->m.rank % k->ndst])
+		p.data_addr = k->addr[k->m.rank % k->ndst];
 	double t = now_s();
 	int code = 0;
 	*res = (struct sync_result){ 0 };
@@ -604,6 +612,73 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 	return buf;
 }
 
+/* --hosts=FILE:DST under mpirun: the DSTs, one a line ('[user@]host
+ * [data-address]': one host named with several addresses takes as many
+ * ranks, each of its connections on its own address). 0 or the exit code
+ * (said). */
+static int read_hosts(struct ranked *k, struct sync_opts *o)
+{
+	int say = k->m.rank == 0;   /* every rank reads it; rank 0 speaks */
+	const char *colon = strrchr(o->hosts, ':');
+	if (!colon || colon == o->hosts || !colon[1]) {
+		if (say)
+			log_err("--hosts=FILE:DST: expected a host list file and the destination path "
+		        "on every host, e.g. --hosts=movers.txt:/gpfs/proj (got '%s')", o->hosts);
+		return RD_EXIT_USAGE;
+	}
+	char *file = strndup(o->hosts, (size_t)(colon - o->hosts)), *buf = NULL;
+	size_t len, cap = 0;
+	if (!file || sync_read_list(file, o, &buf, &len) < 0) {
+		if (say)
+			log_err("--hosts: cannot read %s: %s", file ? file : "?", strerror(errno));
+		free(file);
+		return RD_EXIT_SELECT;
+	}
+	char *p = buf, *line;
+	int lineno = 0, code = 0;
+	FILE *f = open_memstream(&k->hosts_buf, &cap);
+	size_t *at = NULL;   /* each DST's and address's offset in hosts_buf */
+	while (f && !code && (line = sync_next_line(&p, buf + len, &lineno))) {
+		char host[256], addr[256], extra[2];
+		int got = sscanf(line, " %255s %255s %1s", host, addr, extra);
+		size_t *g = realloc(at, (size_t)(k->ndst + 1) * 2 * sizeof *at);
+		if (got < 1 || got > 2 || strchr(host, ':') || strchr(host, '/')) {
+			if (say)
+				log_err("--hosts: %s line %d: expected '[user@]host [data-address]', got '%s'",
+			        file, lineno, line);
+			code = RD_EXIT_USAGE;
+		} else if (!g) {
+			code = RD_EXIT_FILEIO;
+		} else {
+			at = g;
+			at[2 * k->ndst] = (size_t)ftell(f);
+			fprintf(f, "%s:%s%c", host, colon + 1, '\0');
+			at[2 * k->ndst + 1] = got == 2 ? (size_t)ftell(f) : SIZE_MAX;
+			if (got == 2)
+				fprintf(f, "%s%c", addr, '\0');
+			k->ndst++;
+		}
+	}
+	if (!f || fclose(f) != 0)
+		code = RD_EXIT_FILEIO;
+	if (!code && !k->ndst) {
+		if (say)
+			log_err("--hosts: %s names no host", file);
+		code = RD_EXIT_USAGE;
+	}
+	if (!code && (!(k->dst = calloc((size_t)k->ndst, sizeof *k->dst)) ||
+	              !(k->addr = calloc((size_t)k->ndst, sizeof *k->addr))))
+		code = RD_EXIT_FILEIO;
+	for (int i = 0; !code && i < k->ndst; i++) {
+		k->dst[i] = k->hosts_buf + at[2 * i];
+		k->addr[i] = at[2 * i + 1] == SIZE_MAX ? NULL : k->hosts_buf + at[2 * i + 1];
+	}
+	free(at);
+	free(buf);
+	free(file);
+	return code;
+}
+
 int sync_ranks(struct sync_opts *o, int first_dst)
 {
 	struct ranked k = { 0 };
@@ -613,7 +688,17 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	 * host:DST), or the one DST */
 	const char *one[1] = { o->dst };
 	const char **dsts = one;
-	if (first_dst) {
+	if (o->hosts) {
+		int c = read_hosts(&k, o);
+		if (c) {   /* the same on every rank (rank 0 said it) */
+			free(k.dst);
+			free(k.addr);
+			free(k.hosts_buf);
+			k.m.finalize();
+			return c;
+		}
+		dsts = k.dst;
+	} else if (first_dst) {
 		k.ndst = o->nsrc - first_dst + 1;
 		dsts = calloc((size_t)k.ndst, sizeof *dsts);
 		if (!dsts)
@@ -701,6 +786,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	free(k.rec);
 	if (dsts != one)
 		free(dsts);
+	free(k.addr);
+	free(k.hosts_buf);
 	fflush(stdout);
 	k.m.finalize();
 	return code;

@@ -121,6 +121,37 @@ rank_field() {
 	[ "$(json_field meta_updated <"$T/out")" -eq 0 ]
 }
 
+@test "mpi: --hosts=FILE:DST names one host by two data addresses; each rank uses its own" {
+	# host 1 gets a second link, straight to this namespace, on a net of
+	# its own
+	local x=${NETNS_NET%.*}.$(( ${NETNS_NET##*.} + 100 )) ns=$NETNS_PREFIX-1
+	ip link add "$NETNS_PREFIX-x1" type veth peer name eth1 netns "$ns"
+	ip addr add "$x.254/24" dev "$NETNS_PREFIX-x1"
+	ip link set "$NETNS_PREFIX-x1" up
+	ip -n "$ns" addr add "$x.1/24" dev eth1
+	ip -n "$ns" link set eth1 up
+	mkdir -p "$T/src/a" "$T/src/b"
+	head -c 3M /dev/urandom >"$T/src/a/blob"
+	head -c 3M /dev/urandom >"$T/src/b/blob"
+	printf '# one host, two ways in\n%s %s\n%s %s\n' "$H1" "$H1" "$H1" "$x.1" >"$T/hosts"
+	local before; before=$(ip -n "$ns" -s -j link show eth1 | jq '.[0].stats64.rx.bytes')
+	RDCP_TEST_BIG=1048576 ranked 2 --sync -a --json --hosts="$T/hosts:$T/dst" "$T/src/"
+	local after; after=$(ip -n "$ns" -s -j link show eth1 | jq '.[0].stats64.rx.bytes')
+	ip link del "$NETNS_PREFIX-x1"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	[ "$(rank_field 0 dst)" = "$H1:$T/dst" ] && [ "$(rank_field 1 dst)" = "$H1:$T/dst" ]
+	# rank 1's blob came in on the second link, rank 0's did not
+	echo "second link: $((after - before)) bytes in"
+	[ "$((after - before))" -ge $((3 << 20)) ] && [ "$((after - before))" -lt $((5 << 20)) ]
+	# a bad line: said once (by rank 0), exit 1, nothing started
+	printf '%s %s extra\n' "$H1" "$H1" >"$T/hosts"
+	ranked 2 --sync -a --hosts="$T/hosts:$T/dst2" "$T/src/"
+	[ "$rc" -eq 1 ]
+	[ "$(grep -c "line 1: expected '\[user@\]host \[data-address\]'" "$T/err")" -eq 1 ]
+	[ ! -e "$T/dst2" ]
+}
+
 @test "mpi: --delete deletes once every rank is done, each extra once" {
 	mk_files "$T/src" 800
 	ranked 4 --sync -a "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
