@@ -237,10 +237,10 @@ for n in 1 2 4; do
 done
 f4=$(medof "${T[full4]}") no=$(medof "${T[noop]}")
 ff=$(medof "${T[fpfull]}") fn=$(medof "${T[fpnoop]}")
-printf '%-40s %9.2f %9.1f\n' "fpsync -n 4${fpo:+ $fpo} (4 SSH workers), full copy" "$ff" \
-	"$(mb "$ff")"
+printf '%-40s %9.2f %9.1f\n' "fpsync -n 4 (4 SSH workers), full copy" "$ff" "$(mb "$ff")"
 printf '%-40s %9.2f\n' "rdcp, 4 ranks, no-op re-run" "$no"
 printf '%-40s %9.2f\n' "fpsync -n 4, no-op re-run" "$fn"
+[ -z "$fpo" ] || echo "(fpsync with $fpo)"
 printf '(links: %d x %d Mbit/s = %.1f MiB/s at most)\n' "$nh" "$rate" \
 	"$(echo "$nh * $rate * 1000000 / 8 / 1048576" | bc -l)"
 verdict() { echo "$1" | bc -l | sed 's/1/met/;s/0/NOT met/'; }

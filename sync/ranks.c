@@ -125,10 +125,10 @@ static int load(struct rk_mpi *m)
 
 /* Why this run cannot be shared among ranks (rank 0 then runs it alone),
  * or NULL. The same answer on every rank: it reads the options and SRC. */
-static const char *alone_why(const struct sync_opts *o, const struct ranked *k)
+static const char *alone_why(const struct sync_opts *o)
 {
 	char *host, *path;
-	if (o->nsrc > 1 && !k->ndst)
+	if (o->nsrc > 1)
 		return "several SRCs are not shared among ranks";
 	if (sync_parse_endpoint(o->src, &host, &path) < 0)
 		return "SRC cannot be read";
@@ -493,8 +493,9 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 		log_err("out of memory");
 		code = RD_EXIT_FILEIO;
 	} else if (alone) {
-		p.ranked = 0;   /* rank 0 alone: DST is its own */
+		p.ranked = 0;   /* rank 0 alone: DST is its own, SRCs all */
 		p.nfwd--;
+		p.nsrc = o->nsrc;
 		if (k->m.rank == 0)
 			code = client_run(&p, NULL, res, fails, as_read);
 	} else {
@@ -726,15 +727,15 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	/* rank 0 decides whether it runs alone, for all */
 	const char *why = NULL;
 	int32_t alone = 0;
-	if (!code && k.m.rank == 0 && (why = alone_why(o, &k)))
+	if (!code && k.m.rank == 0 && (why = alone_why(o)))
 		alone = 1;
 	if (!code && k.m.bcast(&alone, sizeof alone, 0) < 0)
 		k.m.abort(RD_EXIT_PROTO);
 	if (!why && alone)
 		why = "";   /* (rank 0's, said there) */
 	if (why && k.m.rank == 0)
-		log_warn("under mpirun, %s: rank 0 runs this alone, the other %d ranks wait", why,
-		         k.m.size - 1);
+		log_warn("under mpirun, %s: rank 0 runs this alone, the other %s wait", why,
+		         k.m.size == 2 ? "rank" : "ranks");
 	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
@@ -755,8 +756,9 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 				two = 1;
 				code = worse(code, pass(&k, o, 1, 0, &r2, &fails2, &as_read));
 			} else if (k.m.rank == 0) {
-				int bad = 0;
-				while (bad < k.m.size && !first[bad].code)
+				int bad = 0;   /* the first that failed (24 is not a failure) */
+				while (bad < k.m.size - 1 &&
+				       (!first[bad].code || first[bad].code == RD_EXIT_VANISHED))
 					bad++;
 				log_err("not deleting: rank %d (on %.*s) ended with code %d; nothing was "
 				        "deleted anywhere", bad, HOST_LEN, first[bad].host,
