@@ -734,8 +734,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	if (!why && alone)
 		why = "";   /* (rank 0's, said there) */
 	if (why && k.m.rank == 0)
-		log_warn("under mpirun, %s: rank 0 runs this alone, the other %s wait", why,
-		         k.m.size == 2 ? "rank" : "ranks");
+		log_warn("under mpirun, %s: rank 0 runs this alone, the other %s", why,
+		         k.m.size == 2 ? "rank waits" : "ranks wait");
 	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
