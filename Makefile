@@ -135,6 +135,7 @@ bench: deps-test
 	@./benchmarks/transport.sh --enc-only   # --encrypt vs plain TCP, ratio
 	@./benchmarks/fanout.sh                 # one tree onto 1..8 hosts
 	@python3 benchmarks/live.py             # --watch vs lsyncd and loops
+	@./benchmarks/mpi.sh                    # mpirun: 1, 2, 4 ranks vs fpsync
 
 # The units name the programs where they are installed (@BINDIR@).
 UNITS_IN := $(wildcard packaging/systemd/*.in)
