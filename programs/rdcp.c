@@ -224,6 +224,9 @@ int main(int argc, char **argv)
 	case SYNC_MODE_SERVER:
 		log_prog = "rdcp (remote)";
 		return sync_server();
+	case SYNC_MODE_WITNESS:
+		log_prog = "rdcp (remote)";
+		return sync_ranked_witness(a.witness);
 	case SYNC_MODE_SCAN:
 		if (a.noperands != 1) {
 			log_err("--scan takes one directory (and no SRC DST)");

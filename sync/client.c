@@ -91,6 +91,9 @@ pid_t client_spawn_local(struct ctl *c)
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
+		sigset_t none;   /* the signals the parent's interrupt thread takes */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		close(sv[0]);
 		dup2(sv[1], STDIN_FILENO);
 		dup2(sv[1], STDOUT_FILENO);
@@ -186,6 +189,18 @@ static void *interrupt_main(void *arg)
 		}
 	}
 	_exit(RD_EXIT_SIGNAL);
+}
+
+/* The process's one interrupt thread, started on first use with no far
+ * side (a signal then ends us: exit 20). A ranked run starts it before
+ * MPI does its threads, so that they too leave the signals to it. */
+struct interrupt *client_interrupts(void)
+{
+	static struct interrupt in = { .far = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
+	static int started;
+	if (!started++)
+		client_catch_interrupts(&in);
+	return &in;
 }
 
 /* Block the signals above in this thread (and every thread it starts) and
@@ -516,12 +531,11 @@ int client_run(struct sync_opts *o, const struct wset *given, struct sync_result
 		free_endpoints(o, paths, &src, &dst);
 		return code;
 	}
-	static struct interrupt in;
-	static int catching;
-	in.far = pid;
-	in.c = &c;
-	if (!catching++)   /* one thread for the process (a ranked run has two runs) */
-		client_catch_interrupts(&in);
+	struct interrupt *in = client_interrupts();
+	pthread_mutex_lock(&in->mu);
+	in->far = pid;
+	in->c = &c;
+	pthread_mutex_unlock(&in->mu);
 	struct role r = { .ctl = &c, .flags = o->flags, .tp = o->tp, .is_client = 1, .o = o,
 	                  .srcs = paths, .nsrc = nsrc, .verbose = o->verbose,
 	                  .progress = o->progress, .timeout = o->timeout,
@@ -599,17 +613,26 @@ int client_run(struct sync_opts *o, const struct wset *given, struct sync_result
 	}
 	free_endpoints(o, paths, &src, &dst);
 	*fails = r.fails;
-	while (__atomic_load_n(&in.fired, __ATOMIC_SEQ_CST))
-		pause();   /* the interrupt thread exits 20 for the run */
-	in.far = -1;   /* reaped: a signal from now ends us alone */
+	/* reaped, and c going: a signal from now ends us alone (if the
+	 * thread has fired, it holds mu until it exits 20 for the run) */
+	pthread_mutex_lock(&in->mu);
+	in->far = -1;
+	in->c = NULL;
+	pthread_mutex_unlock(&in->mu);
 	return code;
 }
 
 int sync_client(struct sync_opts *o)
 {
 	int first_dst = o->srcs && !o->hosts ? fanout_at(o) : 0;
-	if (sync_ranked())   /* under mpirun: one of N ranks (sync/ranks.c) */
-		return sync_ranks(o, first_dst);
+	if (sync_ranked()) {   /* under mpirun: one of N ranks (sync/ranks.c) */
+		if (o->watch) {   /* (every rank says it: nothing has started) */
+			log_err("--watch is one process following SRC: run it without mpirun");
+			return RD_EXIT_USAGE;
+		}
+		int code = check_operands(o);
+		return code ? code : sync_ranks(o, first_dst);
+	}
 	if (o->watch && (o->hosts || first_dst)) {
 		int code = fanout_watch_check(o, first_dst);
 		if (code)

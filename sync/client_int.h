@@ -46,6 +46,9 @@ int   client_reap(pid_t pid, int *status, int failed);
 /* SIGINT, SIGTERM, SIGHUP to a thread of their own, which stops the far
  * side (or, between --watch rounds, the watch). Returns once it runs. */
 void  client_catch_interrupts(struct interrupt *in);
+/* The process's interrupt thread for its runs (client_run()), started on
+ * the first call; its far side -1 between runs. */
+struct interrupt *client_interrupts(void);
 /* -v: the files sent as read (they never stood still), named, one a line
  * (as_read made unique). */
 void  client_say_as_read(const struct sync_opts *o, struct sync_paths *as_read);

@@ -17,6 +17,12 @@
  *     root yet keeps a reader from a tree that a writer is writing inside.
  *     Each side first holds its mark, then looks (F_OFD_GETLK) for the
  *     other's, so of two runs starting at once at least one sees the other.
+ * A ranked run's receivers (several processes, one run: sync/ranks.c) each
+ * take DST as a writer does but share its flock, and hold "writer here" on
+ * it for the exclusive flock they do not take (as a local run's writer
+ * whose own other side holds the flock): every other run is kept from DST,
+ * above it and inside it; they do not see each other. Two ranked runs
+ * into one DST at once do not see each other either.
  * Both kinds go with the open file, so a killed run's locks go with it. The
  * marks are OFD locks on one open of the lock file per run (a local run's
  * two sides share it, sync_lock_share()), so a run does not meet itself
@@ -277,7 +283,8 @@ static void say_busy(const struct sync_lock *l, size_t i, const char *path,
 	char oshown[4096];
 	log_path(oshown, sizeof oshown, k > 0 ? other : "a directory above it");
 	log_err("%s: another rdcp is %s %s, which holds this %s; try again when it has "
-	        "finished", shown, what, oshown, mode == SYNC_LOCK_WRITE ? "tree" : "source");
+	        "finished", shown, what, oshown,
+	        mode == SYNC_LOCK_WRITE || mode == SYNC_LOCK_RANKED ? "tree" : "source");
 }
 
 /* The marks held for the run (before the flocks: whoever holds a flock
@@ -289,10 +296,14 @@ static void take_marks(struct sync_lock *l, enum sync_lock_mode mode)
 		return;
 	for (size_t i = 0; i < l->nn; i++) {
 		mark(l->file, &l->n[i], MARK_RUN_HERE, 0);
-		if (mode == SYNC_LOCK_WRITE && i > 0)
+		if ((mode == SYNC_LOCK_WRITE || mode == SYNC_LOCK_RANKED) && i > 0)
 			mark(l->file, &l->n[i], MARK_WRITER_BELOW, 0);
 		if (mode == SYNC_LOCK_READ && i == 0)
 			mark(l->file, &l->n[i], MARK_READER_HERE, 0);
+		/* a ranked run's writers share the root's flock: "writer here"
+		 * stands for the exclusive one, as for a run's own other side */
+		if (mode == SYNC_LOCK_RANKED && i == 0)
+			mark(l->file, &l->n[i], MARK_WRITER_HERE, 0);
 	}
 }
 
@@ -345,14 +356,17 @@ static int look_marks(struct sync_lock *l, const char *path, enum sync_lock_mode
 {
 	if (l->file < 0)
 		return 0;
-	int w = mode == SYNC_LOCK_WRITE, r = mode == SYNC_LOCK_READ;
+	int g = mode == SYNC_LOCK_RANKED;   /* a writer among the run's others */
+	int w = mode == SYNC_LOCK_WRITE || g, r = mode == SYNC_LOCK_READ;
 	for (size_t i = 0; i < l->nn; i++) {
 		const char *what =
-			mark(l->file, &l->n[i], MARK_WRITER_HERE, 1) == 1 ?
+			!(g && i == 0) && mark(l->file, &l->n[i], MARK_WRITER_HERE, 1) == 1 ?
 				(i > 0 ? "writing into" : w ? "using this tree now" :
 				 "writing into this tree now") :
 			w && i > 0 && mark(l->file, &l->n[i], MARK_READER_HERE, 1) == 1 ? "reading" :
-			r && i == 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1 ?
+			g && i == 0 && mark(l->file, &l->n[0], MARK_READER_HERE, 1) == 1 ?
+				"reading this tree now" :
+			(r || g) && i == 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1 ?
 				"writing into a tree inside this one now" :
 			l->marked_ex && i == 0 && mark(l->file, &l->n[0], MARK_RUN_HERE, 1) == 1 ?
 				"using this tree now" : NULL;

@@ -30,7 +30,7 @@ enum { OPT_SCAN = 256, OPT_INDEX, OPT_NOINDEX, OPT_THREADS, OPT_SYNC,
        OPT_BACKUP_DIR, OPT_SUFFIX, OPT_REMOVE_SOURCE, OPT_MKPATH, OPT_STATS, OPT_JSON,
        OPT_FORCE, OPT_INPLACE, OPT_APPEND, OPT_APPEND_VERIFY, OPT_COMPRESS_LEVEL,
        OPT_INDEX_LIST, OPT_INDEX_PRUNE, OPT_HOSTS, OPT_RELAY, OPT_CONTIMEOUT, OPT_WATCH,
-       OPT_ROUNDS, OPT_WINDOWS, OPT_RANKED };
+       OPT_ROUNDS, OPT_WINDOWS, OPT_RANKED, OPT_RANKED_WITNESS };
 
 /* Who sees an option: the client only, or the far side too (forwarded);
  * FAR_SELF: the far side takes it, but the client forwards what it makes
@@ -113,7 +113,7 @@ static const struct opt_def defs[] = {
 	{ { "relay", required_argument, NULL, OPT_RELAY }, FAR },
 	{ { "rounds", no_argument, NULL, OPT_ROUNDS }, FAR },
 	{ { "windows", no_argument, NULL, OPT_WINDOWS }, FAR },
-	{ { "ranked", no_argument, NULL, OPT_RANKED }, FAR },
+	{ { "ranked", optional_argument, NULL, OPT_RANKED }, FAR },
 	/* what to print */
 	/* far too: the receiver makes the lines (names with -v, codes with -i,
 	 * none with -q), the sender says "using TCP" with -v */
@@ -132,6 +132,9 @@ static const struct opt_def defs[] = {
 	{ { "index-prune", optional_argument, NULL, OPT_INDEX_PRUNE }, CLIENT },
 	{ { "threads", required_argument, NULL, OPT_THREADS }, CLIENT },
 	{ { "server", no_argument, NULL, OPT_SERVER }, CLIENT },
+	/* a ranked run's check that its DSTs are one tree (sync/ranks.c),
+	 * run by the remote shell as --server is; never typed */
+	{ { "ranked-witness", required_argument, NULL, OPT_RANKED_WITNESS }, CLIENT },
 	{ { "help", no_argument, NULL, OPT_HELP }, CLIENT },
 	{ { "version", no_argument, NULL, 'V' }, CLIENT },   /* -V: rsync's */
 	/* short only: -P is --partial --progress, -F a filter rule (below) */
@@ -445,7 +448,13 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
 	case OPT_ROUNDS: o->take_rounds = 1; return -1;
 	case OPT_WINDOWS: o->windows = 1; return -1;
-	case OPT_RANKED: o->ranked = 1; return -1;
+	case OPT_RANKED:   /* "later": pass 1 of a run with --delete */
+		if (optarg && strcmp(optarg, "later")) {
+			snprintf(a->why, sizeof a->why, "--ranked takes no value but 'later'");
+			return RD_EXIT_PROTO;
+		}
+		o->ranked = optarg ? 2 : 1;
+		return -1;
 	case OPT_WATCH:
 		return watch_arg(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
 	}
@@ -493,6 +502,7 @@ static int take_mode(int c, struct sync_args *a)
 		return -1;
 	}
 	case OPT_SERVER: a->mode = SYNC_MODE_SERVER; return -1;
+	case OPT_RANKED_WITNESS: a->mode = SYNC_MODE_WITNESS; a->witness = optarg; return -1;
 	case OPT_HELP: a->mode = SYNC_MODE_HELP; return -1;
 	case 'V': a->mode = SYNC_MODE_VERSION; return -1;
 	case 'l': case 'D':

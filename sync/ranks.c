@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,11 +35,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "common/exitcode.h"
 #include "common/log.h"
+#include "common/rsh.h"
+#include "index/index.h"
 #include "sync/client_int.h"
 #include "sync/mpi/mpi.h"
 #include "sync/select/select.h"
@@ -78,9 +82,31 @@ struct ranked {
 
 int sync_ranked(void)
 {
-	/* Open MPI's mpirun sets these in every rank */
-	const char *s = getenv("OMPI_COMM_WORLD_SIZE");
-	return s && *s;
+	/* RDCP_MPI=1: a rank (a wrapper script between mpirun and rdcp);
+	 * RDCP_MPI=0: never */
+	const char *force = getenv("RDCP_MPI"), *size = getenv("OMPI_COMM_WORLD_SIZE");
+	if (force && *force)
+		return strcmp(force, "0") != 0;
+	if (!size || !*size)
+		return 0;
+	/* Open MPI sets OMPI_COMM_WORLD_SIZE in every rank, and a program a
+	 * rank starts inherits it: a rank is started by mpirun itself, or by
+	 * its daemon on another node */
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)getppid());
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (!fgets(comm, sizeof comm, f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+	comm[strcspn(comm, "\n")] = '\0';
+	static const char *const launchers[] = { "mpirun", "mpiexec", "orterun", "orted",
+	                                         "prterun", "prted" };
+	for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++)
+		if (!strcmp(comm, launchers[i]))
+			return 1;
+	return 0;
 }
 
 static int load(struct rk_mpi *m)
@@ -159,8 +185,9 @@ static const char *alone_why(const struct sync_opts *o)
 	return NULL;
 }
 
-/* SRC as this rank sees it: can it be read, and its top level's names
- * and mtime, so that a rank that mounts another tree there is found. */
+/* SRC as this rank sees it: can it be read, and its inode and its top
+ * level's names and inodes, so that a rank that mounts another tree there
+ * is found. */
 static void look_at_src(const char *src, struct rk_src *s)
 {
 	memset(s, 0, sizeof *s);
@@ -173,8 +200,10 @@ static void look_at_src(const char *src, struct rk_src *s)
 			close(fd);
 		return;
 	}
-	uint64_t sum = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
-	if (!S_ISDIR(st.st_mode)) {   /* a file: its size and mtime */
+	/* no mtime: an NFS client may show a directory's for a minute after
+	 * it changed */
+	uint64_t sum = (uint64_t)st.st_ino;
+	if (!S_ISDIR(st.st_mode)) {   /* a file: its inode and size */
 		close(fd);
 		s->print = sum + (uint64_t)st.st_size;
 		return;
@@ -185,9 +214,9 @@ static void look_at_src(const char *src, struct rk_src *s)
 		close(fd);
 		return;
 	}
-	/* names in any order: their hashes added */
+	/* names and inode numbers in any order: their hashes added */
 	for (struct dirent *de; (de = readdir(d));)
-		sum += XXH3_64bits(de->d_name, strlen(de->d_name));
+		sum += XXH3_64bits_withSeed(de->d_name, strlen(de->d_name), (uint64_t)de->d_ino);
 	closedir(d);
 	s->print = sum;
 }
@@ -351,10 +380,13 @@ static int share_windows(struct ranked *k, const struct sync_opts *o)
 		if (rc < 0 && rc != -EINVAL)   /* (a bad filter: said) */
 			log_err("listing the directories of %s: %s", o->src, strerror(-rc));
 	}
-	if (share_set(k, &k->all, rc) < 0)
-		return rc == -EINVAL ? RD_EXIT_USAGE : RD_EXIT_SELECT;
-	if (share_set(k, &k->big, rc) < 0)
-		return RD_EXIT_SELECT;
+	int32_t code = rc == -EINVAL ? RD_EXIT_USAGE : rc < 0 ? RD_EXIT_SELECT : 0;
+	if (k->m.bcast(&code, sizeof code, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (code)
+		return code;   /* the same on every rank */
+	if (share_set(k, &k->all, rc) < 0 || share_set(k, &k->big, rc) < 0)
+		k->m.abort(RD_EXIT_FILEIO);   /* (rank 0 out of memory) */
 	return 0;
 }
 
@@ -409,22 +441,30 @@ static char **pass_opts(const struct sync_opts *o, struct sync_opts *p, int dele
                         const char *dst)
 {
 	char **fwd = calloc((size_t)o->nfwd + 2, sizeof *fwd);
+	/* pass 1 of a run with --delete: no deletes, no --force (which
+	 * deletes a directory in the way); the receiver leaves what only a
+	 * delete could replace (a full directory where SRC has a file) to
+	 * pass 2, quietly */
+	int later = !deletes && (o->flags & SYNC_F_DELETE);
 	if (!fwd)
 		return NULL;
 	*p = *o;
 	p->nfwd = 0;
 	for (int i = 0; i < o->nfwd; i++)
-		if (deletes || strncmp(o->fwd[i], "--delete", 8) != 0)
+		if (deletes || (strncmp(o->fwd[i], "--delete", 8) &&
+		                !(later && !strcmp(o->fwd[i], "--force"))))
 			fwd[p->nfwd++] = o->fwd[i];
-	fwd[p->nfwd++] = "--ranked";
+	fwd[p->nfwd++] = later ? "--ranked=later" : "--ranked";
 	p->fwd = fwd;
 	p->dst = dst;
 	p->nsrc = 1;
-	p->ranked = 1;
+	p->ranked = later ? 2 : 1;
 	p->hosts = NULL;
 	if (!deletes)
 		p->flags &= ~(unsigned)(SYNC_F_DELETE | SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
 		                        SYNC_F_DELETE_EXCLUDED | SYNC_F_DELETE_DURING);
+	if (later)
+		p->flags &= ~(unsigned)SYNC_F_FORCE;
 	return fwd;
 }
 
@@ -492,6 +532,8 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 	if (!fwd) {
 		log_err("out of memory");
 		code = RD_EXIT_FILEIO;
+		if (!deletes && !alone && k->big.n && k->m.barrier() < 0)   /* as the others */
+			k->m.abort(RD_EXIT_PROTO);
 	} else if (alone) {
 		p.ranked = 0;   /* rank 0 alone: DST is its own, SRCs all */
 		p.nfwd--;
@@ -613,76 +655,226 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 	return buf;
 }
 
+/* The witness: a file named as a temp (so scans pass it over and a
+ * killed run's is cleaned), made in the first DST and looked for in each
+ * other; three words of the far side's own (sync_ranked_witness()). */
+static int witness_here(const char *op, const char *name, const char *dir)
+{
+	char path[PATH_MAX];
+	if (!idx_is_temp_name(name) || snprintf(path, sizeof path, "%s/%s", dir, name) >=
+	                                   (int)sizeof path)
+		return RD_EXIT_USAGE;
+	if (!strcmp(op, "make")) {
+		/* DST itself, as the run would make it (its parent must be) */
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+			log_err("%s: cannot create: %s", dir, strerror(errno));
+			return RD_EXIT_SELECT;
+		}
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			log_err("%s: cannot create a file in it: %s", dir, strerror(errno));
+			return RD_EXIT_SELECT;
+		}
+		close(fd);
+		return 0;
+	}
+	if (!strcmp(op, "look"))
+		return faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : RD_EXIT_SELECT;
+	if (!strcmp(op, "drop"))
+		return unlink(path) == 0 || errno == ENOENT ? 0 : RD_EXIT_FILEIO;
+	return RD_EXIT_USAGE;
+}
+
+int sync_ranked_witness(const char *arg)
+{
+	char op[8], dir[PATH_MAX + 1];
+	const char *colon = strchr(arg, ':');
+	if (!colon || colon - arg >= (long)sizeof op) {
+		log_err("--ranked-witness: expected OP:NAME, got '%s'", arg);
+		return RD_EXIT_USAGE;
+	}
+	memcpy(op, arg, (size_t)(colon - arg));
+	op[colon - arg] = '\0';
+	if (!fgets(dir, sizeof dir, stdin) || !strchr(dir, '\n')) {
+		log_err("--ranked-witness: no directory on stdin");
+		return RD_EXIT_USAGE;
+	}
+	dir[strcspn(dir, "\n")] = '\0';
+	return witness_here(op, colon + 1, *dir ? dir : ".");
+}
+
+/* OP on DST's witness, here or through the remote shell: its exit code
+ * (the remote shell's when it could not run rdcp). */
+static int witness(const struct sync_opts *o, const char *dst, const char *op,
+                   const char *name)
+{
+	char *host, *path, word[64];
+	if (sync_parse_endpoint(dst, &host, &path) < 0)
+		return RD_EXIT_FILEIO;
+	int code;
+	if (!host) {
+		code = witness_here(op, name, path);
+	} else {
+		snprintf(word, sizeof word, "--ranked-witness=%s:%s", op, name);
+		const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", word, NULL };
+		int to = -1, from = -1, status = 0;
+		pid_t pid = rsh_spawn(o->rsh, host, words, &to, &from,
+		                      o->contimeout > 0 ? o->contimeout : 0);
+		code = RD_EXIT_START;
+		if (pid > 0) {
+			char b[256];
+			dprintf(to, "%s\n", path);
+			close(to);
+			while (read(from, b, sizeof b) > 0)
+				;   /* (says nothing: a login's banner, if any) */
+			close(from);
+			if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+				code = WEXITSTATUS(status);
+		}
+	}
+	free(host);
+	free(path);
+	return code;
+}
+
+/* Are the DSTs one tree? A witness made in the first, looked for in each
+ * other (each by its rank, at once), then removed: 0, or exit 3 (rank 0
+ * says which DST). Several host:DST are one tree under mpirun; one who
+ * meant a copy on each host (a fan-out) is stopped here, before anything
+ * is written but the first DST's witness. */
+static int check_dst(struct ranked *k, const struct sync_opts *o)
+{
+	char name[IDX_TEMP_NAME_LEN + 1] = "";
+	int32_t made = 0, mine = 0;
+	if (k->ndst < 2)
+		return 0;
+	if (k->m.rank == 0) {
+		idx_temp_name(name);
+		made = witness(o, k->dst[0], "make", name);
+	}
+	if (k->m.bcast(&made, sizeof made, 0) < 0 || k->m.bcast(name, sizeof name, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (made == 126 || made == 127 || made == 255)
+		made = RD_EXIT_START;   /* the remote shell's: rdcp or the host not there */
+	if (made) {
+		if (k->m.rank == 0)
+			log_err("%s: cannot leave a mark in DST (exit %d), to check that every DST is "
+			        "the same directory", k->dst[0], (int)made);
+		return made == RD_EXIT_START ? RD_EXIT_START : RD_EXIT_SELECT;
+	}
+	if (k->m.rank > 0 && k->m.rank < k->ndst && strcmp(k->dst[k->m.rank], k->dst[0]))
+		mine = witness(o, k->dst[k->m.rank], "look", name);
+	int32_t *all = calloc((size_t)k->m.size, sizeof *all);
+	if (!all || k->m.allgather(&mine, sizeof mine, all) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (k->m.rank == 0)
+		witness(o, k->dst[0], "drop", name);
+	int bad = 0;
+	while (bad < k->m.size && !all[bad])
+		bad++;
+	int code = bad < k->m.size ? RD_EXIT_SELECT : 0;
+	if (code && k->m.rank == 0)
+		log_err("%s is not the directory %s is (a file made in the one is not in the "
+		        "other%s): under mpirun every DST must be one shared tree; to copy the "
+		        "tree onto each host, run rdcp without mpirun (a fan-out)", k->dst[bad],
+		        k->dst[0], all[bad] == RD_EXIT_SELECT ? "" : ", or the host could not be "
+		        "reached");
+	free(all);
+	return code;
+}
+
 /* --hosts=FILE:DST under mpirun: the DSTs, one a line ('[user@]host
  * [data-address]': one host named with several addresses takes as many
- * ranks, each of its connections on its own address). 0 or the exit code
- * (said). */
-static int read_hosts(struct ranked *k, struct sync_opts *o)
+ * ranks, each of its connections on its own address). Rank 0 reads the
+ * file (mpirun gives stdin to rank 0 alone; the file may be on its node
+ * alone) into pairs "host:DST\0address\0" (the address "" when none);
+ * 0 or the exit code (said). */
+static int read_hosts(struct sync_opts *o, char **pairs, size_t *plen)
 {
-	int say = k->m.rank == 0;   /* every rank reads it; rank 0 speaks */
 	const char *colon = strrchr(o->hosts, ':');
 	if (!colon || colon == o->hosts || !colon[1]) {
-		if (say)
-			log_err("--hosts=FILE:DST: expected a host list file and the destination path "
+		log_err("--hosts=FILE:DST: expected a host list file and the destination path "
 		        "on every host, e.g. --hosts=movers.txt:/gpfs/proj (got '%s')", o->hosts);
 		return RD_EXIT_USAGE;
 	}
 	char *file = strndup(o->hosts, (size_t)(colon - o->hosts)), *buf = NULL;
-	size_t len, cap = 0;
+	size_t len;
 	if (!file || sync_read_list(file, o, &buf, &len) < 0) {
-		if (say)
-			log_err("--hosts: cannot read %s: %s", file ? file : "?", strerror(errno));
+		log_err("--hosts: cannot read %s: %s", file ? file : "?", strerror(errno));
 		free(file);
 		return RD_EXIT_SELECT;
 	}
 	char *p = buf, *line;
-	int lineno = 0, code = 0;
-	FILE *f = open_memstream(&k->hosts_buf, &cap);
-	size_t *at = NULL;   /* each DST's and address's offset in hosts_buf */
+	int lineno = 0, code = 0, n = 0;
+	FILE *f = open_memstream(pairs, plen);
 	while (f && !code && (line = sync_next_line(&p, buf + len, &lineno))) {
 		char host[256], addr[256], extra[2];
 		int got = sscanf(line, " %255s %255s %1s", host, addr, extra);
-		size_t *g = realloc(at, (size_t)(k->ndst + 1) * 2 * sizeof *at);
 		if (got < 1 || got > 2 || strchr(host, ':') || strchr(host, '/')) {
-			if (say)
-				log_err("--hosts: %s line %d: expected '[user@]host [data-address]', got '%s'",
+			log_err("--hosts: %s line %d: expected '[user@]host [data-address]', got '%s'",
 			        file, lineno, line);
 			code = RD_EXIT_USAGE;
-		} else if (!g) {
-			code = RD_EXIT_FILEIO;
 		} else {
-			at = g;
-			at[2 * k->ndst] = (size_t)ftell(f);
-			fprintf(f, "%s:%s%c", host, colon + 1, '\0');
-			at[2 * k->ndst + 1] = got == 2 ? (size_t)ftell(f) : SIZE_MAX;
-			if (got == 2)
-				fprintf(f, "%s%c", addr, '\0');
-			k->ndst++;
+			fprintf(f, "%s:%s%c%s%c", host, colon + 1, '\0', got == 2 ? addr : "", '\0');
+			n++;
 		}
 	}
 	if (!f || fclose(f) != 0)
 		code = RD_EXIT_FILEIO;
-	if (!code && !k->ndst) {
-		if (say)
-			log_err("--hosts: %s names no host", file);
+	if (!code && !n) {
+		log_err("--hosts: %s names no host", file);
 		code = RD_EXIT_USAGE;
 	}
-	if (!code && (!(k->dst = calloc((size_t)k->ndst, sizeof *k->dst)) ||
-	              !(k->addr = calloc((size_t)k->ndst, sizeof *k->addr))))
-		code = RD_EXIT_FILEIO;
-	for (int i = 0; !code && i < k->ndst; i++) {
-		k->dst[i] = k->hosts_buf + at[2 * i];
-		k->addr[i] = at[2 * i + 1] == SIZE_MAX ? NULL : k->hosts_buf + at[2 * i + 1];
-	}
-	free(at);
 	free(buf);
 	free(file);
 	return code;
 }
 
+/* The --hosts pairs, rank 0's, on every rank: k->dst and k->addr. 0 or
+ * the exit code (rank 0's, the same on every rank). */
+static int share_hosts(struct ranked *k, struct sync_opts *o)
+{
+	char *pairs = NULL;
+	size_t len = 0;
+	int32_t code = k->m.rank == 0 ? read_hosts(o, &pairs, &len) : 0;
+	uint64_t n = len;
+	if (k->m.bcast(&code, sizeof code, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (code) {
+		free(pairs);
+		return code;
+	}
+	if (k->m.bcast(&n, sizeof n, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	if (k->m.rank != 0 && !(pairs = malloc(n + 1)))
+		k->m.abort(RD_EXIT_FILEIO);
+	if (k->m.bcast(pairs, n, 0) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	for (uint64_t i = 0; i < n; i++)
+		k->ndst += !pairs[i];
+	k->ndst /= 2;
+	k->dst = calloc((size_t)k->ndst, sizeof *k->dst);
+	k->addr = calloc((size_t)k->ndst, sizeof *k->addr);
+	if (!k->dst || !k->addr)
+		k->m.abort(RD_EXIT_FILEIO);
+	const char *p = pairs;
+	for (int i = 0; i < k->ndst; i++) {
+		k->dst[i] = p;
+		p += strlen(p) + 1;
+		k->addr[i] = *p ? p : NULL;
+		p += strlen(p) + 1;
+	}
+	k->hosts_buf = pairs;
+	return 0;
+}
+
 int sync_ranks(struct sync_opts *o, int first_dst)
 {
 	struct ranked k = { 0 };
+	/* the interrupt thread before MPI's own: they leave it the signals
+	 * (mpirun's SIGTERM when another rank dies: stop the far side, 20) */
+	client_interrupts();
+	signal(SIGPIPE, SIG_IGN);
 	if (load(&k.m) < 0)
 		return RD_EXIT_START;
 	/* the DSTs: every operand from the first remote one on (several
@@ -690,7 +882,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	const char *one[1] = { o->dst };
 	const char **dsts = one;
 	if (o->hosts) {
-		int c = read_hosts(&k, o);
+		int c = share_hosts(&k, o);
 		if (c) {   /* the same on every rank (rank 0 said it) */
 			free(k.dst);
 			free(k.addr);
@@ -716,13 +908,14 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	struct rk_rec *first = calloc((size_t)k.m.size, sizeof *first);
 	if (!k.rec || !first)
 		k.m.abort(RD_EXIT_FILEIO);
-	double t0 = sync_report_begin(k.m.rank == 0 ? o : &(struct sync_opts){ .quiet = 1 }, 1);
 	/* every rank sees SRC (a remote one is the far side's to read) */
 	char *sh, *sp;
 	sync_parse_endpoint(o->src, &sh, &sp);
 	int pull = sh != NULL;
 	free(sh);
 	free(sp);
+	double t0 = sync_report_begin(k.m.rank == 0 ? o : &(struct sync_opts){ .quiet = 1 },
+	                              !pull);
 	int code = pull ? 0 : check_src(&k, o->src);
 	/* rank 0 decides whether it runs alone, for all */
 	const char *why = NULL;
@@ -736,6 +929,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	if (why && k.m.rank == 0)
 		log_warn("under mpirun, %s: rank 0 runs this alone, the other %s", why,
 		         k.m.size == 2 ? "rank waits" : "ranks wait");
+	if (!why && !code)
+		code = check_dst(&k, o);
 	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
@@ -771,8 +966,9 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	}
 	if (k.m.rank == 0) {
 		char *rj = o->json ? ranks_json(&k, first, two ? k.rec : NULL) : NULL;
-		total.we_sent = 1;
-		total.fails = fails;
+		total.we_sent = !pull;
+		/* (--json lists rank 0's own failures; the others' are counted) */
+		total.fails = fails && fails->n ? fails : fails2 ? fails2 : fails;
 		total.as_read = &as_read;
 		sync_report_hosts(o, &total, code, t0, "ranks", rj);
 		free(rj);

@@ -142,7 +142,8 @@ struct sync_opts {
 	int ranked;                 /* --ranked (the client adds it): a receiver
 	                               of a ranked run (sync/ranks.c), one of
 	                               several writing DST at once: DST's lock
-	                               shared with them */
+	                               shared with them; 2 (--ranked=later):
+	                               its deletes come in a later pass */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the
@@ -154,13 +155,14 @@ struct sync_opts {
 /* The command line: rdcp's modes and the options of each. */
 enum sync_mode { SYNC_MODE_COPY, SYNC_MODE_SCAN, SYNC_MODE_SERVER, SYNC_MODE_HELP,
                  SYNC_MODE_VERSION, SYNC_MODE_FAR,
-                 SYNC_MODE_INDEX_LIST, SYNC_MODE_INDEX_PRUNE };
+                 SYNC_MODE_INDEX_LIST, SYNC_MODE_INDEX_PRUNE, SYNC_MODE_WITNESS };
 struct sync_args {
 	int mode;                   /* enum sync_mode; SYNC_MODE_FAR before parsing:
 	                               the server's options from the HELLO */
 	struct sync_opts o;
 	struct idx_scan_opts so;    /* --scan's options */
 	int prune_days;             /* --index-prune[=DAYS] */
+	const char *witness;        /* --ranked-witness=OP:NAME (sync/ranks.c) */
 	char **operands;
 	int noperands;
 	char why[256];              /* SYNC_MODE_FAR: what was wrong, for the client */
@@ -176,6 +178,10 @@ void sync_opts_free(struct sync_opts *o);
 
 /* Run a sync from the client side; returns the exit code (common/exitcode.h). */
 int sync_client(struct sync_opts *o);
+/* rdcp --ranked-witness=OP:NAME, the far side of a ranked run's check
+ * that its DSTs are one tree: the DST path a line on stdin; OP make,
+ * look or drop the file NAME (a temp file's name) in it. The exit code. */
+int sync_ranked_witness(const char *arg);
 /* The far side (rdcp --server): control channel on stdin/stdout. */
 int sync_server(void);
 

@@ -184,7 +184,7 @@ int sync_dir_beneath(int root, const char *rel, int make);
  * (sync_unlock() it; the locks go when the process goes), or -EWOULDBLOCK
  * when another run is in the way (said, naming path and the other tree), or
  * another error (said). */
-enum sync_lock_mode { SYNC_LOCK_WRITE, SYNC_LOCK_READ, SYNC_LOCK_INSIDE };
+enum sync_lock_mode { SYNC_LOCK_WRITE, SYNC_LOCK_READ, SYNC_LOCK_INSIDE, SYNC_LOCK_RANKED };
 struct sync_lock;
 int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync_lock **out);
 void sync_unlock(struct sync_lock *l);   /* NULL: nothing */

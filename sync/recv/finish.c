@@ -90,6 +90,8 @@ void recv_fix_meta(struct rstate *s)
 		if (e->type == IDX_DIR && d && d->type == IDX_DIR && !(d->flags & GONE) &&
 		    !touched[k] && !s->written[k] && s->change[k] != IDX_META)
 			continue;
+		if (e->type == IDX_DIR && !recv_dir_ours(s, e->path))
+			continue;   /* a ranked run: its window's to set */
 		if (e->type == IDX_REG && (s->r->flags & SYNC_F_HARDLINKS) && e->hlink &&
 		    e->hlink != k + 1)
 			continue;
@@ -342,6 +344,31 @@ void recv_delete_extra(struct rstate *s)
 		        (unsigned long long)s->del_skipped);
 }
 
+/* Is dir one of the window's own directories (a depth-1 root)? */
+static int window_root(const struct rstate *s, const char *dir)
+{
+	const struct idx_root *r = bsearch(&(struct idx_root){ .path = dir }, s->roots,
+	                                   s->nroots, sizeof *s->roots, recv_root_cmp);
+	return r && r->depth == 1;
+}
+
+int recv_temp_ours(const struct rstate *s, const char *path, int is_dir)
+{
+	const struct sync_opts *o = s->r->o;
+	if (o && o->windows) {   /* a window: in its own directories only */
+		if (is_dir)
+			return window_root(s, path);
+		const char *sl = strrchr(path, '/');
+		char *parent = strndup(path, sl ? (size_t)(sl - path) : 0);
+		int in = parent && window_root(s, parent);
+		free(parent);
+		return in;
+	}
+	if (o && o->ranked)   /* a ranked run's big files: their own temps */
+		return !is_dir && idx_manifest_find(&s->sm, path) != NULL;
+	return 1;
+}
+
 /* Remove the temp files an interrupted run left in the directories we know:
  * only names that pass idx_is_temp_name()'s check, and only what this user
  * owns and is not a directory (rdcp makes no temp directories). */
@@ -349,7 +376,7 @@ void recv_clean_temps(struct rstate *s)
 {
 	uid_t me = geteuid();
 	for (size_t i = 0; i < s->dm.n; i++) {
-		if (s->dm.e[i].type != IDX_DIR)
+		if (s->dm.e[i].type != IDX_DIR || !recv_temp_ours(s, s->dm.e[i].path, 1))
 			continue;
 		int fd = sync_open_beneath(s->root, s->dm.e[i].path, O_RDONLY | O_DIRECTORY);
 		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;

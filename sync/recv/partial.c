@@ -170,8 +170,8 @@ void recv_partial_sweep(struct rstate *s)
 {
 	for (size_t k = 0; k < s->nprec; k++) {
 		struct idx_partial *rec = &s->prec[k];
-		if (s->pclaimed[k])
-			continue;
+		if (s->pclaimed[k] || !recv_temp_ours(s, rec->path, 0))
+			continue;   /* (a later window's, another rank's: theirs) */
 		const char *name;
 		int pd = recv_open_parent(s->root, rec->path, &name);
 		struct stat st;

@@ -50,14 +50,23 @@ static int classify(struct rstate *s)
 	for (size_t k = 0; k < s->diff.n; k++)
 		if (s->diff.c[k].src)
 			s->change[s->diff.c[k].src - s->sm.e] = (uint8_t)s->diff.c[k].kind;
-	/* a ranked run's window: the directories above its own are other
-	 * windows' to set (made here if missing, as those of --files-from),
-	 * else every rank would set and name them */
-	for (size_t i = 0; s->r->o && s->r->o->ranked && s->r->o->windows && i < s->sm.n; i++)
+	/* a ranked run: the directories above a window's own, and all those
+	 * of a run of big files, are other windows' to set (made here if
+	 * missing, as those of --files-from), else every rank would set and
+	 * name them */
+	for (size_t i = 0; s->r->o && s->r->o->ranked && i < s->sm.n; i++)
 		if (s->change[i] == IDX_META && s->sm.e[i].type == IDX_DIR &&
-		    !window_owns(s, s->sm.e[i].path))
+		    !recv_dir_ours(s, s->sm.e[i].path))
 			s->change[i] = 0;
 	return 0;
+}
+
+int recv_dir_ours(const struct rstate *s, const char *path)
+{
+	const struct sync_opts *o = s->r->o;
+	if (!o || !o->ranked)
+		return 1;
+	return o->windows && window_owns(s, path);
 }
 
 static void make_dir(struct rstate *s, size_t i)
@@ -224,6 +233,12 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 		s->fetch[i] = -1;
 		if (*e->path && left_alone(s->r->o, e, d)) {
 			s->change[i] = SKIPPED;
+			continue;
+		}
+		if (s->change[i] == IDX_TYPE && d->type == IDX_DIR && *d->path &&
+		    !(f & (SYNC_F_DELETE | SYNC_F_FORCE)) && s->r->o && s->r->o->ranked == 2 &&
+		    has_entries(s, &s->dm, d->path)) {
+			s->change[i] = SKIPPED;   /* a ranked run's pass 2 replaces it */
 			continue;
 		}
 		if (s->change[i] == IDX_TYPE && d->type == IDX_DIR && *d->path &&

@@ -469,10 +469,10 @@ static int scan_dst(struct rstate *s)
 		return 0;   /* a dry run into nothing */
 	/* one writer per tree, and none above or inside it (a dry run writes
 	 * nothing); the receivers of a ranked run (--ranked) write DST
-	 * together, each holding it as a reader does: every other writer is
-	 * still kept from it, above it and inside it */
+	 * together, sharing its flock, each with a writer's marks: every other
+	 * run is still kept from it, above it and inside it (sync/lock.c) */
 	int rc = (r->flags & SYNC_F_DRYRUN) ? 0 :
-	         sync_lock(s->root, s->root_path, r->o && r->o->ranked ? SYNC_LOCK_READ
+	         sync_lock(s->root, s->root_path, r->o && r->o->ranked ? SYNC_LOCK_RANKED
 	                   : SYNC_LOCK_WRITE, &s->lock);
 	if (rc < 0) {
 		s->res->code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;

@@ -438,6 +438,15 @@ int  recv_backup(struct rstate *s, int dirfd, const char *name, const char *path
 int  recv_backup_protected(const struct rstate *s, const char *path);
 /* recv.c: idx_root by path (s->roots are sorted so under --windows). */
 int  recv_root_cmp(const void *a, const void *b);
+/* plan.c: are directory path's metadata this receiver's to set? Not in a
+ * ranked run (--ranked) but its window's own (its roots and their
+ * entries); in a run of big files, none. Else all. */
+int  recv_dir_ours(const struct rstate *s, const char *path);
+/* finish.c: may this receiver clean path's temps (a directory's) or sweep
+ * its --partial record (a file's)? Under --windows only in the window's
+ * own directories (a later window, another rank's, may be writing
+ * there); a ranked run's big files only their own; else all. */
+int  recv_temp_ours(const struct rstate *s, const char *path, int is_dir);
 
 /* linkdest.c: --link-dest. start: before the plan, open each DIR (one
  * that cannot be opened is said and left out). recv_link_dest: sm entry i,

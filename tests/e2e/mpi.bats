@@ -152,6 +152,93 @@ rank_field() {
 	[ ! -e "$T/dst2" ]
 }
 
+@test "mpi: a full directory where SRC has a file gives way in pass 2 (--delete), not before" {
+	mk_files "$T/src" 300
+	echo file >"$T/src/x"
+	mkdir -p "$T/dst/x/inner"
+	echo in >"$T/dst/x/inner/f"
+	echo extra >"$T/dst/extra"
+	ranked 2 --sync -a -i --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	# without --delete it stays, said, as a single run says it (exit 23)
+	rm -r "$T/dst/x" && mkdir -p "$T/dst/x/inner" && echo in >"$T/dst/x/inner/f"
+	ranked 2 --sync -a "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 23 ]
+	grep -q "x: is a non-empty directory here" "$T/err"
+}
+
+@test "mpi: DSTs that are not one directory are refused before anything is sent" {
+	mk_files "$T/src" 300
+	ranked 2 --sync -a "$T/src/" "$H1:$T/dA" "$H2:$T/dB"
+	[ "$rc" -eq 3 ]
+	grep -q "$H2:$T/dB is not the directory $H1:$T/dA is .*: under mpirun every DST must be one shared tree; to copy the tree onto each host, run rdcp without mpirun (a fan-out)" "$T/err"
+	[ "$(grep -c 'is not the directory' "$T/err")" -eq 1 ]
+	[ ! -e "$T/dB" ]
+	[ -z "$(ls -A "$T/dA")" ]   # (the mark left no trace)
+}
+
+@test "mpi: --partial with big files on several ranks in one directory: each its own temp" {
+	mkdir -p "$T/src/blobs"
+	local i
+	for i in 1 2 3 4; do head -c 2M /dev/urandom >"$T/src/blobs/b$i"; done
+	mk_files "$T/src/small" 200
+	RDCP_TEST_BIG=1048576 ranked 2 --sync -a -P --bwlimit=4M "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+}
+
+@test "mpi: a ranked run keeps other runs from its DST; they say so (exit 7)" {
+	mkdir -p "$T/src/a" "$T/src/b" "$T/other"
+	head -c 4M /dev/urandom >"$T/src/a/blob"
+	head -c 4M /dev/urandom >"$T/src/b/blob"
+	(RDCP_TEST_BIG=1048576 timeout 300 mpirun --oversubscribe -np 2 "$RDCP" -e "$RSH" \
+		--rdcp-path "$RDCP" --sync -a --bwlimit=1M "$T/src/" "$H1:$T/dst" "$H2:$T/dst" \
+		>"$T/out" 2>"$T/err"; echo $? >"$T/rc") &
+	local i
+	for ((i = 0; i < 100; i++)); do   # its receivers hold DST
+		[ "$(pgrep -fc -- "--server")" -ge 2 ] && [ -d "$T/dst/a" ] && break
+		sleep 0.1
+	done
+	sleep 0.5
+	run "$RDCP" --sync -a "$T/other/" "$T/dst"   # a writer
+	echo "$output"
+	[ "$status" -eq 7 ]
+	run "$RDCP" --sync -a "$T/dst/" "$T/copy"    # a reader
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[[ $output == *"another rdcp is writing into this tree now"* ]]
+	run "$RDCP" --sync -a "$T/other/" "$T/dst/a/x"   # a writer inside
+	[ "$status" -eq 7 ]
+	wait
+	cat "$T/err"
+	[ "$(cat "$T/rc")" -eq 0 ]
+	same "$T/src" "$T/dst"
+}
+
+@test "mpi: --watch under mpirun is refused; a program a rank starts is no rank" {
+	mkdir -p "$T/src" && echo x >"$T/src/f"
+	ranked 2 --sync -a --watch "$T/src/" "$T/dst"
+	[ "$rc" -eq 1 ]
+	grep -q "run it without mpirun" "$T/err"
+	# rdcp started by a shell that mpirun started: a plain run (one summary, no ranks)
+	rc=0
+	timeout 60 mpirun --oversubscribe -np 1 sh -c '"$1" --sync -a --json "$2" "$3"; exit $?' sh \
+		"$RDCP" "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 0 ]
+	[ "$(tail -n 1 "$T/out" | jq 'has("ranks")')" = false ]
+	# RDCP_MPI=1: a rank all the same (a wrapper script between mpirun and rdcp)
+	rm -r "$T/dst"
+	timeout 60 mpirun --oversubscribe -np 1 -x RDCP_MPI=1 sh -c '"$1" --sync -a --json "$2" "$3"; exit $?' \
+		sh "$RDCP" "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 0 ]
+	[ "$(tail -n 1 "$T/out" | jq '.ranks | length')" -eq 1 ]
+	same "$T/src" "$T/dst"
+}
+
 @test "mpi: --delete deletes once every rank is done, each extra once" {
 	mk_files "$T/src" 800
 	ranked 4 --sync -a "$T/src/" "$H1:$T/dst" "$H2:$T/dst"

@@ -124,10 +124,10 @@ comp() {
 
 @test "bash completion: rdcp's options are exactly those it takes (read from --help, which must name them all)" {
 	# every long option of the table in sync/opts.c, but --relay, --rounds,
-	# --windows and --ranked (the client's own, for its far side) and
+	# --windows, --ranked and --ranked-witness (the client's own, for its far side) and
 	# -z/--compress(-level) (refused: the help says why)
 	grep -o '{ { "[a-z-]*"' "$ROOT/sync/opts.c" | cut -d'"' -f2 |
-		grep -vxE 'relay|rounds|windows|ranked|compress|compress-level' | sed 's/^/--/' |
+		grep -vxE 'relay|rounds|windows|ranked|ranked-witness|compress|compress-level' | sed 's/^/--/' |
 		sort >"$T/want"
 	comp "rdcp --" | sort >"$T/got"
 	diff "$T/want" "$T/got"
