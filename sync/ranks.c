@@ -708,7 +708,7 @@ int sync_ranked_witness(const char *arg)
 static int witness(const struct sync_opts *o, const char *dst, const char *op,
                    const char *name)
 {
-	char *host, *path, word[64];
+	char *host, *path, word[128];
 	if (sync_parse_endpoint(dst, &host, &path) < 0)
 		return RD_EXIT_FILEIO;
 	int code;

@@ -209,7 +209,7 @@ rank_field() {
 	echo "$output"
 	[ "$status" -eq 7 ]
 	[[ $output == *"another rdcp is writing into this tree now"* ]]
-	run "$RDCP" --sync -a "$T/other/" "$T/dst/a/x"   # a writer inside
+	run "$RDCP" --sync -a "$T/other/" "$T/dst/a"   # a writer inside
 	[ "$status" -eq 7 ]
 	wait
 	cat "$T/err"
