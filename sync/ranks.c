@@ -658,6 +658,10 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 /* The witness: a file named as a temp (so scans pass it over and a
  * killed run's is cleaned), made in the first DST and looked for in each
  * other; three words of the far side's own (sync_ranked_witness()). */
+/* "make"'s code when it made DST for the witness ("undo" then removes
+ * both: the run makes DST itself, and counts it) */
+#define WITNESS_MADE_DST 9
+
 static int witness_here(const char *op, const char *name, const char *dir)
 {
 	char path[PATH_MAX];
@@ -666,22 +670,28 @@ static int witness_here(const char *op, const char *name, const char *dir)
 		return RD_EXIT_USAGE;
 	if (!strcmp(op, "make")) {
 		/* DST itself, as the run would make it (its parent must be) */
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int made = mkdir(dir, 0700) == 0;
+		if (!made && errno != EEXIST) {
 			log_err("%s: cannot create: %s", dir, strerror(errno));
 			return RD_EXIT_SELECT;
 		}
 		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
-			log_err("%s: cannot create a file in it: %s", dir, strerror(errno));
+			log_err("%s: cannot create: %s", path, strerror(errno));
+			if (made)
+				rmdir(dir);
 			return RD_EXIT_SELECT;
 		}
 		close(fd);
-		return 0;
+		return made ? WITNESS_MADE_DST : 0;
 	}
 	if (!strcmp(op, "look"))
 		return faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : RD_EXIT_SELECT;
-	if (!strcmp(op, "drop"))
-		return unlink(path) == 0 || errno == ENOENT ? 0 : RD_EXIT_FILEIO;
+	if (!strcmp(op, "drop") || !strcmp(op, "undo")) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			return RD_EXIT_FILEIO;
+		return !strcmp(op, "undo") && rmdir(dir) < 0 ? RD_EXIT_FILEIO : 0;
+	}
 	return RD_EXIT_USAGE;
 }
 
@@ -748,9 +758,12 @@ static int check_dst(struct ranked *k, const struct sync_opts *o)
 	int32_t made = 0, mine = 0;
 	if (k->ndst < 2)
 		return 0;
+	int undo = 0;
 	if (k->m.rank == 0) {
 		idx_temp_name(name);
 		made = witness(o, k->dst[0], "make", name);
+		if (made == WITNESS_MADE_DST)
+			made = 0, undo = 1;
 	}
 	if (k->m.bcast(&made, sizeof made, 0) < 0 || k->m.bcast(name, sizeof name, 0) < 0)
 		k->m.abort(RD_EXIT_PROTO);
@@ -768,7 +781,7 @@ static int check_dst(struct ranked *k, const struct sync_opts *o)
 	if (!all || k->m.allgather(&mine, sizeof mine, all) < 0)
 		k->m.abort(RD_EXIT_PROTO);
 	if (k->m.rank == 0)
-		witness(o, k->dst[0], "drop", name);
+		witness(o, k->dst[0], undo ? "undo" : "drop", name);
 	int bad = 0;
 	while (bad < k->m.size && !all[bad])
 		bad++;

@@ -227,6 +227,10 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 	if (!*want || !s->fetch || !s->files || !s->written)
 		return -ENOMEM;
 	mem_hint_huge(s->files, nf * sizeof *s->files);
+	if (s->root_made && !(s->sm.n && !*s->sm.e[0].path))
+		STAT_ADD(s->res->created[SYNC_K_DIR], 1);   /* DST, made for a list
+		                                               without it (a ranked
+		                                               run's big files) */
 	for (size_t i = 0; i < s->sm.n && rc == 0; i++) {
 		const struct idx_entry *e = &s->sm.e[i];
 		const struct idx_entry *d = idx_manifest_find(&s->dm, e->path);

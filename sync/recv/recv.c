@@ -213,12 +213,18 @@ static int choose_root(struct rstate *s, int named, int is_dir, const char *top,
 	if (!named || isdir || slash) {
 		if (!exists && mkpath && sync_mkpath(dst) < 0)
 			return -EIO;
-		if (!exists && !dry && !mkpath && mkdir(dst, 0777) < 0 && errno != EEXIST) {
-			/* as rsync: exit 11 (its parent is missing: --mkpath makes it) */
+		if (!exists && !dry && !mkpath && mkdir(dst, 0777) < 0) {
 			int err = errno;
-			log_err("%s: cannot create: %s%s", dst, strerror(err),
-			        err == ENOENT ? " (--mkpath creates missing parents)" : "");
-			return -EIO;
+			if (err == EEXIST && s->r->o && s->r->o->ranked) {
+				/* another rank's receiver made it a moment ago: its */
+				exists = stat(dst, &st) == 0;
+				isdir = exists && S_ISDIR(st.st_mode);
+			} else if (err != EEXIST) {
+				/* as rsync: exit 11 (its parent is missing: --mkpath makes it) */
+				log_err("%s: cannot create: %s%s", dst, strerror(err),
+				        err == ENOENT ? " (--mkpath creates missing parents)" : "");
+				return -EIO;
+			}
 		}
 		if (exists && !isdir) {
 			log_err("%s: not a directory", dst);

@@ -174,8 +174,13 @@ rank_field() {
 	[ "$rc" -eq 3 ]
 	grep -q "$H2:$T/dB is not the directory $H1:$T/dA is .*: under mpirun every DST must be one shared tree; to copy the tree onto each host, run rdcp without mpirun (a fan-out)" "$T/err"
 	[ "$(grep -c 'is not the directory' "$T/err")" -eq 1 ]
-	[ ! -e "$T/dB" ]
-	[ -z "$(ls -A "$T/dA")" ]   # (the mark left no trace)
+	[ ! -e "$T/dB" ] && [ ! -e "$T/dA" ]
+	[ -z "$(find "$T" -maxdepth 1 -name '.rdcp-tmp-*')" ]   # (the mark left no trace)
+	# DSTs that exist and differ: the same
+	mkdir "$T/dA" "$T/dB"
+	ranked 2 --sync -a "$T/src/" "$H1:$T/dA" "$H2:$T/dB"
+	[ "$rc" -eq 3 ]
+	[ -z "$(ls -A "$T/dA")" ] && [ -z "$(ls -A "$T/dB")" ]
 }
 
 @test "mpi: --partial with big files on several ranks in one directory: each its own temp" {
