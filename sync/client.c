@@ -447,6 +447,21 @@ static void free_endpoints(const struct sync_opts *o, const char **paths,
 	free(dst->path);
 }
 
+/* SRC, DST and every SRC's path (paths[], o->nsrc of them, at least 1):
+ * 0, or RD_EXIT_USAGE (said) with nothing left to free. */
+static int open_endpoints(const struct sync_opts *o, struct endpoint *src,
+                          struct endpoint *dst, const char ***paths)
+{
+	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
+	*paths = calloc((size_t)nsrc, sizeof **paths);
+	if (!*paths || parse_endpoint(o->src, src) < 0 || parse_endpoint(o->dst, dst) < 0 ||
+	    parse_sources(o, src, *paths) < 0) {
+		free_endpoints(o, *paths, src, dst);
+		return RD_EXIT_USAGE;
+	}
+	return 0;
+}
+
 /* A fan-out (rdcp SRC h1:DST h2:DST ...): the first operand is local and
  * every one from some SRC on is remote. The first DST's operand, or 0. */
 static int fanout_at(const struct sync_opts *o)
@@ -494,15 +509,12 @@ int client_run(struct sync_opts *o, const struct wset *given, struct sync_result
 {
 	struct endpoint src = { 0 }, dst = { 0 };
 	struct ctl c = { .in = -1, .out = -1 };
-	int code = 0;
+	const char **paths;
 	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
-	const char **paths = calloc((size_t)nsrc, sizeof *paths);
+	int code = open_endpoints(o, &src, &dst, &paths);
 	*fails = NULL;
-	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
-	    parse_sources(o, &src, paths) < 0) {
-		free_endpoints(o, paths, &src, &dst);
-		return RD_EXIT_USAGE;
-	}
+	if (code)
+		return code;
 	const char *remote = src.host ? src.host : dst.host;
 	pid_t pid = -1;
 	if (src.host && dst.host) {
@@ -644,13 +656,9 @@ int sync_client(struct sync_opts *o)
 	if (code)
 		return code;
 	struct endpoint src = { 0 }, dst = { 0 };
-	int nsrc = o->nsrc > 1 ? o->nsrc : 1;
-	const char **paths = calloc((size_t)nsrc, sizeof *paths);
-	if (!paths || parse_endpoint(o->src, &src) < 0 || parse_endpoint(o->dst, &dst) < 0 ||
-	    parse_sources(o, &src, paths) < 0) {
-		free_endpoints(o, paths, &src, &dst);
-		return RD_EXIT_USAGE;
-	}
+	const char **paths;
+	if ((code = open_endpoints(o, &src, &dst, &paths)))
+		return code;
 	if (o->watch) {
 		code = sync_watch_client(o, &src, &dst, paths);
 		free_endpoints(o, paths, &src, &dst);

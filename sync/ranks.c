@@ -54,8 +54,8 @@
 struct rk_rec {
 	int32_t code;
 	uint32_t windows;
-	uint64_t files, bytes, matched, deleted, errors, vanished, meta, total_size;
-	uint64_t created[SYNC_KINDS], removed[SYNC_KINDS], entries[SYNC_KINDS];
+	uint8_t done[RESULT_LEN];   /* the receivers' counts, as in DONE */
+	uint64_t vanished, total_size, entries[SYNC_KINDS];
 	uint64_t flist_bytes, ctl_tx, ctl_rx, wire;
 	double secs;
 	char transport[8];
@@ -561,19 +561,10 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 	free(fwd);
 	me.code = code;
 	me.windows = (uint32_t)k->mine.n;
-	me.files = res->files;
-	me.bytes = res->bytes;
-	me.matched = res->matched;
-	me.deleted = res->deleted;
-	me.errors = res->errors;
+	result_put(me.done, res);
 	me.vanished = res->vanished;
-	me.meta = res->meta;
 	me.total_size = res->total_size;
-	for (int j = 0; j < SYNC_KINDS; j++) {
-		me.created[j] = res->created[j];
-		me.removed[j] = res->removed[j];
-		me.entries[j] = res->entries[j];
-	}
+	memcpy(me.entries, res->entries, sizeof me.entries);
 	me.flist_bytes = res->flist_bytes;
 	me.ctl_tx = res->ctl_tx;
 	me.ctl_rx = res->ctl_rx;
@@ -594,22 +585,15 @@ static void add_up(const struct rk_rec *rec, int n, struct sync_result *t, int e
 {
 	for (int i = 0; i < n; i++) {
 		const struct rk_rec *r = &rec[i];
-		t->files += r->files;
-		t->bytes += r->bytes;
-		t->matched += r->matched;
-		t->deleted += r->deleted;
-		t->errors += r->errors;
+		struct sync_result d;
+		result_get(r->done, &d);
+		result_add(t, &d);
 		t->vanished += r->vanished;
-		t->meta += r->meta;
 		t->ctl_tx += r->ctl_tx;
 		t->ctl_rx += r->ctl_rx;
 		t->wire += r->wire;
-		for (int j = 0; j < SYNC_KINDS; j++) {
-			t->created[j] += r->created[j];
-			t->removed[j] += r->removed[j];
-			if (entries)
-				t->entries[j] += r->entries[j];
-		}
+		for (int j = 0; entries && j < SYNC_KINDS; j++)
+			t->entries[j] += r->entries[j];
 		if (entries) {
 			t->total_size += r->total_size;
 			t->flist_bytes += r->flist_bytes;
@@ -632,6 +616,10 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 	fputc('[', f);
 	for (int i = 0; i < k->m.size; i++) {
 		const struct rk_rec *a = &one[i], *b = two ? &two[i] : NULL;
+		struct sync_result r = { 0 };   /* both passes' */
+		add_up(a, 1, &r, 0);
+		if (b)
+			add_up(b, 1, &r, 0);
 		char host[HOST_LEN + 1];
 		snprintf(host, sizeof host, "%.*s", HOST_LEN, a->host);
 		fprintf(f, "%s{\"rank\":%d,\"host\":", i ? "," : "", i);
@@ -640,11 +628,8 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 		sync_json_str(f, k->dst[i % k->ndst]);
 		fprintf(f, ",\"windows\":%u,\"files\":%llu,\"bytes_sent\":%llu,\"deleted\":%llu,"
 		        "\"errors\":%llu,\"seconds\":%.3f,\"exit_code\":%d}", a->windows,
-		        (unsigned long long)(a->files + (b ? b->files : 0)),
-		        (unsigned long long)(a->bytes + (b ? b->bytes : 0)),
-		        (unsigned long long)(b ? b->deleted : 0),
-		        (unsigned long long)(a->errors + a->vanished +
-		                             (b ? b->errors + b->vanished : 0)),
+		        (unsigned long long)r.files, (unsigned long long)r.bytes,
+		        (unsigned long long)r.deleted, (unsigned long long)(r.errors + r.vanished),
 		        a->secs + (b ? b->secs : 0), worse(a->code, b ? b->code : 0));
 	}
 	fputc(']', f);
@@ -800,46 +785,18 @@ static int check_dst(struct ranked *k, const struct sync_opts *o)
  * [data-address]': one host named with several addresses takes as many
  * ranks, each of its connections on its own address). Rank 0 reads the
  * file (mpirun gives stdin to rank 0 alone; the file may be on its node
- * alone) into pairs "host:DST\0address\0" (the address "" when none);
- * 0 or the exit code (said). */
+ * alone) into pairs "host:DST\0address\0" (the address "" when none). */
+static int each_host(void *ctx, const char *host, const char *path, const char *addr)
+{
+	return fprintf(ctx, "%s:%s%c%s%c", host, path, '\0', addr ? addr : "", '\0') < 0 ? -1 : 0;
+}
+
 static int read_hosts(struct sync_opts *o, char **pairs, size_t *plen)
 {
-	const char *colon = strrchr(o->hosts, ':');
-	if (!colon || colon == o->hosts || !colon[1]) {
-		log_err("--hosts=FILE:DST: expected a host list file and the destination path "
-		        "on every host, e.g. --hosts=movers.txt:/gpfs/proj (got '%s')", o->hosts);
-		return RD_EXIT_USAGE;
-	}
-	char *file = strndup(o->hosts, (size_t)(colon - o->hosts)), *buf = NULL;
-	size_t len;
-	if (!file || sync_read_list(file, o, &buf, &len) < 0) {
-		log_err("--hosts: cannot read %s: %s", file ? file : "?", strerror(errno));
-		free(file);
-		return RD_EXIT_SELECT;
-	}
-	char *p = buf, *line;
-	int lineno = 0, code = 0, n = 0;
 	FILE *f = open_memstream(pairs, plen);
-	while (f && !code && (line = sync_next_line(&p, buf + len, &lineno))) {
-		char host[256], addr[256], extra[2];
-		int got = sscanf(line, " %255s %255s %1s", host, addr, extra);
-		if (got < 1 || got > 2 || strchr(host, ':') || strchr(host, '/')) {
-			log_err("--hosts: %s line %d: expected '[user@]host [data-address]', got '%s'",
-			        file, lineno, line);
-			code = RD_EXIT_USAGE;
-		} else {
-			fprintf(f, "%s:%s%c%s%c", host, colon + 1, '\0', got == 2 ? addr : "", '\0');
-			n++;
-		}
-	}
-	if (!f || fclose(f) != 0)
+	int code = f ? sync_hosts_read(o, each_host, f) : RD_EXIT_FILEIO;
+	if (f && fclose(f) != 0 && !code)
 		code = RD_EXIT_FILEIO;
-	if (!code && !n) {
-		log_err("--hosts: %s names no host", file);
-		code = RD_EXIT_USAGE;
-	}
-	free(buf);
-	free(file);
 	return code;
 }
 

@@ -62,44 +62,15 @@ static int add_target(struct fan_target **t, int *n, const char *host, const cha
 	return 0;
 }
 
-/* --hosts=FILE:DST: one host per line ([user@]host, then optionally the
- * address its data connections use), '#' comments and blank lines skipped. */
-static int read_hosts(struct sync_opts *o, struct fan_target **t, int *n)
+struct targets {
+	struct fan_target **t;
+	int *n;
+};
+
+static int each_host(void *ctx, const char *host, const char *path, const char *addr)
 {
-	const char *colon = strrchr(o->hosts, ':');
-	if (!colon || colon == o->hosts || !colon[1]) {
-		log_err("--hosts=FILE:DST: expected a host list file and the destination path "
-		        "on every host, e.g. --hosts=workers.txt:/data/models (got '%s')", o->hosts);
-		return RD_EXIT_USAGE;
-	}
-	char *file = strndup(o->hosts, (size_t)(colon - o->hosts)), *buf = NULL;
-	size_t len;
-	int rc = file ? sync_read_list(file, o, &buf, &len) : -1;
-	if (rc < 0) {
-		log_err("--hosts: cannot read %s: %s", file ? file : "?", strerror(errno));
-		free(file);
-		return RD_EXIT_SELECT;
-	}
-	char *p = buf, *line;
-	int lineno = 0, code = 0;
-	while (!code && (line = sync_next_line(&p, buf + len, &lineno))) {
-		char host[256], addr[256], extra[2];
-		int got = sscanf(line, " %255s %255s %1s", host, addr, extra);
-		if (got < 1 || got > 2 || strchr(host, ':') || strchr(host, '/')) {
-			log_err("--hosts: %s line %d: expected '[user@]host [data-address]', got '%s'",
-			        file, lineno, line);
-			code = RD_EXIT_USAGE;
-		} else if (add_target(t, n, host, colon + 1, got == 2 ? addr : NULL) < 0) {
-			code = RD_EXIT_FILEIO;
-		}
-	}
-	if (!code && !*n) {
-		log_err("--hosts: %s names no host", file);
-		code = RD_EXIT_USAGE;
-	}
-	free(buf);
-	free(file);
-	return code;
+	struct targets *x = ctx;
+	return add_target(x->t, x->n, host, path, addr);
 }
 
 /* t's path as this machine would see it if t were this machine: the
@@ -168,7 +139,7 @@ int fan_targets(struct sync_opts *o, int first_dst, const char **paths, int nsrc
 		paths[k] = path;
 	}
 	if (!code && o->hosts)
-		return read_hosts(o, t, nt);
+		return sync_hosts_read(o, each_host, &(struct targets){ t, nt });
 	for (int k = first_dst; !code && k <= o->nsrc; k++) {
 		const char *arg = k < o->nsrc ? o->srcs[k] : o->dst;
 		char *host = NULL, *path = NULL;

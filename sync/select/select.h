@@ -47,6 +47,12 @@ int  sync_read_list(const char *path, struct sync_opts *o, char **buf, size_t *l
  * terminated in place (NL, CR or CR LF end a line); NULL at the end.
  * *lineno counts the lines passed. */
 char *sync_next_line(char **p, char *end, int *lineno);
+/* hosts.c: --hosts=FILE:DST (o->hosts), each line given to each(): its
+ * host, DST's path, its data address (NULL: none); each returns 0, or -1
+ * (out of memory). 0, or the exit code (said): 1 a bad argument or line,
+ * or no host; 3 the file cannot be read; 11 each() failed. */
+typedef int sync_host_fn(void *ctx, const char *host, const char *path, const char *addr);
+int  sync_hosts_read(struct sync_opts *o, sync_host_fn *each, void *ctx);
 /* files.c: --files-from. */
 #define SYNC_FILES_MAX ((size_t)1 << 24)   /* entries in a list */
 /* The client: read the list at path ('-': stdin), normalized as rsync
