@@ -182,6 +182,7 @@ rewritten_files() {
 
 # A large file rewritten in place all the time, for 30 s or until $T/stop.
 busy_writer() {
+	rm -f "$T/stop.writing"
 	python3 - "$1" "$T/stop" "${2:-4096}" <<-'PY' &
 	import os, sys, time
 	end = time.monotonic() + 30
@@ -189,10 +190,18 @@ busy_writer() {
 	    while time.monotonic() < end and not os.path.exists(sys.argv[2]):
 	        f.seek(0)
 	        f.write(os.urandom(int(sys.argv[3])))
+	        open(sys.argv[2] + ".writing", "a").close()
 	        time.sleep(0.002)
 	PY
 	WR=$!
-	sleep 0.2
+	# writing before the run starts: python's start may take longer than
+	# the run on a loaded machine (two lanes, the VM)
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ -e "$T/stop.writing" ] && break
+		sleep 0.05
+	done
+	sleep 0.05
 }
 
 # A file that never stands still (rewritten in place all the time) is
