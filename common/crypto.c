@@ -56,20 +56,30 @@ void cr_hmac_sha256(const uint8_t *key, size_t klen, const void *msg, size_t len
 		abort();   /* only without memory for a digest context */
 }
 
-/* The BLAKE2b MAC, fetched once; a context per thread (freed with it). */
+/* The BLAKE2b MAC, fetched once; a context per thread (freed with it),
+ * which keeps the last key and size: a run MACs with one key (a tag per
+ * small file, on both ends), and setting them anew was half of each MAC. */
+struct b2_tls {
+	EVP_MAC_CTX *c;
+	size_t klen, outlen;   /* what c was last set up with (klen 0: nothing) */
+	uint8_t key[64];
+};
 static EVP_MAC *b2_mac;
 static pthread_key_t b2_key;
 static pthread_once_t b2_once = PTHREAD_ONCE_INIT;
 
-static void b2_ctx_free(void *c)
+static void b2_tls_free(void *p)
 {
-	EVP_MAC_CTX_free(c);
+	struct b2_tls *t = p;
+	EVP_MAC_CTX_free(t->c);
+	OPENSSL_cleanse(t, sizeof *t);
+	free(t);
 }
 
 static void b2_make(void)
 {
 	b2_mac = EVP_MAC_fetch(NULL, "BLAKE2BMAC", NULL);
-	if (pthread_key_create(&b2_key, b2_ctx_free) != 0)
+	if (pthread_key_create(&b2_key, b2_tls_free) != 0)
 		b2_mac = NULL;
 }
 
@@ -82,20 +92,34 @@ int cr_blake2b(uint8_t *out, size_t outlen, const void *msg, size_t len,
 		        "provider disabled (a FIPS-only openssl.cnf)?");
 		return -ENOSYS;
 	}
-	EVP_MAC_CTX *c = pthread_getspecific(b2_key);
-	if (!c) {
-		if (!(c = EVP_MAC_CTX_new(b2_mac)))
+	struct b2_tls *t = pthread_getspecific(b2_key);
+	if (!t) {
+		if (!(t = calloc(1, sizeof *t)) || !(t->c = EVP_MAC_CTX_new(b2_mac))) {
+			free(t);
 			return -ENOMEM;
-		if (pthread_setspecific(b2_key, c) != 0) {
-			EVP_MAC_CTX_free(c);
+		}
+		if (pthread_setspecific(b2_key, t) != 0) {
+			b2_tls_free(t);
 			return -ENOMEM;
 		}
 	}
 	OSSL_PARAM p[] = { OSSL_PARAM_construct_size_t(OSSL_MAC_PARAM_SIZE, &outlen),
 	                   OSSL_PARAM_construct_end() };
+	/* the same key and size as last time: the context has them */
+	int same = klen && klen == t->klen && outlen == t->outlen && klen <= sizeof t->key &&
+	           CRYPTO_memcmp(key, t->key, klen) == 0;
 	size_t got = 0;
-	if (EVP_MAC_init(c, key, klen, p) != 1 || EVP_MAC_update(c, msg, len) != 1 ||
-	    EVP_MAC_final(c, out, &got, outlen) != 1 || got != outlen)
+	if ((same ? EVP_MAC_init(t->c, NULL, 0, NULL) : EVP_MAC_init(t->c, key, klen, p)) != 1) {
+		t->klen = 0;
+		return -ENOMEM;
+	}
+	if (!same && klen <= sizeof t->key) {
+		memcpy(t->key, key, klen);
+		t->klen = klen;
+		t->outlen = outlen;
+	}
+	if (EVP_MAC_update(t->c, msg, len) != 1 || EVP_MAC_final(t->c, out, &got, outlen) != 1 ||
+	    got != outlen)
 		return -ENOMEM;
 	return 0;
 }

@@ -7,7 +7,8 @@
 #include <archive_entry.h>
 
 #define LARCHIVE_SYMS(X) \
-	X(archive_entry_filetype) X(archive_entry_free) X(archive_entry_new) \
+	X(archive_entry_clear) X(archive_entry_filetype) X(archive_entry_free) \
+	X(archive_entry_new) \
 	X(archive_entry_pathname) X(archive_entry_set_filetype) \
 	X(archive_entry_set_pathname) X(archive_entry_set_perm) \
 	X(archive_entry_set_size) X(archive_entry_size) X(archive_entry_size_is_set) \
@@ -17,7 +18,7 @@
 	X(archive_write_close) X(archive_write_data) X(archive_write_fail) \
 	X(archive_write_finish_entry) X(archive_write_free) X(archive_write_header) \
 	X(archive_write_new) X(archive_write_open2) \
-	X(archive_write_set_bytes_per_block) X(archive_write_set_format_pax_restricted)
+	X(archive_write_set_bytes_per_block) X(archive_write_set_format_ustar)
 
 #define LARCHIVE_DECLARE(f) extern __typeof__(f) *sym_##f;
 LARCHIVE_SYMS(LARCHIVE_DECLARE)

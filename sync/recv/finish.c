@@ -427,6 +427,8 @@ void recv_save_index(struct rstate *s)
 				now.e[now.n++] = s->dm.e[j];
 			continue;
 		}
+		if (e->type == IDX_REG && (e->flags & IDX_F_NOHASH))
+			continue;   /* no row, so no stat (idx_db_store() keeps none) */
 		struct recv_st r;
 		if (f && f->st_ok) {   /* its writer's stat as it landed */
 			r = f->st;

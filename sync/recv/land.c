@@ -480,7 +480,8 @@ void recv_temp_finish(struct rstate *s, size_t i, struct rfile *f)
 	recv_apply_fd(s, f->fd, e, RECV_NEW_INODE,
 	              !f->tmp[0] && fstat(f->fd, &st) == 0 ? &st : NULL);
 	int linked = f->tmp[0] ? 0 : link_in(f, name);   /* 1: it is in place */
-	int keep = linked == 1 && !e->hlink;   /* as it stays: the index's */
+	/* as it stays: the index's (a file without a hash gets no row) */
+	int keep = linked == 1 && !e->hlink && !(e->flags & IDX_F_NOHASH);
 	if (keep && fstat(f->fd, &st) == 0) {
 		recv_st_of(&f->st, &st);
 		f->st_ok = 1;

@@ -93,6 +93,19 @@ static void test_entry_tag_known_answer(void **state)
 		hash[i] = (uint8_t)(0xb0 + i);
 	sync_entry_tag(key, 0xa0a1a2a3a4a5a6a7ull, 0xa8a9aaabacadaeafull, hash, tag);
 	assert_memory_equal(tag, want, SYNC_TAG_LEN);
+	/* the thread's MAC context keeps the last key: the same key again,
+	 * another key (another tag), then the first again */
+	uint8_t again[SYNC_TAG_LEN], other[SYNC_TAG_LEN], key2[SYNC_AKEY_LEN];
+	sync_entry_tag(key, 0xa0a1a2a3a4a5a6a7ull, 0xa8a9aaabacadaeafull, hash, again);
+	assert_memory_equal(again, want, SYNC_TAG_LEN);
+	memcpy(key2, key, sizeof key2);
+	key2[SYNC_AKEY_LEN - 1] ^= 1;
+	sync_entry_tag(key2, 0xa0a1a2a3a4a5a6a7ull, 0xa8a9aaabacadaeafull, hash, other);
+	assert_memory_not_equal(other, want, SYNC_TAG_LEN);
+	sync_entry_tag(key, 0xa0a1a2a3a4a5a6a7ull, 0xa8a9aaabacadaeafull, hash, again);
+	assert_memory_equal(again, want, SYNC_TAG_LEN);
+	sync_entry_tag(key2, 0xa0a1a2a3a4a5a6a7ull, 0xa8a9aaabacadaeafull, hash, again);
+	assert_memory_equal(again, other, SYNC_TAG_LEN);
 }
 
 static void test_flushed_message_holds_whole_entries(void **state)
