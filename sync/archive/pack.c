@@ -206,26 +206,25 @@ int packer_close(struct packer *p, int ok)
 
 /* --- receiving --- */
 
+/* A message of the stream: waiting for the reader, then libarchive's to
+ * read, and shared with the jobs whose data lie in it. */
 struct held {
 	struct tp_msg *m;
 	struct held *next;
+	int refs;               /* the reader's, and one per job in it */
 };
 
-/* One archive entry read into memory, for a writer thread. */
+/* One archive entry, for a writer thread: its data in the message it came
+ * in (most entries: no copy), or, when it spans messages, a copy. */
 struct job {
 	uint64_t idx, size;
 	uint8_t tag[SYNC_TAG_LEN];    /* of what the sender read, as its name says */
-	uint8_t *data;
+	const uint8_t *data;
+	struct held *in;        /* data lie in in->m; NULL: data is the job's */
 	uint64_t len;
 	int ok;                 /* read whole and in order */
 	struct job *next;
 };
-
-static void job_free(struct job *j)
-{
-	free(j->data);
-	free(j);
-}
 
 struct unpacker {
 	pthread_t th;
@@ -250,7 +249,7 @@ struct unpacker {
 	int eof;                /* no more messages will come */
 	int cut;                /* nor will the rest of the stream (a gap) */
 	int err;
-	struct tp_msg *inuse;   /* the reader's current buffer */
+	struct held *inuse;     /* the reader's current buffer */
 	struct tp_session *ts;
 	const struct unpack_ops *ops;
 	void *ctx;
@@ -263,6 +262,24 @@ static void release(struct unpacker *u, struct tp_msg *m)
 {
 	if (u->ts)
 		tp_msg_release(u->ts, m);
+}
+
+/* One user of h fewer: the last one gives its message back. Any thread. */
+static void held_put(struct unpacker *u, struct held *h)
+{
+	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		release(u, h->m);
+		free(h);
+	}
+}
+
+static void job_free(struct unpacker *u, struct job *j)
+{
+	if (j->in)
+		held_put(u, j->in);
+	else
+		free((void *)j->data);
+	free(j);
 }
 
 /* The stream is not what a sender sends: one line, through the ops. */
@@ -308,7 +325,7 @@ static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 	struct unpacker *u = ctx;
 	(void)a;
 	if (u->inuse) {
-		release(u, u->inuse);   /* libarchive is done with it */
+		held_put(u, u->inuse);   /* libarchive is done with it */
 		u->inuse = NULL;
 	}
 	pthread_mutex_lock(&u->mu);
@@ -324,10 +341,11 @@ static la_ssize_t unpack_read(struct archive *a, void *ctx, const void **buf)
 	if (u->held && u->held->m->off == u->want && !u->err && !u->cut) {
 		struct held *h = u->held;
 		u->held = h->next;
-		u->inuse = h->m;
-		free(h);
-		*buf = u->inuse->data;
-		n = u->inuse->len;
+		h->next = NULL;
+		h->refs = 1;
+		u->inuse = h;
+		*buf = h->m->data;
+		n = h->m->len;
 		u->want += (uint64_t)n;
 	}
 	pthread_mutex_unlock(&u->mu);
@@ -403,7 +421,7 @@ static void *writer_main(void *arg)
 			next = j->next;
 			if (__atomic_load_n(&u->err, __ATOMIC_RELAXED) >= 0)
 				write_job(u, j);
-			job_free(j);
+			job_free(u, j);
 		}
 		pthread_mutex_lock(&u->mu);
 	}
@@ -446,7 +464,7 @@ static void drop_mine(struct unpacker *u)
 	while (u->mine) {
 		struct job *j = u->mine;
 		u->mine = j->next;
-		job_free(j);
+		job_free(u, j);
 	}
 	u->mtail = NULL;
 	u->nmine = 0;
@@ -514,14 +532,13 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		               (unsigned long long)UNPACK_MAX_ENTRY);
 	struct job *j = calloc(1, sizeof *j);
 	uint64_t size = (uint64_t)sym_archive_entry_size(e);
-	if (!j || !(j->data = malloc(size ? size : 1))) {
-		free(j);
+	if (!j)
 		return -ENOMEM;
-	}
 	j->idx = idx;
 	j->size = size;
 	memcpy(j->tag, tag, SYNC_TAG_LEN);
 	j->ok = 1;
+	uint8_t *copy = NULL;
 	for (;;) {
 		const void *blk;
 		size_t len;
@@ -530,20 +547,37 @@ static int extract_entry(struct unpacker *u, struct archive *a, struct archive_e
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK) {
-			job_free(j);
+			job_free(u, j);
 			return stream_damaged(u, a);
 		}
 		/* sparse, out of order or longer than said: not ours */
 		if ((uint64_t)off != j->len || len > size - j->len) {
-			job_free(j);
+			job_free(u, j);
 			return damaged(u, "the sender's archive has a sparse or overlong entry for "
 			               "file %llu", idx);
 		}
-		memcpy(j->data + j->len, blk, len);
+		if (!len)
+			continue;
+		const struct held *h = u->inuse;
+		const uint8_t *b = blk;
+		if (len == size && h && b >= (const uint8_t *)h->m->data &&
+		    b + len <= (const uint8_t *)h->m->data + h->m->len) {
+			/* the whole entry in the reader's message: shared, not copied */
+			__atomic_add_fetch(&u->inuse->refs, 1, __ATOMIC_RELAXED);
+			j->in = u->inuse;
+			j->data = b;
+			j->len = len;
+			continue;
+		}
+		if (!copy && !(j->data = copy = malloc(size))) {
+			job_free(u, j);
+			return -ENOMEM;
+		}
+		memcpy(copy + j->len, blk, len);
 		j->len += len;
 	}
 	if (j->len != size) {   /* holes at the end: sparse */
-		job_free(j);
+		job_free(u, j);
 		return damaged(u, "the sender's archive has a sparse or overlong entry for file %llu",
 		               idx);
 	}
@@ -581,7 +615,7 @@ static void *unpack_main(void *arg)
 	}
 	drop_mine(u);
 	if (u->inuse) {
-		release(u, u->inuse);
+		held_put(u, u->inuse);
 		u->inuse = NULL;
 	}
 	stop_writers(u);
