@@ -355,23 +355,23 @@ static int unpack_open(void *ctx, uint64_t index, uint64_t size)
 		                   "file list does not have", (unsigned long long)index);
 	size_t i = (size_t)(index - s->shift);
 	const struct idx_entry *e = &s->sm.e[i];
-	log_path(shown, sizeof shown, e->path);
 	if (s->fetch[i] < 0 && s->r->o->relay)
 		return -1;   /* for another host of the fan-out */
 	if (s->fetch[i] < 0)
 		return recv_reject(s, "the sender's archive has an entry for '%s', which was not "
-		                   "asked for", shown);
+		                   "asked for", log_path(shown, sizeof shown, e->path));
 	if (e->size >= SYNC_SMALL)
 		return recv_reject(s, "the sender's archive has an entry for the large file '%s' "
-		                   "(large files come in chunks)", shown);
+		                   "(large files come in chunks)", log_path(shown, sizeof shown, e->path));
 	if (e->size != size)
 		return recv_reject(s, "the sender's archive has %llu bytes for '%s', which has "
-		                   "%llu", (unsigned long long)size, shown,
+		                   "%llu", (unsigned long long)size, log_path(shown, sizeof shown, e->path),
 		                   (unsigned long long)e->size);
 	struct rfile *f = &s->files[s->fetch[i]];
 	/* claimed once, by one writer: the file is then this thread's alone */
 	if (__atomic_exchange_n(&f->claimed, 1, __ATOMIC_ACQ_REL))
-		return recv_reject(s, "the sender's archive has '%s' twice", shown);   /* -EPROTO */
+		return recv_reject(s, "the sender's archive has '%s' twice",
+		                   log_path(shown, sizeof shown, e->path));   /* -EPROTO */
 	if (__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE))
 		return -1;   /* it failed before */
 	f->dirfd = recv_dircache_get(&wdir, s->root, e->path);
