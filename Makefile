@@ -132,6 +132,7 @@ demo: deps
 bench: deps-test
 	@$(MAKE) --no-print-directory all
 	@python3 benchmarks/bench.py $(BENCH_ARGS)
+	@python3 benchmarks/cost.py             # CPU per file and byte vs tar, cp, iperf3
 	@./benchmarks/transport.sh --enc-only   # --encrypt vs plain TCP, ratio
 	@./benchmarks/fanout.sh                 # one tree onto 1..8 hosts
 	@python3 benchmarks/live.py             # --watch vs lsyncd and loops
