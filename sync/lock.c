@@ -21,8 +21,9 @@
  * take DST as a writer does but share its flock, and hold "writer here" on
  * it for the exclusive flock they do not take (as a local run's writer
  * whose own other side holds the flock): every other run is kept from DST,
- * above it and inside it; they do not see each other. Two ranked runs
- * into one DST at once do not see each other either.
+ * above it and inside it; they do not see each other. Each also holds its
+ * job's mark (job_mark()), and looks for another job's: two ranked runs
+ * into one DST at once meet there.
  * Both kinds go with the open file, so a killed run's locks go with it. The
  * marks are OFD locks on one open of the lock file per run (a local run's
  * two sides share it, sync_lock_share()), so a run does not meet itself
@@ -61,6 +62,7 @@ struct sync_lock {
 	size_t nn;
 	int file;         /* the host's lock file (the marks), or -1 */
 	int marked_ex;    /* MARK_WRITER_HERE held for the root's exclusive flock */
+	uint64_t job;     /* SYNC_LOCK_RANKED: the job's token (0: none) */
 };
 
 static int shared_file = -1;   /* sync_lock_share(): this run's open */
@@ -152,6 +154,39 @@ static int mark(int file, const struct node *d, enum mark m, int look)
 		return 0;
 	}
 	return look && fl.l_type != F_UNLCK;
+}
+
+/* A ranked job's mark on its DST: one byte of JOB_SLOTS that the root's
+ * (device, inode) place apart from every directory's marks (they meet only
+ * by a chance of about 2^-50), the byte its token picks. A job holds its
+ * byte and looks for anyone at the others: two jobs meet unless their
+ * tokens pick one byte (1 in JOB_SLOTS). look 0: take it; 1: is another
+ * job's there? 0, 1 (there is), or -errno. */
+#define JOB_SLOTS 4096
+static int job_mark(int file, const struct node *d, uint64_t job, int look)
+{
+	struct node j = { .dev = d->dev ^ 0x6a6f6273 /* "jobs" */, .ino = d->ino };
+	off_t base = mark_at(&j, 0) & ~(off_t)(JOB_SLOTS - 1), slot = (off_t)(job % JOB_SLOTS);
+	if (!look) {
+		struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
+		                    .l_start = base + slot, .l_len = 1 };
+		return fcntl(file, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+	}
+	off_t from[2] = { base, base + slot + 1 }, len[2] = { slot, JOB_SLOTS - slot - 1 };
+	for (int i = 0; i < 2; i++) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = from[i],
+		                    .l_len = len[i] };
+		if (!len[i])
+			continue;   /* (0 would be: to the end of the file) */
+		if (fcntl(file, F_OFD_GETLK, &fl) < 0)
+			return -errno;
+		/* a lock reaching out of the region is not rdcp's: passed over,
+		 * as mark() does */
+		if (fl.l_type != F_UNLCK && fl.l_len > 0 && fl.l_start >= base &&
+		    fl.l_start + fl.l_len <= base + JOB_SLOTS)
+			return 1;
+	}
+	return 0;
 }
 
 /* The host's lock file, opened for reading (shared locks need no more); -1
@@ -304,6 +339,8 @@ static void take_marks(struct sync_lock *l, enum sync_lock_mode mode)
 		 * stands for the exclusive one, as for a run's own other side */
 		if (mode == SYNC_LOCK_RANKED && i == 0)
 			mark(l->file, &l->n[i], MARK_WRITER_HERE, 0);
+		if (mode == SYNC_LOCK_RANKED && i == 0 && l->job)
+			job_mark(l->file, &l->n[0], l->job, 0);
 	}
 }
 
@@ -369,7 +406,9 @@ static int look_marks(struct sync_lock *l, const char *path, enum sync_lock_mode
 			(r || g) && i == 0 && mark(l->file, &l->n[0], MARK_WRITER_BELOW, 1) == 1 ?
 				"writing into a tree inside this one now" :
 			l->marked_ex && i == 0 && mark(l->file, &l->n[0], MARK_RUN_HERE, 1) == 1 ?
-				"using this tree now" : NULL;
+				"using this tree now" :
+			g && i == 0 && l->job && job_mark(l->file, &l->n[0], l->job, 1) == 1 ?
+				"writing into this tree now, in another mpirun job" : NULL;
 		if (what) {
 			say_busy(l, i, path, mode, what);
 			return -EWOULDBLOCK;
@@ -378,12 +417,14 @@ static int look_marks(struct sync_lock *l, const char *path, enum sync_lock_mode
 	return 0;
 }
 
-int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync_lock **out)
+int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, uint64_t job,
+              struct sync_lock **out)
 {
 	struct sync_lock *l = calloc(1, sizeof *l);
 	*out = NULL;
 	if (!l)
 		return -ENOMEM;
+	l->job = job;
 	l->file = shared_file >= 0 ? dup(shared_file) : open_lock_file();
 	int rc = walk_up(l, dirfd);
 	if (rc < 0) {

@@ -375,6 +375,34 @@ static int watch_arg(struct sync_opts *o, const char *arg)
 	return 0;
 }
 
+/* --ranked (the client adds it): "", "later", "JOB" or "later:JOB", JOB
+ * the ranked job's token in 16 lowercase hex digits, not all zero. */
+static int ranked_arg(struct sync_opts *o, const char *arg, struct sync_args *a)
+{
+	o->ranked = 1;
+	o->ranked_job = 0;
+	if (!arg)
+		return 0;
+	if (!strncmp(arg, "later", 5) && (!arg[5] || arg[5] == ':')) {
+		o->ranked = 2;
+		if (!arg[5])
+			return 0;
+		arg += 6;
+	}
+	uint64_t job = 0;
+	size_t n = 0;
+	for (; n < 16 && (isdigit((unsigned char)arg[n]) || (arg[n] >= 'a' && arg[n] <= 'f')); n++)
+		job = job << 4 | (uint64_t)(isdigit((unsigned char)arg[n]) ? arg[n] - '0'
+		                                                          : arg[n] - 'a' + 10);
+	if (n != 16 || arg[n] || !job) {
+		snprintf(a->why, sizeof a->why, "--ranked takes 'later', a job's token (16 hex "
+		         "digits), or 'later:' and a token");
+		return -1;
+	}
+	o->ranked_job = job;
+	return 0;
+}
+
 static int take_value(int c, struct sync_args *a)
 {
 	struct sync_opts *o = &a->o;
@@ -448,13 +476,8 @@ static int take_value(int c, struct sync_args *a)
 	case OPT_RELAY: o->relay = 1; o->relay_name = optarg; return -1;
 	case OPT_ROUNDS: o->take_rounds = 1; return -1;
 	case OPT_WINDOWS: o->windows = 1; return -1;
-	case OPT_RANKED:   /* "later": pass 1 of a run with --delete */
-		if (optarg && strcmp(optarg, "later")) {
-			snprintf(a->why, sizeof a->why, "--ranked takes no value but 'later'");
-			return RD_EXIT_PROTO;
-		}
-		o->ranked = optarg ? 2 : 1;
-		return -1;
+	case OPT_RANKED:   /* [later:]JOB; "later": pass 1 of a run with --delete */
+		return ranked_arg(o, optarg, a) < 0 ? RD_EXIT_PROTO : -1;
 	case OPT_WATCH:
 		return watch_arg(o, optarg) < 0 ? RD_EXIT_USAGE : -1;
 	}

@@ -27,8 +27,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
@@ -78,6 +80,8 @@ struct ranked {
 	struct wset all, mine;    /* the windows; this rank's */
 	struct wset big, mine_big;   /* the big files; this rank's */
 	struct rk_rec *rec;   /* size of them, the last pass's */
+	uint64_t job;         /* the job's token, rank 0's: DST's lock keeps other jobs out */
+	char ranked[2][48];   /* --ranked=JOB, --ranked=later:JOB */
 };
 
 int sync_ranked(void)
@@ -437,8 +441,8 @@ out:
 /* The options of a pass: the first creates and sends (no --delete), the
  * second deletes as well. The copy's fwd is its own, with room for one
  * more; NULL when out of memory. */
-static char **pass_opts(const struct sync_opts *o, struct sync_opts *p, int deletes,
-                        const char *dst)
+static char **pass_opts(const struct ranked *k, const struct sync_opts *o,
+                        struct sync_opts *p, int deletes, const char *dst)
 {
 	char **fwd = calloc((size_t)o->nfwd + 2, sizeof *fwd);
 	/* pass 1 of a run with --delete: no deletes, no --force (which
@@ -454,11 +458,12 @@ static char **pass_opts(const struct sync_opts *o, struct sync_opts *p, int dele
 		if (deletes || (strncmp(o->fwd[i], "--delete", 8) &&
 		                !(later && !strcmp(o->fwd[i], "--force"))))
 			fwd[p->nfwd++] = o->fwd[i];
-	fwd[p->nfwd++] = later ? "--ranked=later" : "--ranked";
+	fwd[p->nfwd++] = (char *)k->ranked[later];
 	p->fwd = fwd;
 	p->dst = dst;
 	p->nsrc = 1;
 	p->ranked = later ? 2 : 1;
+	p->ranked_job = k->job;
 	p->hosts = NULL;
 	if (!deletes)
 		p->flags &= ~(unsigned)(SYNC_F_DELETE | SYNC_F_DELETE_BEFORE | SYNC_F_DELETE_AFTER |
@@ -492,7 +497,7 @@ static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_res
 {
 	struct sync_opts p;
 	struct sync_fails *fails = NULL;
-	char **fwd = pass_opts(o, &p, 0, k->dst[k->m.rank % k->ndst]);
+	char **fwd = pass_opts(k, o, &p, 0, k->dst[k->m.rank % k->ndst]);
 	char **files = calloc(k->mine_big.n, sizeof *files);
 	if (k->addr && k->addr[k->m.rank % k->ndst])
 		p.data_addr = k->addr[k->m.rank % k->ndst];
@@ -521,7 +526,7 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 {
 	struct sync_opts p;
 	const char *dst = k->dst[k->m.rank % k->ndst];
-	char **fwd = pass_opts(o, &p, deletes, dst);
+	char **fwd = pass_opts(k, o, &p, deletes, dst);
 	struct rk_rec me = { 0 };
 	if (k->addr && k->addr[k->m.rank % k->ndst])
 		p.data_addr = k->addr[k->m.rank % k->ndst];
@@ -536,6 +541,7 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 			k->m.abort(RD_EXIT_PROTO);
 	} else if (alone) {
 		p.ranked = 0;   /* rank 0 alone: DST is its own, SRCs all */
+		p.ranked_job = 0;
 		p.nfwd--;
 		p.nsrc = o->nsrc;
 		if (k->m.rank == 0)
@@ -894,6 +900,15 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 		alone = 1;
 	if (!code && k.m.bcast(&alone, sizeof alone, 0) < 0)
 		k.m.abort(RD_EXIT_PROTO);
+	/* the job's token: its receivers share DST's lock, another job's
+	 * meet them there (sync/lock.c) */
+	while (!code && k.m.rank == 0 && !k.job)
+		if (cr_random(&k.job, sizeof k.job) < 0)
+			k.m.abort(RD_EXIT_START);
+	if (!code && k.m.bcast(&k.job, sizeof k.job, 0) < 0)
+		k.m.abort(RD_EXIT_PROTO);
+	snprintf(k.ranked[0], sizeof k.ranked[0], "--ranked=%016" PRIx64, k.job);
+	snprintf(k.ranked[1], sizeof k.ranked[1], "--ranked=later:%016" PRIx64, k.job);
 	if (!why && alone)
 		why = "";   /* (rank 0's, said there) */
 	if (why && k.m.rank == 0)

@@ -144,6 +144,9 @@ struct sync_opts {
 	                               several writing DST at once: DST's lock
 	                               shared with them; 2 (--ranked=later):
 	                               its deletes come in a later pass */
+	uint64_t ranked_job;        /* --ranked=[later:]JOB: the ranked job's
+	                               token (0: none), so that another job's
+	                               receivers are kept from DST */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the

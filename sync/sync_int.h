@@ -183,14 +183,14 @@ int sync_dir_beneath(int root, const char *rel, int make);
  * reading one file in it (no run writing into it or above it). 0 and *out
  * (sync_unlock() it; the locks go when the process goes), or -EWOULDBLOCK
  * when another run is in the way (said, naming path and the other tree), or
- * another error (said). */
+ * another error (said). RANKED: job, the ranked job's token (or 0). */
 enum sync_lock_mode { SYNC_LOCK_WRITE, SYNC_LOCK_READ, SYNC_LOCK_INSIDE, SYNC_LOCK_RANKED };
 struct sync_lock;
-int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, struct sync_lock **out);
+int sync_lock(int dirfd, const char *path, enum sync_lock_mode mode, uint64_t job,
+              struct sync_lock **out);
 void sync_unlock(struct sync_lock *l);   /* NULL: nothing */
 /* sync/lock.c: before a local run forks its other side: both sides' locks
- * share one open of the host's lock file, so the run does not meet itself
- * when its SRC holds its DST. */
+ * share one open of the host's lock file (SRC may hold DST). */
 void sync_lock_share(void);
 
 /* sync/opts.c: forward "--filter=text" to the far side. 0 or -1. */

@@ -479,7 +479,7 @@ static int scan_dst(struct rstate *s)
 	 * run is still kept from it, above it and inside it (sync/lock.c) */
 	int rc = (r->flags & SYNC_F_DRYRUN) ? 0 :
 	         sync_lock(s->root, s->root_path, r->o && r->o->ranked ? SYNC_LOCK_RANKED
-	                   : SYNC_LOCK_WRITE, &s->lock);
+	                       : SYNC_LOCK_WRITE, r->o ? r->o->ranked_job : 0, &s->lock);
 	if (rc < 0) {
 		s->res->code = rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : RD_EXIT_SELECT;
 		return rc;

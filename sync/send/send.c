@@ -408,7 +408,7 @@ static int scan_and_send(struct sstate *s)
 	}
 	if (lockfd >= 0) {   /* a named file: the directory it is read from */
 		rc = sync_lock(lockfd, s->root, s->only && !is_dir ? SYNC_LOCK_INSIDE :
-		               SYNC_LOCK_READ, &s->lock);
+		               SYNC_LOCK_READ, 0, &s->lock);
 		close(lockfd);
 	}
 	if (lockfd >= 0 && rc < 0) {

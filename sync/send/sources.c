@@ -120,7 +120,7 @@ static int scan_one(struct role *r, struct srcset *ss, int k, struct tagged **al
 		rc = -errno;
 	else if (lockfd >= 0)
 		rc = sync_lock(lockfd, r->srcs[k], only && !is_dir ? SYNC_LOCK_INSIDE :
-		               SYNC_LOCK_READ, &lock);
+		               SYNC_LOCK_READ, 0, &lock);
 	if (lockfd >= 0)
 		close(lockfd);
 	if (rc == 0 && r->o->nrules && !flt)

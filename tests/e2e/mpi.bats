@@ -222,6 +222,35 @@ rank_field() {
 	same "$T/src" "$T/dst"
 }
 
+@test "mpi: two ranked jobs into one DST at once: the second is kept out (exit 7)" {
+	mkdir -p "$T/src/a" "$T/src/b" "$T/src2/c"
+	head -c 4M /dev/urandom >"$T/src/a/blob"
+	head -c 4M /dev/urandom >"$T/src/b/blob"
+	echo other >"$T/src2/c/f"
+	(RDCP_TEST_BIG=1048576 timeout 300 mpirun --oversubscribe -np 2 "$RDCP" -e "$RSH" \
+		--rdcp-path "$RDCP" --sync -a --bwlimit=1M "$T/src/" "$H1:$T/dst" "$H2:$T/dst" \
+		>"$T/out1" 2>"$T/err1"; echo $? >"$T/rc1") &
+	local i
+	for ((i = 0; i < 100; i++)); do   # its receivers hold DST
+		[ "$(pgrep -fc -- "--server")" -ge 2 ] && [ -d "$T/dst/a" ] && break
+		sleep 0.1
+	done
+	sleep 0.5
+	# the same DST, another job: its own token, so it meets the first
+	ranked 2 --sync -a "$T/src2/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 7 ]
+	grep -q "another rdcp is writing into this tree now, in another mpirun job" "$T/err"
+	[ ! -e "$T/dst/c" ]
+	wait
+	cat "$T/err1"
+	[ "$(cat "$T/rc1")" -eq 0 ]
+	same "$T/src" "$T/dst"
+	# one job after the other: both land
+	ranked 2 --sync -a "$T/src2/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	[ "$(cat "$T/dst/c/f")" = other ]
+}
+
 @test "mpi: --watch under mpirun is refused; a program a rank starts is no rank" {
 	mkdir -p "$T/src" && echo x >"$T/src/f"
 	ranked 2 --sync -a --watch "$T/src/" "$T/dst"
