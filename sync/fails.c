@@ -71,7 +71,7 @@ void sync_fails_add(struct sync_fails *f, const char *path, const char *why, int
 
 /* The frame: u16 count, then per entry u8 vanished (0 or 1), u16 path
  * length, path, u16 reason length, reason. */
-int sync_fails_send(struct ctl *c, struct sync_fails *f)
+uint8_t *sync_fails_encode(struct sync_fails *f, size_t *len)
 {
 	size_t cap = 2, at = 2;
 	pthread_mutex_lock(&f->mu);
@@ -80,7 +80,7 @@ int sync_fails_send(struct ctl *c, struct sync_fails *f)
 	uint8_t *b = malloc(cap);
 	if (!b) {
 		pthread_mutex_unlock(&f->mu);
-		return -ENOMEM;
+		return NULL;
 	}
 	put_u16(b, (uint16_t)f->n);
 	for (unsigned i = 0; i < f->n; i++) {
@@ -94,9 +94,8 @@ int sync_fails_send(struct ctl *c, struct sync_fails *f)
 		at += 2 + wl;
 	}
 	pthread_mutex_unlock(&f->mu);
-	int rc = ctl_send(c, CTL_FAILED, b, at);
-	free(b);
-	return rc;
+	*len = at;
+	return b;
 }
 
 int sync_fails_take(struct sync_fails *f, const uint8_t *b, size_t n, const char **why)

@@ -44,6 +44,7 @@
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/rsh.h"
+#include "common/wire.h"
 #include "index/index.h"
 #include "sync/client_int.h"
 #include "sync/mpi/mpi.h"
@@ -844,6 +845,61 @@ static int share_hosts(struct ranked *k, struct sync_opts *o)
 	return 0;
 }
 
+/* --json: rank 0 gets every other rank's failures (mine, the list its
+ * report would show) into *fails, and its files sent as read into
+ * as_read: each rank's in turn, broadcast (the shim has no gather).
+ * Every rank calls it. A rank's bytes: u64 the failures' CTL_FAILED
+ * body's length, that body, then the paths, each ended by a NUL. */
+static void gather_lists(struct ranked *k, struct sync_fails *mine, struct sync_fails **fails,
+                         struct sync_paths *as_read)
+{
+	size_t fl = 0, len = 8;
+	uint8_t *body = mine ? sync_fails_encode(mine, &fl) : NULL;
+	for (size_t i = 0; i < as_read->n; i++)
+		len += strlen(as_read->v[i]) + 1;
+	uint64_t *lens = calloc((size_t)k->m.size, sizeof *lens);
+	uint8_t *me = malloc(len + fl);
+	if ((mine && !body) || !lens || !me)
+		k->m.abort(RD_EXIT_FILEIO);   /* (out of memory: no rank could go on) */
+	put_u64(me, fl);
+	if (fl)
+		memcpy(me + 8, body, fl);
+	for (size_t i = 0, at = 8 + fl; i < as_read->n; i++) {
+		size_t n = strlen(as_read->v[i]) + 1;
+		memcpy(me + at, as_read->v[i], n);
+		at += n;
+	}
+	len += fl;
+	uint64_t l64 = len;
+	if (k->m.allgather(&l64, sizeof l64, lens) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	for (int r = 1; r < k->m.size; r++) {
+		uint8_t *b = r == k->m.rank ? me : malloc(lens[r]);
+		if (!b || k->m.bcast(b, lens[r], r) < 0)
+			k->m.abort(RD_EXIT_PROTO);
+		uint64_t bl = get_u64(b);
+		const char *why;
+		if (k->m.rank == 0 && bl <= lens[r] - 8) {
+			if (bl && !*fails)
+				*fails = sync_fails_new();
+			if (bl && sync_fails_take(*fails, b + 8, bl, &why) < 0)
+				log_warn("--json: rank %d's failures are left out: its list %s", r, why);
+			for (size_t at = 8 + bl; at < lens[r];) {
+				const char *path = (const char *)b + at;
+				size_t n = strnlen(path, lens[r] - at);
+				if (n < lens[r] - at)
+					sync_paths_add(as_read, path);
+				at += n + 1;
+			}
+		}
+		if (b != me)
+			free(b);
+	}
+	free(me);
+	free(body);
+	free(lens);
+}
+
 int sync_ranks(struct sync_opts *o, int first_dst)
 {
 	struct ranked k = { 0 };
@@ -924,7 +980,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	struct sync_result res = { 0 }, total = { 0 };
 	struct sync_fails *fails = NULL, *fails2 = NULL;
 	struct sync_paths as_read = { 0 };
-	int two = 0;
+	int two = 0, ran = !code;   /* (code so far: the same on every rank) */
 	if (!code) {
 		int deletes = (o->flags & SYNC_F_DELETE) != 0;
 		/* alone: one pass, the deletes in it, as a single run's */
@@ -949,15 +1005,20 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 		if (two)
 			add_up(k.rec, k.m.size, &total, 0);
 	}
+	/* the list a single run's report would show: pass 1's, else pass 2's */
+	struct sync_fails *shown = fails && fails->n ? fails : fails2 ? fails2 : fails;
+	if (ran && o->json && !why)
+		gather_lists(&k, shown, &shown, &as_read);
 	if (k.m.rank == 0) {
 		char *rj = o->json ? ranks_json(&k, first, two ? k.rec : NULL) : NULL;
 		total.we_sent = !pull;
-		/* (--json lists rank 0's own failures; the others' are counted) */
-		total.fails = fails && fails->n ? fails : fails2 ? fails2 : fails;
+		total.fails = shown;   /* every rank's (gather_lists()) */
 		total.as_read = &as_read;
 		sync_report_hosts(o, &total, code, t0, "ranks", rj);
 		free(rj);
 	}
+	if (shown != fails && shown != fails2)
+		sync_fails_free(shown);   /* (made for the others' list) */
 	sync_fails_free(fails);
 	sync_fails_free(fails2);
 	sync_paths_free(&as_read);

@@ -47,8 +47,8 @@ void sync_fails_free(struct sync_fails *f);
  * in SRC); past SYNC_FAILS_MAX, or with f NULL (no --json), nothing. Any
  * thread. */
 void sync_fails_add(struct sync_fails *f, const char *path, const char *why, int vanished);
-/* f as one CTL_FAILED frame. 0 or a ctl_send() error. */
-int sync_fails_send(struct ctl *c, struct sync_fails *f);
+/* f as a CTL_FAILED frame's body (malloc'd, *len bytes); NULL: no memory. */
+uint8_t *sync_fails_encode(struct sync_fails *f, size_t *len);
 /* A peer's CTL_FAILED (hostile input) into f (NULL: only checked).
  * 0, or -EPROTO with *why saying what is wrong. */
 int sync_fails_take(struct sync_fails *f, const uint8_t *b, size_t n, const char **why);

@@ -835,8 +835,11 @@ int sync_receiver(struct role *r, struct sync_result *res)
 	/* a stalled peer would stall this too; but a fan-out host's data may
 	 * come from another host that died, and its client wants to know */
 	if ((rc != -ECONNRESET && rc != -ETIME) || r->o->relay) {
-		if (r->fails && !r->is_client)   /* --json: what failed here, first */
-			sync_fails_send(r->ctl, r->fails);
+		size_t n;
+		uint8_t *b = r->fails && !r->is_client ? sync_fails_encode(r->fails, &n) : NULL;
+		if (b)   /* --json: what failed here, first */
+			ctl_send(r->ctl, CTL_FAILED, b, n);
+		free(b);
 		ctl_send(r->ctl, CTL_DONE, done, sizeof done);
 	}
 	res->ctl_tx = r->ctl->tx_bytes;

@@ -764,8 +764,12 @@ static int send_data(struct sstate *s)
 		rc = send_index_list(s->r->ctl, CTL_ASREAD, asr, nasr);
 	free(again);
 	free(asr);
-	if (rc == 0 && s->r->fails && !s->r->is_client)   /* --json: what failed here */
-		rc = sync_fails_send(s->r->ctl, s->r->fails);
+	if (rc == 0 && s->r->fails && !s->r->is_client) {   /* --json: what failed here */
+		size_t n;
+		uint8_t *b = sync_fails_encode(s->r->fails, &n);
+		rc = b ? ctl_send(s->r->ctl, CTL_FAILED, b, n) : -ENOMEM;
+		free(b);
+	}
 	return rc;
 }
 

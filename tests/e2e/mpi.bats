@@ -307,6 +307,18 @@ rank_field() {
 	[ -e "$T/dst/d1/extra" ] && [ -e "$T/dst/d7/extra" ]
 	[ "$(json_field deleted <"$T/out")" -eq 0 ]
 	[ "$(json_field exit_code <"$T/out")" -eq 23 ]
+	# --json's "failed" lists every rank's: a new file in each of the 8
+	# directories (windows on all 4 ranks), none of them writable
+	local d
+	for d in 0 1 2 3 4 5 6 7; do echo new >"$T/src/d$d/new"; chattr +i "$T/dst/d$d"; done
+	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	for d in 0 1 2 3 4 5 6 7; do chattr -i "$T/dst/d$d"; done
+	[ "$rc" -eq 23 ]
+	# (each directory is listed too: its times could not be set)
+	tail -n 1 "$T/out" | jq -r '.failed[].path' | grep /new | sort >"$T/failed"
+	cat "$T/failed"
+	[ "$(printf 'd%d/new\n' 0 1 2 3 4 5 6 7)" = "$(cat "$T/failed")" ]
+	[ "$(json_field failed_omitted <"$T/out")" -eq 0 ]
 	# mended: the next run lands the file and deletes
 	ranked 4 --sync -a --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
 	[ "$rc" -eq 0 ]
