@@ -370,6 +370,26 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 	hello 11 --no-such-option | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 	[[ "$(error_of <"$T/out")" == "12 the server refused the hello: it has an option that is not for the server: '--no-such-option'" ]]
 }
+@test "attack: a client's hello with a bad --ranked token: refused, exit 12; a good one is taken" {
+	local rc v
+	for v in zz later:0000000000000000 later:0123456789ABCDEF 0123456789abcdef0 later: \
+	         later:0123456789abcde; do
+		rc=0
+		hello 11 --recursive "--ranked=$v" | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
+		echo "$v: $rc"
+		[ "$rc" -eq 12 ]
+		[ "$(error_of <"$T/out")" = "12 the server refused the hello: --ranked takes 'later', a job's token (16 hex digits), or 'later:' and a token" ]
+	done
+	# a good one passes the hello (the server then waits for a manifest
+	# this client never sends: it ends when stdin does, not with 12)
+	for v in later later:0123456789abcdef 0123456789abcdef; do
+		rc=0
+		hello 11 --recursive "--ranked=$v" | timeout 20 "$RDCP" --server >"$T/out" 2>"$T/err" ||
+			rc=$?
+		echo "$v: $rc"
+		[ "$rc" -ne 12 ] && [ "$rc" -ne 124 ]
+	done
+}
 @test "a client of another protocol version: the server says so, exit 2 (as rsync)" {
 	local rc=0
 	hello 12 | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
