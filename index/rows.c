@@ -660,8 +660,8 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 	while (i < old->n || j < now->n) {
 		int c = i == old->n ? 1 : j == now->n ? -1
 		        : strcmp(old->e[i].path, now->e[j].path);
-		if (c < 0) {
-			if (del_row(del, old->e[i].path) < 0)
+		if (c < 0) {   /* gone, or not in now (a file now without a row) */
+			if (!(old->e[i].flags & NOROW) && del_row(del, old->e[i].path) < 0)
 				goto fail;
 			i++;
 			continue;

@@ -166,7 +166,9 @@ static int mark(int file, const struct node *d, enum mark m, int look)
 static int job_mark(int file, const struct node *d, uint64_t job, int look)
 {
 	struct node j = { .dev = d->dev ^ 0x6a6f6273 /* "jobs" */, .ino = d->ino };
-	off_t base = mark_at(&j, 0) & ~(off_t)(JOB_SLOTS - 1), slot = (off_t)(job % JOB_SLOTS);
+	/* (halved: the region's end stays far from the largest off_t) */
+	off_t base = (mark_at(&j, 0) / 2) & ~(off_t)(JOB_SLOTS - 1);
+	off_t slot = (off_t)(job % JOB_SLOTS);
 	if (!look) {
 		struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
 		                    .l_start = base + slot, .l_len = 1 };

@@ -83,6 +83,11 @@ struct ranked {
 	struct rk_rec *rec;   /* size of them, the last pass's */
 	uint64_t job;         /* the job's token, rank 0's: DST's lock keeps other jobs out */
 	char ranked[2][48];   /* --ranked=JOB, --ranked=later:JOB */
+	/* this rank's hold on its DST for the whole job (hold_dst()): a lock
+	 * here, or a holder on DST's host and the pipe that keeps it */
+	struct sync_lock *held;
+	pid_t holder;
+	int hold_fd;
 };
 
 int sync_ranked(void)
@@ -494,10 +499,9 @@ static int worse(int have, int code)
  * (--files-from: their directories made as needed), to its DST. The exit
  * code; the counts in *res. */
 static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
-                    struct sync_paths *as_read)
+                    struct sync_fails **fails, struct sync_paths *as_read)
 {
 	struct sync_opts p;
-	struct sync_fails *fails = NULL;
 	char **fwd = pass_opts(k, o, &p, 0, k->dst[k->m.rank % k->ndst]);
 	char **files = calloc(k->mine_big.n, sizeof *files);
 	if (k->addr && k->addr[k->m.rank % k->ndst])
@@ -512,9 +516,8 @@ static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_res
 		p.files_from = "-";
 		p.files = files;
 		p.nfiles = k->mine_big.n;
-		code = client_run(&p, NULL, res, &fails, as_read);
+		code = client_run(&p, NULL, res, fails, as_read);
 	}
-	sync_fails_free(fails);   /* (counted; --json lists the windows' own) */
 	free(files);
 	free(fwd);
 	return code;
@@ -551,12 +554,27 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 		/* first the big files, shared by size, all landed before any
 		 * window looks at their directories (else sent twice) */
 		struct sync_result big = { 0 };
+		struct sync_fails *bigf = NULL;
 		if (!deletes && k->mine_big.n)
-			code = send_big(k, o, &big, as_read);
+			code = send_big(k, o, &big, &bigf, as_read);
 		if (!deletes && k->big.n && k->m.barrier() < 0)
 			k->m.abort(RD_EXIT_PROTO);
 		if (k->mine.n && client_window_goes_on((uint32_t)code))
 			code = worse(code, client_run(&p, &k->mine, res, fails, as_read));
+		/* the big files' failures first, then the windows' (one list) */
+		size_t n;
+		uint8_t *b = bigf && *fails ? sync_fails_encode(*fails, &n) : NULL;
+		const char *why;
+		if (b && sync_fails_take(bigf, b, n, &why) == 0) {
+			sync_fails_free(*fails);
+			*fails = bigf;
+			bigf = NULL;
+		} else if (bigf && !*fails) {
+			*fails = bigf;
+			bigf = NULL;
+		}
+		free(b);
+		sync_fails_free(bigf);
 		result_add(res, &big);
 		res->vanished += big.vanished;
 		res->ctl_tx += big.ctl_tx;
@@ -654,9 +672,24 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
  * both: the run makes DST itself, and counts it) */
 #define WITNESS_MADE_DST 9
 
+static int hold_here(const char *token, const char *dir, struct sync_lock **l);
+
 static int witness_here(const char *op, const char *name, const char *dir)
 {
 	char path[PATH_MAX];
+	if (!strcmp(op, "hold")) {   /* DST's lock, held until stdin ends */
+		struct sync_lock *l = NULL;
+		int code = hold_here(name, dir, &l);
+		if (!code) {
+			char b[64];
+			printf("held\n");
+			fflush(stdout);
+			while (fread(b, 1, sizeof b, stdin) > 0)
+				;
+			sync_unlock(l);
+		}
+		return code;
+	}
 	if (!idx_is_temp_name(name) || snprintf(path, sizeof path, "%s/%s", dir, name) >=
 	                                   (int)sizeof path)
 		return RD_EXIT_USAGE;
@@ -737,6 +770,111 @@ static int witness(const struct sync_opts *o, const char *dst, const char *op,
 	free(host);
 	free(path);
 	return code;
+}
+
+/* DST's lock as the job's receivers take it (SYNC_LOCK_RANKED, the job's
+ * token in 16 hex digits): 0 with *l (NULL when DST is not there yet: the
+ * receivers make it, and their marks keep another job out while they
+ * run), or the exit code (said). */
+static int hold_here(const char *token, const char *dir, struct sync_lock **l)
+{
+	uint64_t job = 0;
+	char *end;
+	errno = 0;
+	if (strlen(token) == 16 && strspn(token, "0123456789abcdef") == 16)
+		job = strtoull(token, &end, 16);
+	if (!job || errno) {
+		log_err("--ranked-witness=hold: expected a job's token, got '%s'", token);
+		return RD_EXIT_USAGE;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0) {
+		log_err("%s: cannot open: %s", dir, strerror(errno));
+		return RD_EXIT_FILEIO;
+	}
+	int rc = sync_lock(fd, dir, SYNC_LOCK_RANKED, job, l);
+	close(fd);
+	return rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : rc < 0 ? RD_EXIT_SELECT : 0;
+}
+
+/* Each rank holds its DST's lock for the whole job, as its receivers take
+ * it: another job, and every other run, is kept out between passes too
+ * (the receivers come and go), and one already there stops this job
+ * before anything is sent. A remote DST: a holder there (rdcp
+ * --ranked-witness=hold:TOKEN, DST on stdin), kept while stdin is open.
+ * 0, or the worst rank's code (rank 0 said which) on every rank. */
+static int hold_dst(struct ranked *k, const struct sync_opts *o)
+{
+	const char *dst = k->dst[k->m.rank % k->ndst];
+	char *host, *path, token[17];
+	int32_t code = RD_EXIT_FILEIO;
+	snprintf(token, sizeof token, "%016" PRIx64, k->job);
+	k->hold_fd = -1;
+	if (sync_parse_endpoint(dst, &host, &path) == 0) {
+		if (!host) {
+			code = hold_here(token, path, &k->held);
+		} else {
+			char word[64];
+			snprintf(word, sizeof word, "--ranked-witness=hold:%s", token);
+			const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", word, NULL };
+			int to = -1, from = -1, status = 0;
+			pid_t pid = rsh_spawn(o->rsh, host, words, &to, &from,
+			                      o->contimeout > 0 ? o->contimeout : 0);
+			code = RD_EXIT_START;
+			if (pid > 0) {
+				dprintf(to, "%s\n", path);
+				/* "held", or its end (a login's banner comes before) */
+				FILE *f = fdopen(from, "r");
+				char line[256];
+				while (f && fgets(line, sizeof line, f) && strcmp(line, "held\n"))
+					;
+				if (f && !feof(f) && !ferror(f)) {
+					k->holder = pid;
+					k->hold_fd = to;   /* open: the holder holds */
+					code = 0;
+				} else {
+					close(to);
+					if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+						code = WEXITSTATUS(status);
+					if (code == 0 || code == 126 || code == 127 || code == 255)
+						code = RD_EXIT_START;
+				}
+				if (f)
+					fclose(f);
+				else
+					close(from);
+			}
+		}
+		free(host);
+		free(path);
+	}
+	int32_t *all = calloc((size_t)k->m.size, sizeof *all);
+	if (!all || k->m.allgather(&code, sizeof code, all) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	int bad = 0;
+	while (bad < k->m.size && !all[bad])
+		bad++;
+	code = bad < k->m.size ? all[bad] : 0;
+	if (code && k->m.rank == 0)
+		log_err("%s: rank %d could not hold it for the run (exit %d)%s", k->dst[bad % k->ndst],
+		        bad, (int)code, code == RD_EXIT_LOCKED ? "; nothing was sent" : "");
+	free(all);
+	return code;
+}
+
+/* The job's end: this rank's hold goes. */
+static void hold_end(struct ranked *k)
+{
+	sync_unlock(k->held);
+	k->held = NULL;
+	if (k->holder > 0) {
+		int status;
+		close(k->hold_fd);   /* the holder sees its stdin end, and goes */
+		waitpid(k->holder, &status, 0);
+		k->holder = 0;
+	}
 }
 
 /* Are the DSTs one tree? A witness made in the first, looked for in each
@@ -973,6 +1111,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	if (!why && !code)
 		code = check_dst(&k, o);
 	if (!why && !code)
+		code = hold_dst(&k, o);
+	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
 	    (pick_mine(&k, &k.all, &k.mine) < 0 || pick_mine(&k, &k.big, &k.mine_big) < 0))
@@ -1022,6 +1162,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	sync_fails_free(fails);
 	sync_fails_free(fails2);
 	sync_paths_free(&as_read);
+	hold_end(&k);
 	free(k.mine.w);
 	free(k.mine_big.w);
 	client_wset_free(&k.all);

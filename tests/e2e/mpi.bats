@@ -227,19 +227,20 @@ rank_field() {
 	head -c 4M /dev/urandom >"$T/src/a/blob"
 	head -c 4M /dev/urandom >"$T/src/b/blob"
 	echo other >"$T/src2/c/f"
+	mkdir "$T/dst"   # held by the first job's ranks from its start (hold_dst())
 	(RDCP_TEST_BIG=1048576 timeout 300 mpirun --oversubscribe -np 2 "$RDCP" -e "$RSH" \
 		--rdcp-path "$RDCP" --sync -a --bwlimit=1M "$T/src/" "$H1:$T/dst" "$H2:$T/dst" \
 		>"$T/out1" 2>"$T/err1"; echo $? >"$T/rc1") &
 	local i
-	for ((i = 0; i < 100; i++)); do   # its receivers hold DST
-		[ "$(pgrep -fc -- "--server")" -ge 2 ] && [ -d "$T/dst/a" ] && break
+	for ((i = 0; i < 100; i++)); do   # it has begun sending
+		[ -d "$T/dst/a" ] && break
 		sleep 0.1
 	done
-	sleep 0.5
 	# the same DST, another job: its own token, so it meets the first
 	ranked 2 --sync -a "$T/src2/" "$H1:$T/dst" "$H2:$T/dst"
 	[ "$rc" -eq 7 ]
 	grep -q "another rdcp is writing into this tree now, in another mpirun job" "$T/err"
+	grep -q "could not hold it for the run (exit 7); nothing was sent" "$T/err"
 	[ ! -e "$T/dst/c" ]
 	wait
 	cat "$T/err1"

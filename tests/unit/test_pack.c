@@ -1,6 +1,7 @@
 /* The archive of small files (sync/archive/pack.c) over a real TCP session: a
  * message the packer flushes early holds whole entries, so the receiver
- * writes every file in it without waiting for the next message. */
+ * writes every file in it without waiting for the next message; entries
+ * written from the messages they came in survive those messages' reuse. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -8,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,11 +160,139 @@ static void test_flushed_message_holds_whole_entries(void **state)
 	pthread_cond_destroy(&s.cv);
 }
 
+/* --- the receiver's jobs share the messages they came in --- */
+
+#define LOAD_FILES 3000
+
+struct load {
+	pthread_mutex_t mu;
+	int closed, bad, damaged;
+};
+
+static int load_open(void *ctx, uint64_t index, uint64_t size)
+{
+	(void)ctx, (void)index, (void)size;
+	usleep((unsigned)(rand() % 200));   /* writers lag behind the reader */
+	return open("/dev/null", O_WRONLY | O_CLOEXEC);
+}
+
+/* A message given back while a job still pointed into it shows here: its
+ * bytes are another message's by then, and the tag does not match. */
+static int load_close(void *ctx, uint64_t index, int err, const uint8_t *hash, uint64_t got)
+{
+	struct load *l = ctx;
+	(void)hash, (void)got;
+	pthread_mutex_lock(&l->mu);
+	l->bad += err || index >= LOAD_FILES;
+	l->closed++;
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+static void load_damaged(void *ctx, const char *msg)
+{
+	struct load *l = ctx;
+	print_error("damaged: %s\n", msg);
+	pthread_mutex_lock(&l->mu);
+	l->damaged++;
+	pthread_mutex_unlock(&l->mu);
+}
+
+struct pusher {
+	struct tp_session *rcv;
+	struct unpacker *u;
+	int abandon_at;   /* the nth message: the stream is given up there (0: never) */
+};
+
+static void *push_main(void *arg)
+{
+	struct pusher *ps = arg;
+	struct tp_msg *m;
+	for (int n = 1; tp_msg_recv(ps->rcv, &m) == 0; n++) {
+		if (n == ps->abandon_at)
+			unpacker_abandon(ps->u);
+		unpacker_push(ps->u, m);
+	}
+	tp_verdict(ps->rcv, 0);
+	return NULL;
+}
+
+/* LOAD_FILES entries of 0-12,000 bytes (some across two messages) through
+ * a session of four 16 KiB buffers, each reused as soon as it is given
+ * back; flushed early now and then. */
+static void load_run(int abandon_at)
+{
+	static const struct unpack_ops ops = { .open = load_open, .close = load_close,
+	                                       .damaged = load_damaged };
+	static uint8_t data[12100];
+	struct load l = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	uint8_t key[SYNC_AKEY_LEN] = { 1 };
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (uint8_t)(i * 131 + 7);
+	struct tp_opts o = tcp_opts("k", 2);
+	o.msg_size = 16 << 10;
+	o.pool_size = 64 << 10;
+	struct tp_listener *lis;
+	assert_int_equal(tp_listen("127.0.0.1", 0, &o, &lis), 0);
+	struct conn_arg c = { .port = tp_listener_port(lis), .o = o };
+	pthread_t th;
+	struct tp_session *snd, *rcv;
+	assert_int_equal(pthread_create(&th, NULL, connect_main, &c), 0);
+	assert_int_equal(tp_accept(lis, 5000, &rcv), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(c.rc, 0);
+	snd = c.s;
+	tp_listener_free(lis);
+	struct packer *p;
+	struct unpacker *u;
+	assert_int_equal(packer_open(&p, snd, key), 0);
+	assert_int_equal(unpacker_start(&u, rcv, key, &ops, &l), 0);
+	struct pusher ps = { rcv, u, abandon_at };
+	assert_int_equal(pthread_create(&th, NULL, push_main, &ps), 0);
+	srand(7);
+	for (uint32_t i = 0; i < LOAD_FILES; i++) {
+		/* most within one message, some across two, some empty */
+		uint64_t size = i % 97 == 0 ? 0 : i % 5 ? (uint64_t)(rand() % 3000)
+		                                        : (uint64_t)(rand() % 12000);
+		add(p, i, data + i % 100, size);
+		if (i % 13 == 0)
+			assert_int_equal(packer_flush(p), 0);
+	}
+	assert_int_equal(packer_close(p, 1), 0);
+	tp_finish(snd);
+	pthread_join(th, NULL);
+	int rc = unpacker_finish(u);
+	assert_int_equal(l.bad, 0);   /* what was written is what was sent */
+	if (!abandon_at) {
+		assert_int_equal(rc, 0);
+		assert_int_equal(l.closed, LOAD_FILES);
+		assert_int_equal(l.damaged, 0);
+	}
+	tp_close(snd);
+	tp_close(rcv);
+}
+
+static void test_shared_messages_under_load(void **state)
+{
+	(void)state;
+	load_run(0);
+	load_run(0);
+}
+
+static void test_shared_messages_abandoned(void **state)
+{
+	(void)state;
+	load_run(5);
+	load_run(40);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_entry_tag_known_answer),
 		cmocka_unit_test(test_flushed_message_holds_whole_entries),
+		cmocka_unit_test(test_shared_messages_under_load),
+		cmocka_unit_test(test_shared_messages_abandoned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
