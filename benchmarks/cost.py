@@ -43,6 +43,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -242,7 +243,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="repetitions per contender")
     ap.add_argument("--cases", default="small-tmpfs,small-disk,big-tmpfs")
     ap.add_argument("--work", help="scratch directory on the disk (default: under /var/tmp)")
-    ap.add_argument("--port", type=int, default=5399, help="iperf3's port on 127.0.0.1")
+    ap.add_argument("--port", type=int, default=0,
+                    help="iperf3's port on 127.0.0.1 (default: a free one)")
     ap.add_argument("--results", default=os.environ.get("RDCP_BENCH_RESULTS",
                                                         os.path.join(HERE, "results")))
     a = ap.parse_args()
@@ -253,6 +255,10 @@ def main():
         sys.exit(f"cost: {RDCP} is not built; run `make` first")
     if os.geteuid():
         sys.exit("cost: needs root (a tmpfs is mounted, caches are dropped)")
+    if not a.port:
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            a.port = sk.getsockname()[1]
     cases = [c for c in a.cases.split(",") if c]
     for c in cases:
         if c not in ("small-tmpfs", "small-disk", "big-tmpfs"):

@@ -19,7 +19,7 @@ check() {   # check NAME CMD...
 	fi
 	rm -f "$out"
 }
-echo "1..6"
+echo "1..7"
 check "benchmarks/scan.sh on 500 files" "$here/benchmarks/scan.sh" 500
 check "benchmarks/transport.sh, 16 MiB, TCP only" \
 	"$here/benchmarks/transport.sh" --size-mb 16 --reps 1 --no-vm
@@ -37,5 +37,9 @@ command -v lsyncd >/dev/null && live="$live,lsyncd"
 check "benchmarks/live.py, 2 s, 300 small files, $live; idle: 2000 files, 2 s" \
 	python3 "$here/benchmarks/live.py" --secs 2 --small 300 --contenders "$live" \
 	--idle 2000 --idle-secs 2 --work "$res/work" --results "$res"
+rm -rf "$res"
+res=$(mktemp -d)
+check "benchmarks/cost.py at 1/100 scale (500 small files, 2 x 10 MiB)" \
+	python3 "$here/benchmarks/cost.py" --scale 0.01 --reps 1 --results "$res"
 rm -rf "$res"
 exit $fail
