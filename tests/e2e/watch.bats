@@ -619,6 +619,11 @@ full_disk_watch() {
 	echo late >"$T/src/late"
 	mkdir "$T/src/sub" && echo deep >"$T/src/sub/deep"
 	until_same "$T/src" "$T/dst" 4
+	# a poll is a whole round every second, and a signal during a round
+	# stops it as a run (20): the signal goes just after one ends
+	local r
+	r=$(rounds)
+	until_rounds $((r + 1))
 	stop_watch
 	[ "$RC" -eq 0 ]
 }
