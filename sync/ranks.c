@@ -738,27 +738,37 @@ int sync_ranked_witness(const char *arg)
 	return witness_here(op, colon + 1, *dir ? dir : ".");
 }
 
+/* rdcp --ranked-witness=OP:NAME on host, DST's path on its stdin: its pid
+ * with *to (stdin, open) and *from (stdout), or -1. */
+static pid_t witness_spawn(const struct sync_opts *o, const char *host, const char *op,
+                           const char *name, const char *path, int *to, int *from)
+{
+	char word[128];
+	snprintf(word, sizeof word, "--ranked-witness=%s:%s", op, name);
+	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", word, NULL };
+	pid_t pid = rsh_spawn(o->rsh, host, words, to, from, o->contimeout > 0 ? o->contimeout : 0);
+	if (pid > 0)
+		dprintf(*to, "%s\n", path);
+	return pid;
+}
+
 /* OP on DST's witness, here or through the remote shell: its exit code
  * (the remote shell's when it could not run rdcp). */
 static int witness(const struct sync_opts *o, const char *dst, const char *op,
                    const char *name)
 {
-	char *host, *path, word[128];
+	char *host, *path;
 	if (sync_parse_endpoint(dst, &host, &path) < 0)
 		return RD_EXIT_FILEIO;
 	int code;
 	if (!host) {
 		code = witness_here(op, name, path);
 	} else {
-		snprintf(word, sizeof word, "--ranked-witness=%s:%s", op, name);
-		const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", word, NULL };
 		int to = -1, from = -1, status = 0;
-		pid_t pid = rsh_spawn(o->rsh, host, words, &to, &from,
-		                      o->contimeout > 0 ? o->contimeout : 0);
+		pid_t pid = witness_spawn(o, host, op, name, path, &to, &from);
 		code = RD_EXIT_START;
 		if (pid > 0) {
 			char b[256];
-			dprintf(to, "%s\n", path);
 			close(to);
 			while (read(from, b, sizeof b) > 0)
 				;   /* (says nothing: a login's banner, if any) */
@@ -816,15 +826,10 @@ static int hold_dst(struct ranked *k, const struct sync_opts *o)
 		if (!host) {
 			code = hold_here(token, path, &k->held);
 		} else {
-			char word[64];
-			snprintf(word, sizeof word, "--ranked-witness=hold:%s", token);
-			const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", word, NULL };
 			int to = -1, from = -1, status = 0;
-			pid_t pid = rsh_spawn(o->rsh, host, words, &to, &from,
-			                      o->contimeout > 0 ? o->contimeout : 0);
+			pid_t pid = witness_spawn(o, host, "hold", token, path, &to, &from);
 			code = RD_EXIT_START;
 			if (pid > 0) {
-				dprintf(to, "%s\n", path);
 				/* "held", or its end (a login's banner comes before) */
 				FILE *f = fdopen(from, "r");
 				char line[256];
