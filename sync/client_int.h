@@ -91,6 +91,7 @@ struct wwin {
 struct wset {
 	struct wwin *w;
 	size_t n;
+	int ro_dirs;   /* client_windows_all()'s out: a directory lacks u+wx */
 };
 /* Every window of SRC into out, and into big each regular file of at
  * least big_min bytes (0: none), a "window" of its own path and size

@@ -83,6 +83,10 @@ struct ranked {
 	struct rk_rec *rec;   /* size of them, the last pass's */
 	uint64_t job;         /* the job's token, rank 0's: DST's lock keeps other jobs out */
 	char ranked[2][48];   /* --ranked=JOB, --ranked=later:JOB */
+	/* SRC has a directory without u+wx (0555): pass 1 gives each u+wx,
+	 * so that other ranks' windows can make their entries in it, and a
+	 * pass 2 sets the modes (without --delete too) */
+	int ro_dirs;
 	/* this rank's hold on its DST for the whole job (hold_dst()): a lock
 	 * here, or a holder on DST's host and the pipe that keeps it */
 	struct sync_lock *held;
@@ -390,11 +394,14 @@ static int share_windows(struct ranked *k, const struct sync_opts *o)
 		if (rc < 0 && rc != -EINVAL)   /* (a bad filter: said) */
 			log_err("listing the directories of %s: %s", o->src, strerror(-rc));
 	}
-	int32_t code = rc == -EINVAL ? RD_EXIT_USAGE : rc < 0 ? RD_EXIT_SELECT : 0;
-	if (k->m.bcast(&code, sizeof code, 0) < 0)
+	/* the code, and whether a directory of SRC lacks u+wx */
+	int32_t v[2] = { rc == -EINVAL ? RD_EXIT_USAGE : rc < 0 ? RD_EXIT_SELECT : 0,
+		         rc == 0 && k->all.ro_dirs };
+	if (k->m.bcast(v, sizeof v, 0) < 0)
 		k->m.abort(RD_EXIT_PROTO);
-	if (code)
-		return code;   /* the same on every rank */
+	if (v[0])
+		return v[0];   /* the same on every rank */
+	k->ro_dirs = v[1];
 	if (share_set(k, &k->all, rc) < 0 || share_set(k, &k->big, rc) < 0)
 		k->m.abort(RD_EXIT_FILEIO);   /* (rank 0 out of memory) */
 	return 0;
@@ -454,8 +461,10 @@ static char **pass_opts(const struct ranked *k, const struct sync_opts *o,
 	/* pass 1 of a run with --delete: no deletes, no --force (which
 	 * deletes a directory in the way); the receiver leaves what only a
 	 * delete could replace (a full directory where SRC has a file) to
-	 * pass 2, quietly */
-	int later = !deletes && (o->flags & SYNC_F_DELETE);
+	 * pass 2, quietly; and (--ranked=later, a SRC with read-only
+	 * directories too) not as root gives directories u+wx, pass 2 their
+	 * modes */
+	int later = !deletes && ((o->flags & SYNC_F_DELETE) || k->ro_dirs);
 	if (!fwd)
 		return NULL;
 	*p = *o;
@@ -1131,12 +1140,12 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 		/* alone: one pass, the deletes in it, as a single run's */
 		code = pass(&k, o, why != NULL, why != NULL, &res, &fails, &as_read);
 		memcpy(first, k.rec, (size_t)k.m.size * sizeof *first);
-		if (deletes && !why) {
+		if ((deletes || k.ro_dirs) && !why) {
 			if (code == 0 || code == RD_EXIT_VANISHED) {
 				struct sync_result r2;
 				two = 1;
 				code = worse(code, pass(&k, o, 1, 0, &r2, &fails2, &as_read));
-			} else if (k.m.rank == 0) {
+			} else if (k.m.rank == 0 && deletes) {
 				int bad = 0;   /* the first that failed (24 is not a failure) */
 				while (bad < k.m.size - 1 &&
 				       (!first[bad].code || first[bad].code == RD_EXIT_VANISHED))

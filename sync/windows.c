@@ -67,6 +67,7 @@ struct wplan {
 	uint64_t big_min;
 	struct wset *big;
 	size_t capbig;
+	int ro_dirs;   /* and a directory it listed lacks u+wx (0555) */
 	/* a ranked run's (sync/ranks.c): this rank's windows, made by rank 0,
 	 * given out in turn instead of listed */
 	const struct wset *given;
@@ -146,8 +147,11 @@ static int list_dir(struct wplan *p, const char *path, size_t *n)
 	int dfd = *path ? openat(p->root, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 	                : dup(p->root);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct stat st;
 	if (!d && dfd >= 0)
 		close(dfd);
+	if (d && p->big_min && !p->ro_dirs && fstat(dfd, &st) == 0)
+		p->ro_dirs = (st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR);
 	size_t cap = 0;
 	for (struct dirent *de; d && (de = readdir(d));) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -525,6 +529,7 @@ int client_windows_all(const struct sync_opts *o, const char *src, size_t ways,
 			goto out;
 		path[i] = NULL;
 	}
+	out->ro_dirs = p->ro_dirs;
 	rc = 0;
 out:
 	for (size_t i = 0; i < nd; i++)

@@ -436,6 +436,11 @@ void recv_apply_fd(struct rstate *s, int fd, const struct idx_entry *e, unsigned
 		recv_fail(s, p, "cannot set owner", errno);
 	/* a chown clears setuid and setgid: the mode after it */
 	mode_t mode = recv_mode_of(s, e);
+	/* a ranked run's pass 1, not as root: a read-only directory (0555)
+	 * would keep another rank's window from making its entries in it
+	 * (sync/ranks.c); pass 2 sets its mode */
+	if (e->type == IDX_DIR && s->r->o && s->r->o->ranked == 2 && geteuid() != 0)
+		mode |= S_IWUSR | S_IXUSR;
 	if ((!now || own || (now->st_mode & 07777) != mode) && fchmod(fd, mode) < 0)
 		recv_fail(s, p, "cannot set mode", errno);
 	struct target t = { fd, NULL, 0 };

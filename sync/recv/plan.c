@@ -69,6 +69,51 @@ int recv_dir_ours(const struct rstate *s, const char *path)
 	return o->windows && window_owns(s, path);
 }
 
+/* mkdirat(pd, name, 0700), in a ranked run not as root also where pd is
+ * read only: another rank's window may have given a directory above this
+ * window's its mode (0555, a Go module cache's) before this window makes
+ * a directory in it. As rsync does with a directory it writes into, this
+ * user's own gets u+wx for the mkdir and its mode back at once; its own
+ * window sets its metadata after it made its entries (this one among
+ * them, EEXIST then). -1 with errno, or 0. */
+static int mkdir_in(const struct rstate *s, int pd, const char *name)
+{
+	struct stat st;
+	if (mkdirat(pd, name, 0700) == 0)
+		return 0;
+	if (errno != EACCES)
+		return -1;
+	if (!s->r->o || !s->r->o->ranked || geteuid() == 0 || fstat(pd, &st) < 0 ||
+	    st.st_uid != geteuid()) {
+		errno = EACCES;
+		return -1;
+	}
+	mode_t m = st.st_mode & 07777;
+	if ((m & (S_IWUSR | S_IXUSR)) == (S_IWUSR | S_IXUSR))
+		return mkdirat(pd, name, 0700);   /* another rank's tweak, still on */
+	if (fchmod(pd, m | S_IWUSR | S_IXUSR) < 0) {
+		errno = EACCES;
+		return -1;
+	}
+	int rc = mkdirat(pd, name, 0700), err = errno;
+	(void)fchmod(pd, m);   /* it just took u+wx; failing, its window sets it */
+	errno = err;
+	return rc;
+}
+
+/* A directory whose metadata changes, said. Not a ranked run's pass 2
+ * setting the mode pass 1 gave u+wx (meta.c): nothing changes for the
+ * user (a single run makes it with its mode at once). */
+static void item_dir(struct rstate *s, const struct idx_entry *e, const struct idx_entry *d)
+{
+	unsigned bits = recv_item_bits(s, e, d, 0);
+	if (s->r->o && s->r->o->ranked == 1 && geteuid() != 0 && bits == SYNC_ITEM_PERMS &&
+	    (e->mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
+	    (d->mode & 07777) == ((e->mode | S_IWUSR | S_IXUSR) & 07777))
+		return;
+	recv_item(s, '.', e, bits);
+}
+
 static void make_dir(struct rstate *s, size_t i)
 {
 	const struct idx_entry *e = &s->sm.e[i];
@@ -80,7 +125,7 @@ static void make_dir(struct rstate *s, size_t i)
 	const char *name;
 	struct stat st;
 	int pd = recv_open_parent(s->root, e->path, &name);
-	int rc = pd < 0 ? -1 : mkdirat(pd, name, 0700);
+	int rc = pd < 0 ? -1 : mkdir_in(s, pd, name);
 	int err = errno;
 	if (rc < 0 && pd >= 0 && err == EEXIST && s->r->o && s->r->o->ranked &&
 	    fstatat(pd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
@@ -267,7 +312,7 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 			} else if (!d)
 				make_dir(s, i);
 			else if (d && s->change[i] == IDX_META)   /* set at the end (finish.c) */
-				recv_item(s, '.', e, recv_item_bits(s, e, d, 0));
+				item_dir(s, e, d);
 			if (s->res->code)
 				return -EIO;   /* DST itself could not be made */
 			continue;

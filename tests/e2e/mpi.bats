@@ -403,3 +403,44 @@ rank_field() {
 	[ "$status" -eq 1 ]
 	[[ $output == *"--ranked is rdcp's own option for its far side"* ]]
 }
+
+# Not as root, a read-only directory (a Go module cache's 0555) set by its
+# parent's window would keep another rank's window from making its
+# entries in it: pass 1 gives directories u+wx, a pass 2 their modes
+# (without --delete too), and -i does not say those modes twice.
+@test "mpi: not as root, read-only directories: every rank's entries land, the modes end as SRC's" {
+	local p s f
+	for p in $(seq 1 24); do
+		for s in 1 2 3; do
+			mkdir -p "$T/src/mod/p$p/s$s/deep"
+			for f in 1 2 3; do echo "$p.$s.$f" >"$T/src/mod/p$p/s$s/f$f"; done
+			echo d >"$T/src/mod/p$p/s$s/deep/x"
+		done
+	done
+	find "$T/src/mod" -type d -exec chmod 555 {} +
+	mkdir -p "$T/u"
+	chown -R 4243:4243 "$T/src" "$T/u"
+	chmod 755 "$T"   # (mktemp -d made it 700, root's)
+	local U=(setpriv --reuid=4243 --regid=4243 --clear-groups env HOME="$T/u"
+	         XDG_CACHE_HOME="$T/u/cache" TMPDIR="$T/u")
+	local opts
+	for opts in "" "--delete"; do
+		[ ! -d "$T/u/dst" ] || chmod -R u+w "$T/u/dst"
+		rm -rf "$T/u/dst"
+		rc=0
+		"${U[@]}" timeout 300 mpirun --oversubscribe -np 4 "$RDCP" --sync -a -i $opts \
+			"$T/src/" "$T/u/dst" >"$T/out" 2>"$T/err" || rc=$?
+		cat "$T/err"
+		[ "$rc" -eq 0 ]
+		same "$T/src" "$T/u/dst"
+		[ "$(stat -c %a "$T/u/dst/mod/p7/s2")" = 555 ]
+		# made once; pass 2's mode for it not said
+		[ "$(grep -c '^cd+++++++++ mod/p7/s2/$' "$T/out")" -eq 1 ]
+		[ "$(grep -c ' mod/p7/s2/$' "$T/out")" -le 2 ]
+	done
+	# a re-run changes nothing
+	"${U[@]}" timeout 300 mpirun --oversubscribe -np 4 "$RDCP" --sync -a --delete --json \
+		"$T/src/" "$T/u/dst" >"$T/out"
+	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	chmod -R u+w "$T/u/dst"
+}
