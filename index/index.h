@@ -218,6 +218,10 @@ struct idx_scan_opts {
 	                             IDX_SETTLED_S ago), are not read: they get
 	                             IDX_F_NOHASH (a sync hashes them as it sends
 	                             them); 0: every file is hashed */
+	int         lazy_all;     /* 1: no regular file the index has no hash
+	                             of is read, whatever its size (IDX_F_NOHASH):
+	                             a ranked run's look at the files it splits,
+	                             which its ranks hash a part each */
 	int         lazy_any;     /* 1: lazy_below applies to every such file,
 	                             settled or not, on any filesystem (a sync's
 	                             receiver without -c, which compares small
@@ -249,6 +253,9 @@ enum {
 #define IDX_TEMP_NAME_LEN (sizeof IDX_TEMP_PREFIX - 1 + 32)
 /* A fresh temp name into buf (IDX_TEMP_NAME_LEN + 1 bytes). */
 void idx_temp_name(char *buf);
+/* The temp name of seed into buf: the same for the same seed (a ranked
+ * run's split file, whose receivers all write one temp). */
+void idx_temp_name_of(char *buf, uint64_t seed);
 /* 1 when name is one idx_temp_name() could have made, else 0. */
 int  idx_is_temp_name(const char *name);
 

@@ -25,6 +25,11 @@ void idx_temp_name(char *buf)
 	uint64_t r;
 	if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
 		r = (uint64_t)(uintptr_t)buf ^ 0x5a5a5a5a5a5a5a5aull;   /* O_EXCL still guards */
+	idx_temp_name_of(buf, r);
+}
+
+void idx_temp_name_of(char *buf, uint64_t r)
+{
 	char hex[17];
 	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r);
 	snprintf(buf, IDX_TEMP_NAME_LEN + 1, "%s%s%016llx", IDX_TEMP_PREFIX, hex,

@@ -199,6 +199,10 @@ static void take_content(struct worker *wk, int dfd, const char *name, size_t ei
 			return;
 		}
 		/* not read: whoever needs it hashes it (once settled: below) */
+		if (wk->w->lazy_all) {
+			e->flags |= IDX_F_NOHASH;
+			return;
+		}
 		if (e->size < wk->w->lazy_below &&
 		    (wk->w->lazy_any ||
 		     (e->ctime_ns < wk->w->settled_ns && e->dev == wk->w->root_dev))) {
@@ -642,6 +646,7 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.trust_prefix = opts->trust_prefix;
 	w.hint = opts->grown_hint;
 	w.lazy_any = opts->lazy_any;
+	w.lazy_all = opts->lazy_all;
 	w.lazy_below = w.lazy_any || walk_stamps_locally(root_fd) ? opts->lazy_below : 0;
 	struct timespec now;
 	const char *settle = getenv("RDCP_TEST_SETTLED_S");   /* tests: seconds */

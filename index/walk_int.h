@@ -83,6 +83,7 @@ struct walker {
 	const struct idx_manifest *hint;    /* opts->grown_hint */
 	uint64_t lazy_below;                /* opts->lazy_below */
 	int lazy_any;                       /* opts->lazy_any */
+	int lazy_all;                       /* opts->lazy_all */
 	int64_t settled_ns;                 /* ... for files of older ctimes */
 	dev_t root_dev;
 	int64_t trust_before;

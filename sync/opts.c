@@ -376,14 +376,26 @@ static int watch_arg(struct sync_opts *o, const char *arg)
 }
 
 /* --ranked (the client adds it): "", "later", "JOB" or "later:JOB", JOB
- * the ranked job's token in 16 lowercase hex digits, not all zero. */
+ * the ranked job's token in 16 lowercase hex digits, not all zero; or a
+ * split file's run: "part:K/N:JOB" (K < N <= 65536) or "join:JOB". */
 static int ranked_arg(struct sync_opts *o, const char *arg, struct sync_args *a)
 {
 	o->ranked = 1;
 	o->ranked_job = 0;
+	o->ranked_split = 0;
 	if (!arg)
 		return 0;
-	if (!strncmp(arg, "later", 5) && (!arg[5] || arg[5] == ':')) {
+	unsigned part, parts;
+	int used = 0;
+	if (sscanf(arg, "part:%u/%u:%n", &part, &parts, &used) == 2 && used && part < parts &&
+	    parts <= 65536 && isdigit((unsigned char)arg[5])) {
+		o->ranked_split = (int)part + 1;
+		o->ranked_nparts = parts;
+		arg += used;
+	} else if (!strncmp(arg, "join:", 5)) {
+		o->ranked_split = -1;
+		arg += 5;
+	} else if (!strncmp(arg, "later", 5) && (!arg[5] || arg[5] == ':')) {
 		o->ranked = 2;
 		if (!arg[5])
 			return 0;
@@ -396,7 +408,7 @@ static int ranked_arg(struct sync_opts *o, const char *arg, struct sync_args *a)
 		                                                          : arg[n] - 'a' + 10);
 	if (n != 16 || arg[n] || !job) {
 		snprintf(a->why, sizeof a->why, "--ranked takes 'later', a job's token (16 hex "
-		         "digits), or 'later:' and a token");
+		         "digits), or 'later:', 'part:K/N:' or 'join:' and a token");
 		return -1;
 	}
 	o->ranked_job = job;

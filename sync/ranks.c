@@ -47,6 +47,7 @@
 #include "common/wire.h"
 #include "index/index.h"
 #include "sync/client_int.h"
+#include "sync/delta/delta.h"
 #include "sync/mpi/mpi.h"
 #include "sync/select/select.h"
 #include "sync/wire/proto.h"
@@ -80,6 +81,8 @@ struct ranked {
 	char *hosts_buf;    /* --hosts: the DSTs' strings */
 	struct wset all, mine;    /* the windows; this rank's */
 	struct wset big, mine_big;   /* the big files; this rank's */
+	struct wset split;           /* the big files too large for a rank's share:
+	                                each rank sends a range of each */
 	struct rk_rec *rec;   /* size of them, the last pass's */
 	uint64_t job;         /* the job's token, rank 0's: DST's lock keeps other jobs out */
 	char ranked[2][48];   /* --ranked=JOB, --ranked=later:JOB */
@@ -384,6 +387,53 @@ static int share_set(struct ranked *k, struct wset *set, int ok)
 	return 0;
 }
 
+/* A file of this size and more, larger than a rank's share of the big
+ * files, is split: each rank sends a range of its chunks (split_files()).
+ * RDCP_TEST_SPLIT: the tests' small files. */
+#define RK_SPLIT ((uint64_t)1 << 30)
+
+static uint64_t split_min(void)
+{
+	const char *t = getenv("RDCP_TEST_SPLIT");
+	long long v = t ? strtoll(t, NULL, 10) : 0;
+	return v > 0 ? (uint64_t)v : RK_SPLIT;
+}
+
+/* Why files are not split under o (NULL: they may be): what writes DST's
+ * file itself or reads every file, a run without an index (each rank's
+ * scan would read the whole file), a hard link from --link-dest (no temp
+ * to join), a source removed once its file landed. */
+static const char *no_split(const struct sync_opts *o)
+{
+	if (o->flags & (SYNC_F_INPLACE | SYNC_F_APPEND | SYNC_F_APPEND_VERIFY | SYNC_F_SPARSE |
+	                SYNC_F_CHECKSUM | SYNC_F_REMOVE_SOURCE))
+		return "an option";
+	return o->no_index ? "--no-index" : o->nlink_dest ? "--link-dest" : NULL;
+}
+
+/* The big files to split, out of k->big into k->split (every rank alike:
+ * the same list). 0, or -ENOMEM. */
+static int pick_split(struct ranked *k, const struct sync_opts *o)
+{
+	uint64_t total = 0, min = split_min();
+	size_t n = k->big.n, nb = 0;
+	for (size_t i = 0; i < n; i++)
+		total += k->big.w[i].entries;
+	k->split = (struct wset){ .w = malloc((n ? n : 1) * sizeof *k->split.w) };
+	if (!k->split.w)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t size = k->big.w[i].entries;
+		if (k->m.size > 1 && !no_split(o) && size >= min && size > total / (uint64_t)k->m.size &&
+		    chunk_count(size) >= 2)
+			k->split.w[k->split.n++] = k->big.w[i];
+		else
+			k->big.w[nb++] = k->big.w[i];
+	}
+	k->big.n = nb;
+	return 0;
+}
+
 /* Rank 0 lists the windows and the big files and gives them to all: 0,
  * or the exit code. */
 static int share_windows(struct ranked *k, const struct sync_opts *o)
@@ -504,31 +554,136 @@ static int worse(int have, int code)
 	return have;
 }
 
-/* The first pass's first part: this rank's big files, one run of them
- * (--files-from: their directories made as needed), to its DST. The exit
- * code; the counts in *res. */
-static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
-                    struct sync_fails **fails, struct sync_paths *as_read)
+/* One run of files (n paths; --files-from: their directories made as
+ * needed) to this rank's DST, its --ranked argument arg (NULL: the first
+ * pass's) and, for a split file's run, its part (split as in sync_opts.
+ * ranked_split). The exit code; the counts in *res. */
+static int run_files(struct ranked *k, const struct sync_opts *o, char **files, size_t n,
+                     const char *arg, int split, struct sync_result *res,
+                     struct sync_fails **fails, struct sync_paths *as_read)
 {
 	struct sync_opts p;
 	char **fwd = pass_opts(k, o, &p, 0, k->dst[k->m.rank % k->ndst]);
-	char **files = calloc(k->mine_big.n, sizeof *files);
 	if (k->addr && k->addr[k->m.rank % k->ndst])
 		p.data_addr = k->addr[k->m.rank % k->ndst];
 	int code = RD_EXIT_FILEIO;
-	if (!fwd || !files) {
+	if (!fwd) {
 		log_err("out of memory");
 	} else {
-		for (size_t i = 0; i < k->mine_big.n; i++)
-			files[i] = k->mine_big.w[i].dirs[0];
+		if (arg) {   /* in place of pass_opts()' --ranked */
+			fwd[p.nfwd - 1] = (char *)arg;
+			p.ranked = 1;
+			p.ranked_split = split;
+			p.ranked_nparts = (uint32_t)k->m.size;
+		}
 		fwd[p.nfwd++] = "--files-from=-";
 		p.files_from = "-";
 		p.files = files;
-		p.nfiles = k->mine_big.n;
+		p.nfiles = n;
 		code = client_run(&p, NULL, res, fails, as_read);
 	}
-	free(files);
 	free(fwd);
+	return code;
+}
+
+/* The first pass's first part: this rank's big files, one run of them. */
+static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
+                    struct sync_fails **fails, struct sync_paths *as_read)
+{
+	char **files = calloc(k->mine_big.n, sizeof *files);
+	if (!files) {
+		log_err("out of memory");
+		return RD_EXIT_FILEIO;
+	}
+	for (size_t i = 0; i < k->mine_big.n; i++)
+		files[i] = k->mine_big.w[i].dirs[0];
+	int code = run_files(k, o, files, k->mine_big.n, NULL, 0, res, fails, as_read);
+	free(files);
+	return code;
+}
+
+/* b's counts, failures and transport into a's (one rank's runs). */
+static void merge_run(struct sync_result *a, struct sync_fails **af, struct sync_result *b,
+                      struct sync_fails *bf)
+{
+	size_t n;
+	uint8_t *enc = bf && *af ? sync_fails_encode(*af, &n) : NULL;
+	const char *why;
+	if (enc && sync_fails_take(bf, enc, n, &why) == 0) {   /* b's first, then a's */
+		sync_fails_free(*af);
+		*af = bf;
+		bf = NULL;
+	} else if (bf && !*af) {
+		*af = bf;
+		bf = NULL;
+	}
+	free(enc);
+	sync_fails_free(bf);
+	result_add(a, b);
+	a->vanished += b->vanished;
+	a->ctl_tx += b->ctl_tx;
+	a->ctl_rx += b->ctl_rx;
+	a->wire += b->wire;
+	if (!a->transport)
+		a->transport = b->transport;
+}
+
+/* The split files (collective: every rank calls it): their digests in
+ * every rank's index (split.c), then each rank's range of each (a part
+ * run, --ranked=part:K/N:JOB: its receiver writes that range into the
+ * file's shared temp), and once every rank's part run ended with 0, the
+ * joins (--ranked=join:JOB: file i is rank i mod N's): each temp lands.
+ * A part that failed means no join: the files go whole in their
+ * directories' windows, after the barrier. The exit code; counts and
+ * failures in *res and *fails. */
+static int split_files(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
+                       struct sync_fails **fails, struct sync_paths *as_read)
+{
+	size_t n = k->split.n, nf = 0;
+	int N = k->m.size, me = k->m.rank, code = 0;
+	int *ok = calloc(n, sizeof *ok);
+	char **files = calloc(n, sizeof *files), arg[64];
+	int32_t mine, *codes = calloc((size_t)N, sizeof *codes);
+	if (!ok || !files || !codes || split_prepare(&k->m, o, &k->split, ok) < 0)
+		k->m.abort(RD_EXIT_FILEIO);   /* (out of memory, or MPI failed: said) */
+	uint32_t a, b;
+	for (size_t i = 0; i < n; i++) {
+		chunk_part(chunk_count(k->split.w[i].entries), (uint32_t)me, (uint32_t)N, &a, &b);
+		if (ok[i] && a < b)
+			files[nf++] = k->split.w[i].dirs[0];
+	}
+	if (nf) {
+		snprintf(arg, sizeof arg, "--ranked=part:%d/%d:%016" PRIx64, me, N, k->job);
+		code = run_files(k, o, files, nf, arg, me + 1, res, fails, as_read);
+	}
+	const char *fail = getenv("RDCP_TEST_SPLIT_FAIL");   /* tests: this rank's parts fail */
+	if (fail && atoi(fail) == me && !code) {
+		log_err("(test) rank %d: its parts fail", me);
+		code = RD_EXIT_PARTIAL;
+	}
+	mine = code;
+	if (k->m.allgather(&mine, sizeof mine, codes) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	int bad = 0;
+	while (bad < N && codes[bad] == 0)
+		bad++;
+	nf = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ok[i] && (int)(i % (size_t)N) == me)
+			files[nf++] = k->split.w[i].dirs[0];
+	if (bad == N && nf) {
+		struct sync_result jr = { 0 };
+		struct sync_fails *jf = NULL;
+		snprintf(arg, sizeof arg, "--ranked=join:%016" PRIx64, k->job);
+		code = worse(code, run_files(k, o, files, nf, arg, -1, &jr, &jf, as_read));
+		merge_run(res, fails, &jr, jf);
+	} else if (bad < N && me == 0) {
+		log_warn("split files: rank %d's parts ended with code %d; each goes whole in "
+		         "its directory's window", bad, codes[bad]);
+	}
+	free(codes);
+	free(files);
+	free(ok);
 	return code;
 }
 
@@ -550,8 +705,8 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 	if (!fwd) {
 		log_err("out of memory");
 		code = RD_EXIT_FILEIO;
-		if (!deletes && !alone && k->big.n && k->m.barrier() < 0)   /* as the others */
-			k->m.abort(RD_EXIT_PROTO);
+		if (!deletes && !alone && (k->big.n || k->split.n))   /* as the others */
+			k->m.abort(RD_EXIT_FILEIO);
 	} else if (alone) {
 		p.ranked = 0;   /* rank 0 alone: DST is its own, SRCs all */
 		p.ranked_job = 0;
@@ -560,37 +715,26 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 		if (k->m.rank == 0)
 			code = client_run(&p, NULL, res, fails, as_read);
 	} else {
-		/* first the big files, shared by size, all landed before any
-		 * window looks at their directories (else sent twice) */
-		struct sync_result big = { 0 };
-		struct sync_fails *bigf = NULL;
-		if (!deletes && k->mine_big.n)
-			code = send_big(k, o, &big, &bigf, as_read);
-		if (!deletes && k->big.n && k->m.barrier() < 0)
+		/* first the split files and the big files, shared by size, all
+		 * landed before any window looks at their directories (else
+		 * sent twice) */
+		struct sync_result big = { 0 }, sp = { 0 };
+		struct sync_fails *bigf = NULL, *spf = NULL;
+		if (!deletes && k->split.n)
+			code = split_files(k, o, &sp, &spf, as_read);
+		if (!deletes && k->mine_big.n) {
+			struct sync_result r = { 0 };
+			struct sync_fails *rf = NULL;
+			code = worse(code, send_big(k, o, &r, &rf, as_read));
+			merge_run(&big, &bigf, &r, rf);
+		}
+		merge_run(&big, &bigf, &sp, spf);
+		if (!deletes && (k->big.n || k->split.n) && k->m.barrier() < 0)
 			k->m.abort(RD_EXIT_PROTO);
 		if (k->mine.n && client_window_goes_on((uint32_t)code))
 			code = worse(code, client_run(&p, &k->mine, res, fails, as_read));
 		/* the big files' failures first, then the windows' (one list) */
-		size_t n;
-		uint8_t *b = bigf && *fails ? sync_fails_encode(*fails, &n) : NULL;
-		const char *why;
-		if (b && sync_fails_take(bigf, b, n, &why) == 0) {
-			sync_fails_free(*fails);
-			*fails = bigf;
-			bigf = NULL;
-		} else if (bigf && !*fails) {
-			*fails = bigf;
-			bigf = NULL;
-		}
-		free(b);
-		sync_fails_free(bigf);
-		result_add(res, &big);
-		res->vanished += big.vanished;
-		res->ctl_tx += big.ctl_tx;
-		res->ctl_rx += big.ctl_rx;
-		res->wire += big.wire;
-		if (!res->transport)
-			res->transport = big.transport;
+		merge_run(res, fails, &big, bigf);
 	}
 	free(fwd);
 	me.code = code;
@@ -1129,7 +1273,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
-	    (pick_mine(&k, &k.all, &k.mine) < 0 || pick_mine(&k, &k.big, &k.mine_big) < 0))
+	    (pick_split(&k, o) < 0 || pick_mine(&k, &k.all, &k.mine) < 0 ||
+	     pick_mine(&k, &k.big, &k.mine_big) < 0))
 		k.m.abort(RD_EXIT_FILEIO);
 	struct sync_result res = { 0 }, total = { 0 };
 	struct sync_fails *fails = NULL, *fails2 = NULL;
@@ -1181,6 +1326,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	free(k.mine_big.w);
 	client_wset_free(&k.all);
 	client_wset_free(&k.big);
+	client_wset_free(&k.split);
 	free(first);
 	free(k.rec);
 	if (dsts != one)

@@ -147,6 +147,13 @@ struct sync_opts {
 	uint64_t ranked_job;        /* --ranked=[later:]JOB: the ranked job's
 	                               token (0: none), so that another job's
 	                               receivers are kept from DST */
+	int ranked_split;           /* a ranked run's split files (sync/ranks.c,
+	                               recv/split.c): K + 1 for --ranked=
+	                               part:K/N:JOB (this receiver writes range
+	                               K of N of each file into its shared
+	                               temp), -1 for --ranked=join:JOB (each
+	                               temp, whole, lands) */
+	uint32_t ranked_nparts;     /* N */
 	struct idx_manifest *grown; /* --watch's sender, --append: the rows its
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the

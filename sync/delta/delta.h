@@ -108,6 +108,15 @@ int  chunks_complete(const struct chunk_map *maps, uint32_t nplan, const char **
 int  copy_range(int in, int out, uint64_t off, uint64_t len);
 
 
+/* A ranked run's split file of nchunks chunks (sync/ranks.c): part k of
+ * n is chunks [*a, *b), empty when the file has fewer chunks than parts. */
+static inline void chunk_part(uint32_t nchunks, uint32_t k, uint32_t n, uint32_t *a, uint32_t *b)
+{
+	uint64_t per = ((uint64_t)nchunks + n - 1) / n, lo = (uint64_t)k * per;
+	*a = (uint32_t)(lo < nchunks ? lo : nchunks);
+	*b = (uint32_t)(lo + per < nchunks ? lo + per : nchunks);
+}
+
 /* The geometry: chunk k of a file of size bytes, its length (0 past the
  * end); the 64 KiB blocks of a chunk of len bytes, their count and block
  * b's length. */

@@ -180,11 +180,12 @@ static int want_file(struct rstate *s, size_t i, const struct idx_entry *d, uint
 		s->change[i] = SKIPPED;
 		return rc == -ENOMEM ? rc : 0;
 	}
-	if (recv_partial_plan(s, i, rf) < 0 ||   /* --partial: an earlier run's temp */
+	if (recv_split_plan(s, i, rf) < 0 ||    /* a ranked run's split file: a range */
+	    (!rf->split && recv_partial_plan(s, i, rf) < 0) ||   /* --partial: an earlier run's temp */
 	    recv_blocks_plan(s, e, rf) < 0)      /* changed chunks: by 64 KiB blocks */
 		return -ENOMEM;
-	rf->ops = rf->inplace ? &recv_write_inplace : rf->track ? &recv_write_partial
-	                                                       : &recv_write_temp;
+	rf->ops = rf->split ? &recv_write_split : rf->inplace ? &recv_write_inplace
+	          : rf->track ? &recv_write_partial : &recv_write_temp;
 	if (s->r->flags & SYNC_F_DRYRUN) {   /* else said when it lands (land.c) */
 		recv_item(s, '>', e, recv_item_bits(s, e, d, 1));
 		s->res->files++;   /* would be: as rsync -n --stats counts them */

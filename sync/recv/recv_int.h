@@ -86,6 +86,7 @@ struct recv_write_ops {
 extern const struct recv_write_ops recv_write_temp;      /* land.c */
 extern const struct recv_write_ops recv_write_inplace;   /* inplace.c */
 extern const struct recv_write_ops recv_write_partial;   /* partial.c */
+extern const struct recv_write_ops recv_write_split;     /* split.c */
 /* land.c's temp file, for the tables that differ from it in a step: open
  * (O_TMPFILE, else a named temp) and finish (linked or renamed into place,
  * over DST's old file, a backup first with -b). */
@@ -128,6 +129,8 @@ struct rfile {
 	/* --partial (partial.c): the temp is named and recorded in the index */
 	uint8_t track;       /* record its verified chunks */
 	uint8_t resume;      /* tmp names an earlier run's temp, reused */
+	uint8_t split;       /* a ranked run's split file: a range of it, or
+	                        the join (split.c) */
 	uint8_t *intemp;     /* per chunk: already in that temp (CH_HAVE) */
 	uint64_t *bhave;     /* per CH_BLOCKS chunk: the blocks the basis has */
 	struct idx_partial *rec;   /* the record as stored */
@@ -318,6 +321,14 @@ int  recv_partial_kept(const struct rstate *s, const char *dir, const char *name
 int  recv_partial_plan(struct rstate *s, size_t i, struct rfile *f);
 void recv_partial_sweep(struct rstate *s);
 void recv_partial_end(struct rstate *s);
+
+/* split.c: a ranked run's split files (--ranked=part:K/N:JOB, join:JOB).
+ * temp: the shared temp's name of path in job. plan: for sm entry i (a
+ * file of two chunks or more), every chunk outside this part's range
+ * (chunk_part(); the join: every chunk) is in the temp already; f->split
+ * set; 0 or -ENOMEM. Written by recv_write_split. */
+void recv_split_temp(uint64_t job, const char *path, char out[IDX_TEMP_NAME_LEN + 1]);
+int  recv_split_plan(struct rstate *s, size_t i, struct rfile *f);
 
 /* take.c: receive the planned files' data over the transport. */
 int  recv_take(struct rstate *s, const uint32_t *want, uint32_t nwant);

@@ -444,3 +444,87 @@ rank_field() {
 	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
 	chmod -R u+w "$T/u/dst"
 }
+
+# A file larger than a rank's share of the big files is split (sync/
+# split.c, recv/split.c): each rank sends a range of its chunks into one
+# shared temp, which lands once every range is in.
+@test "mpi: a file larger than a rank's share goes in ranges, one a rank; it lands once; a changed chunk goes from its range's rank" {
+	mkdir -p "$T/src/models--m/blobs" "$T/src/models--m/snapshots/r1"
+	# 16 chunks of 4 MiB (the last one short): 4 a rank
+	head -c $(((64 << 20) - 1000)) /dev/urandom >"$T/src/models--m/blobs/big"
+	ln -s ../../blobs/big "$T/src/models--m/snapshots/r1/model.bin"
+	mk_files "$T/src/small" 200
+	export RDCP_TEST_BIG=1048576 RDCP_TEST_SPLIT=4194304
+	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	local k b
+	for k in 0 1 2 3; do
+		b=$(rank_field $k bytes_sent)
+		echo "rank $k: $b bytes"
+		[ "$b" -ge $(((16 << 20) - 1000)) ]
+	done
+	[ "$(json_field files_sent <"$T/out")" -eq 201 ]
+	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+	# a re-run sends nothing
+	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	# chunk 9 changed: in rank 2's range (chunks 8-11); only it sends, and
+	# the others take their ranges from DST's old file
+	printf 'changed' | dd of="$T/src/models--m/blobs/big" bs=1 seek=$((9 * 4194304 + 100)) \
+		conv=notrunc 2>/dev/null
+	ranked 4 --sync -a -i --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	for k in 0 1 3; do [ "$(rank_field $k bytes_sent)" -eq 0 ]; done
+	[ "$(rank_field 2 bytes_sent)" -eq 4194304 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 1 ]
+	# no index anywhere: each rank hashes its range (SRC), and nothing goes
+	rm -rf "$XDG_CACHE_HOME"
+	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+}
+
+# A part that fails means no join: the file goes whole in its directory's
+# window, and that window removes the temp the parts wrote.
+@test "mpi: a split file whose part failed goes whole in its window; no temp stays" {
+	mkdir -p "$T/src/d"
+	head -c $((32 << 20)) /dev/urandom >"$T/src/d/big"
+	echo small >"$T/src/d/small"
+	RDCP_TEST_BIG=1048576 RDCP_TEST_SPLIT=4194304 RDCP_TEST_SPLIT_FAIL=1 \
+		ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 23 ]
+	grep -q "split files: rank 1's parts ended with code 23; each goes whole in its directory's window" "$T/err"
+	same "$T/src" "$T/dst"
+	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+}
+
+# A file written as the ranks look at it is not split: its window sends
+# it as a single run would (what was scanned lands, exit 0).
+@test "mpi: a split file that grows during the run is sent whole by its window, its scanned part" {
+	mkdir -p "$T/src/d"
+	head -c $((32 << 20)) /dev/urandom >"$T/src/d/rec"
+	python3 - "$T/src/d/rec" "$T/stop" <<-'PY' &
+	import os, sys, time
+	end = time.monotonic() + 60
+	with open(sys.argv[1], "ab", buffering=0) as f:
+	    while time.monotonic() < end and not os.path.exists(sys.argv[2]):
+	        f.write(os.urandom(4096))
+	        time.sleep(0.001)
+	PY
+	local wr=$!
+	sleep 0.3
+	RDCP_TEST_BIG=1048576 RDCP_TEST_SPLIT=4194304 \
+		ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	touch "$T/stop"
+	wait "$wr"
+	[ "$rc" -eq 0 ]
+	local n
+	n=$(stat -c %s "$T/dst/d/rec")
+	[ "$n" -ge $((32 << 20)) ]
+	cmp -n "$n" "$T/src/d/rec" "$T/dst/d/rec"
+	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+}

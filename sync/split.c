@@ -1,0 +1,193 @@
+/*
+ * A ranked run's split files, the ranks' side (sync/ranks.c; the
+ * receivers' is recv/split.c): before N ranks each send a range of a file
+ * too large for one rank's share, its digests must be in every rank's
+ * index of SRC, else each rank's scan would read the whole file to hash
+ * it. So the ranks look at the files through their indexes (a scan of
+ * those files that reads none: idx_scan_opts.lazy_all); where any rank
+ * has no hash of one, each hashes its own range of it (or gives the
+ * digests its index has), the ranks put theirs together (an allgather),
+ * and each rank whose index lacked the row stores it (idx_save). A file
+ * one rank saw at another size, time or inode, or that changed while a
+ * rank read it, is not split: its directory's window sends it whole.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/io.h"
+#include "common/log.h"
+#include "index/index.h"
+#include "sync/client_int.h"
+#include "sync/delta/delta.h"
+#include "sync/mpi/mpi.h"
+
+/* What a rank saw of a file (an allgather). */
+struct look {
+	uint8_t there, warm;   /* scanned; its hash from the index */
+	uint64_t size, ino;
+	int64_t mtime_ns, ctime_ns;
+};
+
+static int same_look(const struct look *a, const struct look *b)
+{
+	return a->there && b->there && a->size == b->size && a->ino == b->ino &&
+	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+static int path_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct idx_root *)a)->path, ((const struct idx_root *)b)->path);
+}
+
+/* The digests of chunks [a, b) of path in SRC (root) into out, read now;
+ * 0, or -1 when it is not as l saw it, before or after. */
+static int hash_range(int root, const char *path, const struct look *l, uint32_t a, uint32_t b,
+                      uint8_t *out, uint8_t *buf)
+{
+	struct stat st;
+	int fd = openat(root, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(root, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = fstat(fd, &st) == 0 && (uint64_t)st.st_size == l->size &&
+	         (uint64_t)st.st_ino == l->ino ? 0 : -1;
+	posix_fadvise(fd, (off_t)a * IDX_CHUNK_SIZE, (off_t)(b - a) * IDX_CHUNK_SIZE,
+	              POSIX_FADV_SEQUENTIAL);
+	for (uint32_t k = a; rc == 0 && k < b; k++) {
+		uint64_t len = chunk_len(l->size, k);
+		size_t got;
+		if (io_pread_full(fd, buf, len, (uint64_t)k * IDX_CHUNK_SIZE, &got) < 0 || got != len)
+			rc = -1;
+		else
+			idx_hash_buf(buf, len, out + (size_t)(k - a) * IDX_HASH_LEN);
+	}
+	/* and it did not change meanwhile */
+	if (rc == 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != l->size ||
+	                (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != l->mtime_ns ||
+	                (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec != l->ctime_ns))
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
+int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, struct wset *f, int *ok)
+{
+	size_t n = f->n, N = (size_t)m->size, me = (size_t)m->rank;
+	struct idx_root *roots = calloc(n, sizeof *roots);
+	struct look *mine = calloc(n, sizeof *mine), *all = calloc(n * N, sizeof *all);
+	struct idx_manifest m0 = { 0 }, now = { 0 };
+	struct idx_stats st;
+	const struct idx_entry **e = calloc(n, sizeof *e);
+	size_t *off = calloc(n + 1, sizeof *off);   /* each file's digests in a rank's share */
+	uint8_t *hashed = calloc(n ? n : 1, 1);     /* some rank had no hash of it */
+	uint8_t *dig = NULL, *alld = NULL, *buf = NULL;
+	int rc = -1, root = -1;
+	if (!roots || !mine || !all || !e || !off || !hashed)
+		goto out;   /* (an allgather missed: the caller aborts every rank) */
+	for (size_t i = 0; i < n; i++)
+		roots[i] = (struct idx_root){ .path = f->w[i].dirs[0], .depth = 0 };
+	qsort(roots, n, sizeof *roots, path_cmp);
+	struct idx_scan_opts so = { .roots = roots, .nroots = n, .roots_optional = 1,
+		                    .lazy_all = 1, .meta = sync_scan_meta(o->flags),
+		                    .one_fs = o->one_fs };
+	if (idx_scan(o->src, &so, &m0, &st) < 0)
+		m0 = (struct idx_manifest){ 0 };   /* (said): nothing there, none split */
+	for (size_t i = 0; i < n; i++) {
+		e[i] = idx_manifest_find(&m0, f->w[i].dirs[0]);
+		if (!e[i] || e[i]->type != IDX_REG || e[i]->size != f->w[i].entries)
+			continue;
+		mine[i] = (struct look){ .there = 1, .size = e[i]->size, .ino = e[i]->ino,
+			                 .mtime_ns = e[i]->mtime_ns, .ctime_ns = e[i]->ctime_ns,
+			                 .warm = !(e[i]->flags & IDX_F_NOHASH) &&
+			                         e[i]->nchunks == chunk_count(e[i]->size) };
+	}
+	if (m->allgather(mine, n * sizeof *mine, all) < 0)
+		goto out;
+	/* each rank's share of the digests: its range of each file */
+	uint32_t a, b;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t nc = chunk_count(f->w[i].entries), per = (uint32_t)((nc + N - 1) / N);
+		off[i + 1] = off[i] + 1 + (size_t)per * IDX_HASH_LEN;   /* a byte: got */
+	}
+	if (!(dig = calloc(off[n] ? off[n] : 1, 1)) || !(alld = malloc(N * (off[n] ? off[n] : 1))) ||
+	    !(buf = malloc(IDX_CHUNK_SIZE)) || (root = open(o->src, O_RDONLY | O_DIRECTORY |
+	                                                     O_CLOEXEC)) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		int same = 1, warm = 1;
+		for (size_t r = 0; r < N; r++) {
+			same &= same_look(&all[r * n + i], &all[i]);
+			warm &= all[r * n + i].warm;
+		}
+		ok[i] = same;
+		hashed[i] = same && !warm;
+		if (!hashed[i])
+			continue;   /* not split; or every index has its digests */
+		chunk_part(chunk_count(mine[i].size), (uint32_t)me, (uint32_t)N, &a, &b);
+		uint8_t *d = dig + off[i];
+		if (mine[i].warm)
+			memcpy(d + 1, e[i]->chunks + (size_t)a * IDX_HASH_LEN, (size_t)(b - a) * IDX_HASH_LEN);
+		d[0] = mine[i].warm || a == b ||
+		       hash_range(root, f->w[i].dirs[0], &mine[i], a, b, d + 1, buf) == 0;
+	}
+	if (m->allgather(dig, off[n] ? off[n] : 1, alld) < 0)
+		goto out;
+	rc = 0;
+	/* a file some rank could not read as every rank saw it is not split
+	 * (every rank decides alike: from the same bytes) */
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < N && ok[i] && hashed[i]; r++)
+			ok[i] = alld[r * off[n] + off[i]];
+	/* every rank's digests together; stored where this index had none */
+	int store = 0;
+	for (size_t k = 0; k < m0.n; k++) {
+		struct idx_entry c = m0.e[k];
+		size_t i = 0;
+		while (i < n && (e[i] != &m0.e[k] || !ok[i] || mine[i].warm))
+			i++;
+		uint8_t *chunks = NULL;
+		if (i < n) {
+			uint32_t nc = chunk_count(mine[i].size);
+			if ((chunks = malloc((size_t)nc * IDX_HASH_LEN))) {
+				for (size_t r = 0; r < N; r++) {
+					chunk_part(nc, (uint32_t)r, (uint32_t)N, &a, &b);
+					memcpy(chunks + (size_t)a * IDX_HASH_LEN, alld + r * off[n] + off[i] + 1,
+					       (size_t)(b - a) * IDX_HASH_LEN);
+				}
+				c.chunks = chunks;
+				c.nchunks = nc;
+				idx_hash_combine(chunks, nc, c.hash);
+				c.flags &= ~(uint32_t)IDX_F_NOHASH;
+				store = store < 0 ? store : 1;
+			} else {
+				store = -1;   /* (its part run's scan then hashes it whole) */
+			}
+		}
+		if (idx_manifest_add(&now, &c) < 0)
+			store = -1;
+		free(chunks);
+	}
+	if (store > 0 && idx_save(o->src, &so, &m0, &now) < 0)
+		log_warn("%s: the split files' digests could not be stored in its index; each "
+		         "rank hashes them whole", o->src);
+out:
+	if (root >= 0)
+		close(root);
+	idx_manifest_free(&m0);
+	idx_manifest_free(&now);
+	free(buf);
+	free(alld);
+	free(dig);
+	free(off);
+	free(hashed);
+	free(e);
+	free(all);
+	free(mine);
+	free(roots);
+	return rc;
+}
