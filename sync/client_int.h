@@ -116,14 +116,6 @@ int   client_run(struct sync_opts *o, const struct wset *given, struct sync_resu
  * runs the sync as one of them (first_dst: as sync_fanout()'s). */
 int   sync_ranked(void);
 int   sync_ranks(struct sync_opts *o, int first_dst);
-/* split.c: every rank at once (m), before the ranks send their ranges of
- * the files in f (paths and sizes, as rank 0 listed them): each file's
- * digests into every rank's index of SRC (read a range a rank, where an
- * index had none); ok[i] 1 when f's file i may be split (every rank saw
- * it at one size, time and inode, and read its range so), the same on
- * every rank. 0, or -1 (out of memory, MPI failed: the caller aborts). */
-struct rk_mpi;
-int   split_prepare(const struct rk_mpi *m, const struct sync_opts *o, struct wset *f, int *ok);
 /* rounds.c: what --watch needs (nsrc SRCs; dst the first DST, for the
  * message), said before anything starts. 0 or an exit code. */
 int   client_watch_check(const struct sync_opts *o, const struct endpoint *src, int nsrc,

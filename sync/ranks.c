@@ -18,12 +18,13 @@
  * one, and the next run sends what is missing.
  *
  * Rank 0 reports for all: one summary, one --json object with a "ranks"
- * array. Every rank returns the run's one exit code.
+ * array. Every rank returns the run's one exit code. Before anything is
+ * sent, rkhold.c checks SRC and DST and holds DST; a file too large for a
+ * rank's share goes in ranges (rksplit.c).
  *
  * MPI is reached through rdcp-mpi.so (mpi.h), loaded only here. The
  * windows, the index and the transports are the single run's.
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,66 +37,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "common/crypto.h"
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "common/rsh.h"
 #include "common/wire.h"
-#include "index/index.h"
 #include "sync/client_int.h"
-#include "sync/delta/delta.h"
 #include "sync/mpi/mpi.h"
+#include "sync/ranks_int.h"
 #include "sync/select/select.h"
 #include "sync/wire/proto.h"
-
-#define HOST_LEN 64
-
-/* What each rank tells the others after a pass (an allgather). */
-struct rk_rec {
-	int32_t code;
-	uint32_t windows;
-	uint8_t done[RESULT_LEN];   /* the receivers' counts, as in DONE */
-	uint64_t vanished, total_size, entries[SYNC_KINDS];
-	uint64_t flist_bytes, ctl_tx, ctl_rx, wire;
-	double secs;
-	char transport[8];
-	char host[HOST_LEN];
-};
-
-/* What each rank sees at SRC, before anything starts. */
-struct rk_src {
-	int32_t err;      /* errno opening it, or 0 */
-	uint64_t print;   /* its top level's names and its mtime, hashed */
-	char host[HOST_LEN];
-};
-
-struct ranked {
-	struct rk_mpi m;
-	const char **dst;   /* the DSTs, in the order given */
-	const char **addr;  /* --hosts' data addresses (NULL: none given) */
-	int ndst;
-	char *hosts_buf;    /* --hosts: the DSTs' strings */
-	struct wset all, mine;    /* the windows; this rank's */
-	struct wset big, mine_big;   /* the big files; this rank's */
-	struct wset split;           /* the big files too large for a rank's share:
-	                                each rank sends a range of each */
-	struct rk_rec *rec;   /* size of them, the last pass's */
-	uint64_t job;         /* the job's token, rank 0's: DST's lock keeps other jobs out */
-	char ranked[2][48];   /* --ranked=JOB, --ranked=later:JOB */
-	/* SRC has a directory without u+wx (0555): pass 1 gives each u+wx,
-	 * so that other ranks' windows can make their entries in it, and a
-	 * pass 2 sets the modes (without --delete too) */
-	int ro_dirs;
-	/* this rank's hold on its DST for the whole job (hold_dst()): a lock
-	 * here, or a holder on DST's host and the pipe that keeps it */
-	struct sync_lock *held;
-	pid_t holder;
-	int hold_fd;
-};
 
 int sync_ranked(void)
 {
@@ -202,84 +154,6 @@ static const char *alone_why(const struct sync_opts *o)
 	return NULL;
 }
 
-/* SRC as this rank sees it: can it be read, and its inode and its top
- * level's names and inodes, so that a rank that mounts another tree there
- * is found. */
-static void look_at_src(const char *src, struct rk_src *s)
-{
-	memset(s, 0, sizeof *s);
-	gethostname(s->host, sizeof s->host - 1);
-	int fd = open(src, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		s->err = errno;
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	/* no mtime: an NFS client may show a directory's for a minute after
-	 * it changed */
-	uint64_t sum = (uint64_t)st.st_ino;
-	if (!S_ISDIR(st.st_mode)) {   /* a file: its inode and size */
-		close(fd);
-		s->print = sum + (uint64_t)st.st_size;
-		return;
-	}
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		s->err = errno;
-		close(fd);
-		return;
-	}
-	/* names and inode numbers in any order: their hashes added */
-	for (struct dirent *de; (de = readdir(d));)
-		sum += XXH3_64bits_withSeed(de->d_name, strlen(de->d_name), (uint64_t)de->d_ino);
-	closedir(d);
-	s->print = sum;
-}
-
-/* Does every rank see SRC, the same one? 0, or the exit code (said by
- * rank 0). SRC may be written as we look: three looks before a
- * difference counts. */
-static int check_src(struct ranked *k, const char *src)
-{
-	struct rk_src mine, *all = calloc((size_t)k->m.size, sizeof *all);
-	if (!all)
-		k->m.abort(RD_EXIT_FILEIO);
-	for (int look = 0; look < 3; look++) {
-		if (look)
-			nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
-		look_at_src(src, &mine);
-		if (k->m.allgather(&mine, sizeof mine, all) < 0)
-			k->m.abort(RD_EXIT_PROTO);
-		int bad = -1;
-		for (int i = 0; i < k->m.size && bad < 0; i++)
-			if (all[i].err || all[i].print != all[0].print)
-				bad = i;
-		if (bad < 0) {
-			free(all);
-			return 0;
-		}
-		if (!all[bad].err && look < 2)
-			continue;
-		if (k->m.rank == 0) {
-			if (all[bad].err)
-				log_err("rank %d (on %.*s) cannot read SRC %s: %s; every rank must see "
-				        "SRC at the same path (a shared filesystem)", bad, HOST_LEN,
-				        all[bad].host, src, strerror(all[bad].err));
-			else
-				log_err("rank %d (on %.*s) sees another tree at SRC %s than rank 0 (on "
-				        "%.*s): every rank must see the same SRC (a shared filesystem "
-				        "mounted at the same path)", bad, HOST_LEN, all[bad].host, src,
-				        HOST_LEN, all[0].host);
-		}
-		free(all);
-		return RD_EXIT_SELECT;
-	}
-	free(all);
-	return RD_EXIT_SELECT;
-}
-
 /* The windows as bytes: per window its directory count (u32), entries
  * (u64), then each directory, NUL-ended. NULL when out of memory. */
 static char *encode(const struct wset *s, size_t *len)
@@ -384,53 +258,6 @@ static int share_set(struct ranked *k, struct wset *set, int ok)
 	if (k->m.rank != 0 && decode(b, len, set) < 0)
 		k->m.abort(RD_EXIT_FILEIO);
 	free(b);
-	return 0;
-}
-
-/* A file of this size and more, larger than a rank's share of the big
- * files, is split: each rank sends a range of its chunks (split_files()).
- * RDCP_TEST_SPLIT: the tests' small files. */
-#define RK_SPLIT ((uint64_t)1 << 30)
-
-static uint64_t split_min(void)
-{
-	const char *t = getenv("RDCP_TEST_SPLIT");
-	long long v = t ? strtoll(t, NULL, 10) : 0;
-	return v > 0 ? (uint64_t)v : RK_SPLIT;
-}
-
-/* Why files are not split under o (NULL: they may be): what writes DST's
- * file itself or reads every file, a run without an index (each rank's
- * scan would read the whole file), a hard link from --link-dest (no temp
- * to join), a source removed once its file landed. */
-static const char *no_split(const struct sync_opts *o)
-{
-	if (o->flags & (SYNC_F_INPLACE | SYNC_F_APPEND | SYNC_F_APPEND_VERIFY | SYNC_F_SPARSE |
-	                SYNC_F_CHECKSUM | SYNC_F_REMOVE_SOURCE))
-		return "an option";
-	return o->no_index ? "--no-index" : o->nlink_dest ? "--link-dest" : NULL;
-}
-
-/* The big files to split, out of k->big into k->split (every rank alike:
- * the same list). 0, or -ENOMEM. */
-static int pick_split(struct ranked *k, const struct sync_opts *o)
-{
-	uint64_t total = 0, min = split_min();
-	size_t n = k->big.n, nb = 0;
-	for (size_t i = 0; i < n; i++)
-		total += k->big.w[i].entries;
-	k->split = (struct wset){ .w = malloc((n ? n : 1) * sizeof *k->split.w) };
-	if (!k->split.w)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t size = k->big.w[i].entries;
-		if (k->m.size > 1 && !no_split(o) && size >= min && size > total / (uint64_t)k->m.size &&
-		    chunk_count(size) >= 2)
-			k->split.w[k->split.n++] = k->big.w[i];
-		else
-			k->big.w[nb++] = k->big.w[i];
-	}
-	k->big.n = nb;
 	return 0;
 }
 
@@ -547,7 +374,7 @@ static double now_s(void)
 
 /* The worst of two codes, as windows merge theirs: one that stops a run
  * over any, 23 over 24. */
-static int worse(int have, int code)
+int rk_worse(int have, int code)
 {
 	if (code && (!have || have == RD_EXIT_VANISHED || !client_window_goes_on((uint32_t)code)))
 		return code;
@@ -558,7 +385,7 @@ static int worse(int have, int code)
  * needed) to this rank's DST, its --ranked argument arg (NULL: the first
  * pass's) and, for a split file's run, its part (split as in sync_opts.
  * ranked_split). The exit code; the counts in *res. */
-static int run_files(struct ranked *k, const struct sync_opts *o, char **files, size_t n,
+int rk_run_files(struct ranked *k, const struct sync_opts *o, char **files, size_t n,
                      const char *arg, int split, struct sync_result *res,
                      struct sync_fails **fails, struct sync_paths *as_read)
 {
@@ -597,13 +424,13 @@ static int send_big(struct ranked *k, const struct sync_opts *o, struct sync_res
 	}
 	for (size_t i = 0; i < k->mine_big.n; i++)
 		files[i] = k->mine_big.w[i].dirs[0];
-	int code = run_files(k, o, files, k->mine_big.n, NULL, 0, res, fails, as_read);
+	int code = rk_run_files(k, o, files, k->mine_big.n, NULL, 0, res, fails, as_read);
 	free(files);
 	return code;
 }
 
 /* b's counts, failures and transport into a's (one rank's runs). */
-static void merge_run(struct sync_result *a, struct sync_fails **af, struct sync_result *b,
+void rk_merge_run(struct sync_result *a, struct sync_fails **af, struct sync_result *b,
                       struct sync_fails *bf)
 {
 	size_t n;
@@ -626,65 +453,6 @@ static void merge_run(struct sync_result *a, struct sync_fails **af, struct sync
 	a->wire += b->wire;
 	if (!a->transport)
 		a->transport = b->transport;
-}
-
-/* The split files (collective: every rank calls it): their digests in
- * every rank's index (split.c), then each rank's range of each (a part
- * run, --ranked=part:K/N:JOB: its receiver writes that range into the
- * file's shared temp), and once every rank's part run ended with 0, the
- * joins (--ranked=join:JOB: file i is rank i mod N's): each temp lands.
- * A part that failed means no join: the files go whole in their
- * directories' windows, after the barrier. The exit code; counts and
- * failures in *res and *fails. */
-static int split_files(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
-                       struct sync_fails **fails, struct sync_paths *as_read)
-{
-	size_t n = k->split.n, nf = 0;
-	int N = k->m.size, me = k->m.rank, code = 0;
-	int *ok = calloc(n, sizeof *ok);
-	char **files = calloc(n, sizeof *files), arg[64];
-	int32_t mine, *codes = calloc((size_t)N, sizeof *codes);
-	if (!ok || !files || !codes || split_prepare(&k->m, o, &k->split, ok) < 0)
-		k->m.abort(RD_EXIT_FILEIO);   /* (out of memory, or MPI failed: said) */
-	uint32_t a, b;
-	for (size_t i = 0; i < n; i++) {
-		chunk_part(chunk_count(k->split.w[i].entries), (uint32_t)me, (uint32_t)N, &a, &b);
-		if (ok[i] && a < b)
-			files[nf++] = k->split.w[i].dirs[0];
-	}
-	if (nf) {
-		snprintf(arg, sizeof arg, "--ranked=part:%d/%d:%016" PRIx64, me, N, k->job);
-		code = run_files(k, o, files, nf, arg, me + 1, res, fails, as_read);
-	}
-	const char *fail = getenv("RDCP_TEST_SPLIT_FAIL");   /* tests: this rank's parts fail */
-	if (fail && atoi(fail) == me && !code) {
-		log_err("(test) rank %d: its parts fail", me);
-		code = RD_EXIT_PARTIAL;
-	}
-	mine = code;
-	if (k->m.allgather(&mine, sizeof mine, codes) < 0)
-		k->m.abort(RD_EXIT_PROTO);
-	int bad = 0;
-	while (bad < N && codes[bad] == 0)
-		bad++;
-	nf = 0;
-	for (size_t i = 0; i < n; i++)
-		if (ok[i] && (int)(i % (size_t)N) == me)
-			files[nf++] = k->split.w[i].dirs[0];
-	if (bad == N && nf) {
-		struct sync_result jr = { 0 };
-		struct sync_fails *jf = NULL;
-		snprintf(arg, sizeof arg, "--ranked=join:%016" PRIx64, k->job);
-		code = worse(code, run_files(k, o, files, nf, arg, -1, &jr, &jf, as_read));
-		merge_run(res, fails, &jr, jf);
-	} else if (bad < N && me == 0) {
-		log_warn("split files: rank %d's parts ended with code %d; each goes whole in "
-		         "its directory's window", bad, codes[bad]);
-	}
-	free(codes);
-	free(files);
-	free(ok);
-	return code;
 }
 
 /* One pass of this rank's windows (none: nothing to do), then every
@@ -721,20 +489,20 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 		struct sync_result big = { 0 }, sp = { 0 };
 		struct sync_fails *bigf = NULL, *spf = NULL;
 		if (!deletes && k->split.n)
-			code = split_files(k, o, &sp, &spf, as_read);
+			code = rk_split_files(k, o, &sp, &spf, as_read);
 		if (!deletes && k->mine_big.n) {
 			struct sync_result r = { 0 };
 			struct sync_fails *rf = NULL;
-			code = worse(code, send_big(k, o, &r, &rf, as_read));
-			merge_run(&big, &bigf, &r, rf);
+			code = rk_worse(code, send_big(k, o, &r, &rf, as_read));
+			rk_merge_run(&big, &bigf, &r, rf);
 		}
-		merge_run(&big, &bigf, &sp, spf);
+		rk_merge_run(&big, &bigf, &sp, spf);
 		if (!deletes && (k->big.n || k->split.n) && k->m.barrier() < 0)
 			k->m.abort(RD_EXIT_PROTO);
 		if (k->mine.n && client_window_goes_on((uint32_t)code))
-			code = worse(code, client_run(&p, &k->mine, res, fails, as_read));
+			code = rk_worse(code, client_run(&p, &k->mine, res, fails, as_read));
 		/* the big files' failures first, then the windows' (one list) */
-		merge_run(res, fails, &big, bigf);
+		rk_merge_run(res, fails, &big, bigf);
 	}
 	free(fwd);
 	me.code = code;
@@ -754,7 +522,7 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 		k->m.abort(RD_EXIT_PROTO);
 	int all = 0;
 	for (int i = 0; i < k->m.size; i++)
-		all = worse(all, k->rec[i].code);
+		all = rk_worse(all, k->rec[i].code);
 	return all;
 }
 
@@ -808,7 +576,7 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 		        "\"errors\":%llu,\"seconds\":%.3f,\"exit_code\":%d}", a->windows,
 		        (unsigned long long)r.files, (unsigned long long)r.bytes,
 		        (unsigned long long)r.deleted, (unsigned long long)(r.errors + r.vanished),
-		        a->secs + (b ? b->secs : 0), worse(a->code, b ? b->code : 0));
+		        a->secs + (b ? b->secs : 0), rk_worse(a->code, b ? b->code : 0));
 	}
 	fputc(']', f);
 	if (fclose(f) != 0) {
@@ -816,272 +584,6 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 		return NULL;
 	}
 	return buf;
-}
-
-/* The witness: a file named as a temp (so scans pass it over and a
- * killed run's is cleaned), made in the first DST and looked for in each
- * other; three words of the far side's own (sync_ranked_witness()). */
-/* "make"'s code when it made DST for the witness ("undo" then removes
- * both: the run makes DST itself, and counts it) */
-#define WITNESS_MADE_DST 9
-
-static int hold_here(const char *token, const char *dir, struct sync_lock **l);
-
-static int witness_here(const char *op, const char *name, const char *dir)
-{
-	char path[PATH_MAX];
-	if (!strcmp(op, "hold")) {   /* DST's lock, held until stdin ends */
-		struct sync_lock *l = NULL;
-		int code = hold_here(name, dir, &l);
-		if (!code) {
-			char b[64];
-			printf("held\n");
-			fflush(stdout);
-			while (fread(b, 1, sizeof b, stdin) > 0)
-				;
-			sync_unlock(l);
-		}
-		return code;
-	}
-	if (!idx_is_temp_name(name) || snprintf(path, sizeof path, "%s/%s", dir, name) >=
-	                                   (int)sizeof path)
-		return RD_EXIT_USAGE;
-	if (!strcmp(op, "make")) {
-		/* DST itself, as the run would make it (its parent must be) */
-		int made = mkdir(dir, 0700) == 0;
-		if (!made && errno != EEXIST) {
-			log_err("%s: cannot create: %s", dir, strerror(errno));
-			return RD_EXIT_SELECT;
-		}
-		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			log_err("%s: cannot create: %s", path, strerror(errno));
-			if (made)
-				rmdir(dir);
-			return RD_EXIT_SELECT;
-		}
-		close(fd);
-		return made ? WITNESS_MADE_DST : 0;
-	}
-	if (!strcmp(op, "look"))
-		return faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : RD_EXIT_SELECT;
-	if (!strcmp(op, "drop") || !strcmp(op, "undo")) {
-		if (unlink(path) < 0 && errno != ENOENT)
-			return RD_EXIT_FILEIO;
-		return !strcmp(op, "undo") && rmdir(dir) < 0 ? RD_EXIT_FILEIO : 0;
-	}
-	return RD_EXIT_USAGE;
-}
-
-int sync_ranked_witness(const char *arg)
-{
-	char op[8], dir[PATH_MAX + 1];
-	const char *colon = strchr(arg, ':');
-	if (!colon || colon - arg >= (long)sizeof op) {
-		log_err("--ranked-witness: expected OP:NAME, got '%s'", arg);
-		return RD_EXIT_USAGE;
-	}
-	memcpy(op, arg, (size_t)(colon - arg));
-	op[colon - arg] = '\0';
-	if (!fgets(dir, sizeof dir, stdin) || !strchr(dir, '\n')) {
-		log_err("--ranked-witness: no directory on stdin");
-		return RD_EXIT_USAGE;
-	}
-	dir[strcspn(dir, "\n")] = '\0';
-	return witness_here(op, colon + 1, *dir ? dir : ".");
-}
-
-/* rdcp --ranked-witness=OP:NAME on host, DST's path on its stdin: its pid
- * with *to (stdin, open) and *from (stdout), or -1. */
-static pid_t witness_spawn(const struct sync_opts *o, const char *host, const char *op,
-                           const char *name, const char *path, int *to, int *from)
-{
-	char word[128];
-	snprintf(word, sizeof word, "--ranked-witness=%s:%s", op, name);
-	const char *words[] = { o->rdcp_path ? o->rdcp_path : "rdcp", word, NULL };
-	pid_t pid = rsh_spawn(o->rsh, host, words, to, from, o->contimeout > 0 ? o->contimeout : 0);
-	if (pid > 0)
-		dprintf(*to, "%s\n", path);
-	return pid;
-}
-
-/* OP on DST's witness, here or through the remote shell: its exit code
- * (the remote shell's when it could not run rdcp). */
-static int witness(const struct sync_opts *o, const char *dst, const char *op,
-                   const char *name)
-{
-	char *host, *path;
-	if (sync_parse_endpoint(dst, &host, &path) < 0)
-		return RD_EXIT_FILEIO;
-	int code;
-	if (!host) {
-		code = witness_here(op, name, path);
-	} else {
-		int to = -1, from = -1, status = 0;
-		pid_t pid = witness_spawn(o, host, op, name, path, &to, &from);
-		code = RD_EXIT_START;
-		if (pid > 0) {
-			char b[256];
-			close(to);
-			while (read(from, b, sizeof b) > 0)
-				;   /* (says nothing: a login's banner, if any) */
-			close(from);
-			if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
-				code = WEXITSTATUS(status);
-		}
-	}
-	free(host);
-	free(path);
-	return code;
-}
-
-/* DST's lock as the job's receivers take it (SYNC_LOCK_RANKED, the job's
- * token in 16 hex digits): 0 with *l (NULL when DST is not there yet: the
- * receivers make it, and their marks keep another job out while they
- * run), or the exit code (said). */
-static int hold_here(const char *token, const char *dir, struct sync_lock **l)
-{
-	uint64_t job = 0;
-	char *end;
-	errno = 0;
-	if (strlen(token) == 16 && strspn(token, "0123456789abcdef") == 16)
-		job = strtoull(token, &end, 16);
-	if (!job || errno) {
-		log_err("--ranked-witness=hold: expected a job's token, got '%s'", token);
-		return RD_EXIT_USAGE;
-	}
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		return 0;
-	if (fd < 0) {
-		log_err("%s: cannot open: %s", dir, strerror(errno));
-		return RD_EXIT_FILEIO;
-	}
-	int rc = sync_lock(fd, dir, SYNC_LOCK_RANKED, job, l);
-	close(fd);
-	return rc == -EWOULDBLOCK ? RD_EXIT_LOCKED : rc < 0 ? RD_EXIT_SELECT : 0;
-}
-
-/* Each rank holds its DST's lock for the whole job, as its receivers take
- * it: another job, and every other run, is kept out between passes too
- * (the receivers come and go), and one already there stops this job
- * before anything is sent. A remote DST: a holder there (rdcp
- * --ranked-witness=hold:TOKEN, DST on stdin), kept while stdin is open.
- * 0, or the worst rank's code (rank 0 said which) on every rank. */
-static int hold_dst(struct ranked *k, const struct sync_opts *o)
-{
-	const char *dst = k->dst[k->m.rank % k->ndst];
-	char *host, *path, token[17];
-	int32_t code = RD_EXIT_FILEIO;
-	snprintf(token, sizeof token, "%016" PRIx64, k->job);
-	k->hold_fd = -1;
-	if (sync_parse_endpoint(dst, &host, &path) == 0) {
-		if (!host) {
-			code = hold_here(token, path, &k->held);
-		} else {
-			int to = -1, from = -1, status = 0;
-			pid_t pid = witness_spawn(o, host, "hold", token, path, &to, &from);
-			code = RD_EXIT_START;
-			if (pid > 0) {
-				/* "held", or its end (a login's banner comes before) */
-				FILE *f = fdopen(from, "r");
-				char line[256];
-				while (f && fgets(line, sizeof line, f) && strcmp(line, "held\n"))
-					;
-				if (f && !feof(f) && !ferror(f)) {
-					k->holder = pid;
-					k->hold_fd = to;   /* open: the holder holds */
-					code = 0;
-				} else {
-					close(to);
-					if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
-						code = WEXITSTATUS(status);
-					if (code == 0 || code == 126 || code == 127 || code == 255)
-						code = RD_EXIT_START;
-				}
-				if (f)
-					fclose(f);
-				else
-					close(from);
-			}
-		}
-		free(host);
-		free(path);
-	}
-	int32_t *all = calloc((size_t)k->m.size, sizeof *all);
-	if (!all || k->m.allgather(&code, sizeof code, all) < 0)
-		k->m.abort(RD_EXIT_PROTO);
-	int bad = 0;
-	while (bad < k->m.size && !all[bad])
-		bad++;
-	code = bad < k->m.size ? all[bad] : 0;
-	if (code && k->m.rank == 0)
-		log_err("%s: rank %d could not hold it for the run (exit %d)%s", k->dst[bad % k->ndst],
-		        bad, (int)code, code == RD_EXIT_LOCKED ? "; nothing was sent" : "");
-	free(all);
-	return code;
-}
-
-/* The job's end: this rank's hold goes. */
-static void hold_end(struct ranked *k)
-{
-	sync_unlock(k->held);
-	k->held = NULL;
-	if (k->holder > 0) {
-		int status;
-		close(k->hold_fd);   /* the holder sees its stdin end, and goes */
-		waitpid(k->holder, &status, 0);
-		k->holder = 0;
-	}
-}
-
-/* Are the DSTs one tree? A witness made in the first, looked for in each
- * other (each by its rank, at once), then removed: 0, or exit 3 (rank 0
- * says which DST). Several host:DST are one tree under mpirun; one who
- * meant a copy on each host (a fan-out) is stopped here, before anything
- * is written but the first DST's witness. */
-static int check_dst(struct ranked *k, const struct sync_opts *o)
-{
-	char name[IDX_TEMP_NAME_LEN + 1] = "";
-	int32_t made = 0, mine = 0;
-	if (k->ndst < 2)
-		return 0;
-	int undo = 0;
-	if (k->m.rank == 0) {
-		idx_temp_name(name);
-		made = witness(o, k->dst[0], "make", name);
-		if (made == WITNESS_MADE_DST)
-			made = 0, undo = 1;
-	}
-	if (k->m.bcast(&made, sizeof made, 0) < 0 || k->m.bcast(name, sizeof name, 0) < 0)
-		k->m.abort(RD_EXIT_PROTO);
-	if (made == 126 || made == 127 || made == 255)
-		made = RD_EXIT_START;   /* the remote shell's: rdcp or the host not there */
-	if (made) {
-		if (k->m.rank == 0)
-			log_err("%s: cannot leave a mark in DST (exit %d), to check that every DST is "
-			        "the same directory", k->dst[0], (int)made);
-		return made == RD_EXIT_START ? RD_EXIT_START : RD_EXIT_SELECT;
-	}
-	if (k->m.rank > 0 && k->m.rank < k->ndst && strcmp(k->dst[k->m.rank], k->dst[0]))
-		mine = witness(o, k->dst[k->m.rank], "look", name);
-	int32_t *all = calloc((size_t)k->m.size, sizeof *all);
-	if (!all || k->m.allgather(&mine, sizeof mine, all) < 0)
-		k->m.abort(RD_EXIT_PROTO);
-	if (k->m.rank == 0)
-		witness(o, k->dst[0], undo ? "undo" : "drop", name);
-	int bad = 0;
-	while (bad < k->m.size && !all[bad])
-		bad++;
-	int code = bad < k->m.size ? RD_EXIT_SELECT : 0;
-	if (code && k->m.rank == 0)
-		log_err("%s is not the directory %s is (a file made in the one is not in the "
-		        "other%s): under mpirun every DST must be one shared tree; to copy the "
-		        "tree onto each host, run rdcp without mpirun (a fan-out)", k->dst[bad],
-		        k->dst[0], all[bad] == RD_EXIT_SELECT ? "" : ", or the host could not be "
-		        "reached");
-	free(all);
-	return code;
 }
 
 /* --hosts=FILE:DST under mpirun: the DSTs, one a line ('[user@]host
@@ -1244,7 +746,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	free(sp);
 	double t0 = sync_report_begin(k.m.rank == 0 ? o : &(struct sync_opts){ .quiet = 1 },
 	                              !pull);
-	int code = pull ? 0 : check_src(&k, o->src);
+	int code = pull ? 0 : rk_check_src(&k, o->src);
 	/* rank 0 decides whether it runs alone, for all */
 	const char *why = NULL;
 	int32_t alone = 0;
@@ -1267,13 +769,13 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 		log_warn("under mpirun, %s: rank 0 runs this alone, the other %s", why,
 		         k.m.size == 2 ? "rank waits" : "ranks wait");
 	if (!why && !code)
-		code = check_dst(&k, o);
+		code = rk_check_dst(&k, o);
 	if (!why && !code)
-		code = hold_dst(&k, o);
+		code = rk_hold_dst(&k, o);
 	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
-	    (pick_split(&k, o) < 0 || pick_mine(&k, &k.all, &k.mine) < 0 ||
+	    (rk_pick_split(&k, o) < 0 || pick_mine(&k, &k.all, &k.mine) < 0 ||
 	     pick_mine(&k, &k.big, &k.mine_big) < 0))
 		k.m.abort(RD_EXIT_FILEIO);
 	struct sync_result res = { 0 }, total = { 0 };
@@ -1289,7 +791,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 			if (code == 0 || code == RD_EXIT_VANISHED) {
 				struct sync_result r2;
 				two = 1;
-				code = worse(code, pass(&k, o, 1, 0, &r2, &fails2, &as_read));
+				code = rk_worse(code, pass(&k, o, 1, 0, &r2, &fails2, &as_read));
 			} else if (k.m.rank == 0 && deletes) {
 				int bad = 0;   /* the first that failed (24 is not a failure) */
 				while (bad < k.m.size - 1 &&
@@ -1321,7 +823,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	sync_fails_free(fails);
 	sync_fails_free(fails2);
 	sync_paths_free(&as_read);
-	hold_end(&k);
+	rk_hold_end(&k);
 	free(k.mine.w);
 	free(k.mine_big.w);
 	client_wset_free(&k.all);

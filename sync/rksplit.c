@@ -12,18 +12,19 @@
  * rank read it, is not split: its directory's window sends it whole.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/exitcode.h"
 #include "common/io.h"
 #include "common/log.h"
 #include "index/index.h"
-#include "sync/client_int.h"
 #include "sync/delta/delta.h"
-#include "sync/mpi/mpi.h"
+#include "sync/ranks_int.h"
 
 /* What a rank saw of a file (an allgather). */
 struct look {
@@ -75,7 +76,13 @@ static int hash_range(int root, const char *path, const struct look *l, uint32_t
 	return rc;
 }
 
-int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, struct wset *f, int *ok)
+/* Every rank at once (m), before the ranks send their ranges of
+ * the files in f (paths and sizes, as rank 0 listed them): each file's
+ * digests into every rank's index of SRC (read a range a rank, where an
+ * index had none); ok[i] 1 when f's file i may be split (every rank saw
+ * it at one size, time and inode, and read its range so), the same on
+ * every rank. 0, or -1 (out of memory, MPI failed: the caller aborts). */
+static int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, struct wset *f, int *ok)
 {
 	size_t n = f->n, N = (size_t)m->size, me = (size_t)m->rank;
 	struct idx_root *roots = calloc(n, sizeof *roots);
@@ -190,4 +197,110 @@ out:
 	free(mine);
 	free(roots);
 	return rc;
+}
+
+/* A file of this size and more, larger than a rank's share of the big
+ * files, is split: each rank sends a range of its chunks (rk_split_files()).
+ * RDCP_TEST_SPLIT: the tests' small files. */
+#define RK_SPLIT ((uint64_t)1 << 30)
+
+static uint64_t split_min(void)
+{
+	const char *t = getenv("RDCP_TEST_SPLIT");
+	long long v = t ? strtoll(t, NULL, 10) : 0;
+	return v > 0 ? (uint64_t)v : RK_SPLIT;
+}
+
+/* Why files are not split under o (NULL: they may be): what writes DST's
+ * file itself or reads every file, a run without an index (each rank's
+ * scan would read the whole file), a hard link from --link-dest (no temp
+ * to join), a source removed once its file landed. */
+static const char *no_split(const struct sync_opts *o)
+{
+	if (o->flags & (SYNC_F_INPLACE | SYNC_F_APPEND | SYNC_F_APPEND_VERIFY | SYNC_F_SPARSE |
+	                SYNC_F_CHECKSUM | SYNC_F_REMOVE_SOURCE))
+		return "an option";
+	return o->no_index ? "--no-index" : o->nlink_dest ? "--link-dest" : NULL;
+}
+
+/* The big files to split, out of k->big into k->split (every rank alike:
+ * the same list). 0, or -ENOMEM. */
+int rk_pick_split(struct ranked *k, const struct sync_opts *o)
+{
+	uint64_t total = 0, min = split_min();
+	size_t n = k->big.n, nb = 0;
+	for (size_t i = 0; i < n; i++)
+		total += k->big.w[i].entries;
+	k->split = (struct wset){ .w = malloc((n ? n : 1) * sizeof *k->split.w) };
+	if (!k->split.w)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t size = k->big.w[i].entries;
+		if (k->m.size > 1 && !no_split(o) && size >= min && size > total / (uint64_t)k->m.size &&
+		    chunk_count(size) >= 2)
+			k->split.w[k->split.n++] = k->big.w[i];
+		else
+			k->big.w[nb++] = k->big.w[i];
+	}
+	k->big.n = nb;
+	return 0;
+}
+
+/* The split files (collective: every rank calls it): their digests in
+ * every rank's index (split.c), then each rank's range of each (a part
+ * run, --ranked=part:K/N:JOB: its receiver writes that range into the
+ * file's shared temp), and once every rank's part run ended with 0, the
+ * joins (--ranked=join:JOB: file i is rank i mod N's): each temp lands.
+ * A part that failed means no join: the files go whole in their
+ * directories' windows, after the barrier. The exit code; counts and
+ * failures in *res and *fails. */
+int rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
+                       struct sync_fails **fails, struct sync_paths *as_read)
+{
+	size_t n = k->split.n, nf = 0;
+	int N = k->m.size, me = k->m.rank, code = 0;
+	int *ok = calloc(n, sizeof *ok);
+	char **files = calloc(n, sizeof *files), arg[64];
+	int32_t mine, *codes = calloc((size_t)N, sizeof *codes);
+	if (!ok || !files || !codes || split_prepare(&k->m, o, &k->split, ok) < 0)
+		k->m.abort(RD_EXIT_FILEIO);   /* (out of memory, or MPI failed: said) */
+	uint32_t a, b;
+	for (size_t i = 0; i < n; i++) {
+		chunk_part(chunk_count(k->split.w[i].entries), (uint32_t)me, (uint32_t)N, &a, &b);
+		if (ok[i] && a < b)
+			files[nf++] = k->split.w[i].dirs[0];
+	}
+	if (nf) {
+		snprintf(arg, sizeof arg, "--ranked=part:%d/%d:%016" PRIx64, me, N, k->job);
+		code = rk_run_files(k, o, files, nf, arg, me + 1, res, fails, as_read);
+	}
+	const char *fail = getenv("RDCP_TEST_SPLIT_FAIL");   /* tests: this rank's parts fail */
+	if (fail && atoi(fail) == me && !code) {
+		log_err("(test) rank %d: its parts fail", me);
+		code = RD_EXIT_PARTIAL;
+	}
+	mine = code;
+	if (k->m.allgather(&mine, sizeof mine, codes) < 0)
+		k->m.abort(RD_EXIT_PROTO);
+	int bad = 0;
+	while (bad < N && codes[bad] == 0)
+		bad++;
+	nf = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ok[i] && (int)(i % (size_t)N) == me)
+			files[nf++] = k->split.w[i].dirs[0];
+	if (bad == N && nf) {
+		struct sync_result jr = { 0 };
+		struct sync_fails *jf = NULL;
+		snprintf(arg, sizeof arg, "--ranked=join:%016" PRIx64, k->job);
+		code = rk_worse(code, rk_run_files(k, o, files, nf, arg, -1, &jr, &jf, as_read));
+		rk_merge_run(res, fails, &jr, jf);
+	} else if (bad < N && me == 0) {
+		log_warn("split files: rank %d's parts ended with code %d; each goes whole in "
+		         "its directory's window", bad, codes[bad]);
+	}
+	free(codes);
+	free(files);
+	free(ok);
+	return code;
 }
