@@ -385,13 +385,23 @@ static int ranked_arg(struct sync_opts *o, const char *arg, struct sync_args *a)
 	o->ranked_split = 0;
 	if (!arg)
 		return 0;
-	unsigned part, parts;
-	int used = 0;
-	if (sscanf(arg, "part:%u/%u:%n", &part, &parts, &used) == 2 && used && part < parts &&
-	    parts <= 65536 && isdigit((unsigned char)arg[5])) {
-		o->ranked_split = (int)part + 1;
-		o->ranked_nparts = parts;
-		arg += used;
+	if (!strncmp(arg, "part:", 5)) {   /* K/N: digits, K < N <= 65536 */
+		unsigned long v[2] = { 0, 0 };
+		const char *p = arg + 5;
+		for (int j = 0; j < 2; j++) {
+			size_t d = strspn(p, "0123456789");
+			if (d < 1 || d > 5 || p[d] != (j ? ':' : '/'))
+				break;
+			v[j] = strtoul(p, NULL, 10);
+			p += d + 1;
+			if (j == 1 && v[0] < v[1] && v[1] <= 65536) {
+				o->ranked_split = (int)v[0] + 1;
+				o->ranked_nparts = (uint32_t)v[1];
+				arg = p;
+			}
+		}
+		if (!o->ranked_split)
+			arg = "";   /* refused below */
 	} else if (!strncmp(arg, "join:", 5)) {
 		o->ranked_split = -1;
 		arg += 5;

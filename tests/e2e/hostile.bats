@@ -373,16 +373,20 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 @test "attack: a client's hello with a bad --ranked token: refused, exit 12; a good one is taken" {
 	local rc v
 	for v in zz later:0000000000000000 later:0123456789ABCDEF 0123456789abcdef0 later: \
-	         later:0123456789abcde; do
+	         later:0123456789abcde part:4/4:0123456789abcdef part:1/0:0123456789abcdef \
+	         part:-1/4:0123456789abcdef part:0/65537:0123456789abcdef part:1/4 \
+	         part:1/4: part:1/4:later:0123456789abcdef join: join:later \
+	         part:99999999999/4:0123456789abcdef; do
 		rc=0
 		hello 11 --recursive "--ranked=$v" | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
 		echo "$v: $rc"
 		[ "$rc" -eq 12 ]
-		[ "$(error_of <"$T/out")" = "12 the server refused the hello: --ranked takes 'later', a job's token (16 hex digits), or 'later:' and a token" ]
+		[ "$(error_of <"$T/out")" = "12 the server refused the hello: --ranked takes 'later', a job's token (16 hex digits), or 'later:', 'part:K/N:' or 'join:' and a token" ]
 	done
 	# a good one passes the hello (the server then waits for a manifest
 	# this client never sends: it ends when stdin does, not with 12)
-	for v in later later:0123456789abcdef 0123456789abcdef; do
+	for v in later later:0123456789abcdef 0123456789abcdef part:3/4:0123456789abcdef \
+	         join:0123456789abcdef; do
 		rc=0
 		hello 11 --recursive "--ranked=$v" | timeout 20 "$RDCP" --server >"$T/out" 2>"$T/err" ||
 			rc=$?
