@@ -12,8 +12,8 @@
  * rank read it, is not split: its directory's window sends it whole.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,12 +81,14 @@ static int hash_range(int root, const char *path, const struct look *l, uint32_t
  * digests into every rank's index of SRC (read a range a rank, where an
  * index had none); ok[i] 1 when f's file i may be split (every rank saw
  * it at one size, time and inode, and read its range so), the same on
- * every rank. 0, or -1 (out of memory, MPI failed: the caller aborts). */
-static int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, struct wset *f, int *ok)
+ * every rank; mine[i] what this rank saw of it. 0, or -1 (out of memory,
+ * MPI failed: the caller aborts). */
+static int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, struct wset *f, int *ok,
+                         struct look *mine)
 {
 	size_t n = f->n, N = (size_t)m->size, me = (size_t)m->rank;
 	struct idx_root *roots = calloc(n, sizeof *roots);
-	struct look *mine = calloc(n, sizeof *mine), *all = calloc(n * N, sizeof *all);
+	struct look *all = calloc(n * N, sizeof *all);
 	struct idx_manifest m0 = { 0 }, now = { 0 };
 	struct idx_stats st;
 	const struct idx_entry **e = calloc(n, sizeof *e);
@@ -94,7 +96,7 @@ static int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, stru
 	uint8_t *hashed = calloc(n ? n : 1, 1);     /* some rank had no hash of it */
 	uint8_t *dig = NULL, *alld = NULL, *buf = NULL;
 	int rc = -1, root = -1;
-	if (!roots || !mine || !all || !e || !off || !hashed)
+	if (!roots || !all || !e || !off || !hashed)
 		goto out;   /* (an allgather missed: the caller aborts every rank) */
 	for (size_t i = 0; i < n; i++)
 		roots[i] = (struct idx_root){ .path = f->w[i].dirs[0], .depth = 0 };
@@ -194,7 +196,6 @@ out:
 	free(hashed);
 	free(e);
 	free(all);
-	free(mine);
 	free(roots);
 	return rc;
 }
@@ -261,8 +262,9 @@ int rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_resu
 	int N = k->m.size, me = k->m.rank, code = 0;
 	int *ok = calloc(n, sizeof *ok);
 	char **files = calloc(n, sizeof *files), arg[64];
-	int32_t mine, *codes = calloc((size_t)N, sizeof *codes);
-	if (!ok || !files || !codes || split_prepare(&k->m, o, &k->split, ok) < 0)
+	int32_t mine[2], *codes = calloc((size_t)N, sizeof mine);   /* code, still */
+	struct look *look = calloc(n ? n : 1, sizeof *look);
+	if (!ok || !files || !codes || !look || split_prepare(&k->m, o, &k->split, ok, look) < 0)
 		k->m.abort(RD_EXIT_FILEIO);   /* (out of memory, or MPI failed: said) */
 	uint32_t a, b;
 	for (size_t i = 0; i < n; i++) {
@@ -279,11 +281,36 @@ int rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_resu
 		log_err("(test) rank %d: its parts fail", me);
 		code = RD_EXIT_PARTIAL;
 	}
-	mine = code;
-	if (k->m.allgather(&mine, sizeof mine, codes) < 0)
+	/* and every split file as this rank first saw it: its part run's
+	 * scan then took the digests all ranks put together (a file written
+	 * meanwhile may have had its range sent as another version; the
+	 * temp's name, from the file's hash, keeps the join from another's) */
+	int32_t still = 1;
+	int root = open(o->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; i < n && still; i++) {
+		struct stat st;
+		struct look l = look[i];
+		if (!ok[i])
+			continue;
+		if (root >= 0 && fstatat(root, k->split.w[i].dirs[0], &st, AT_SYMLINK_NOFOLLOW) == 0)
+			l = (struct look){ .there = 1, .size = (uint64_t)st.st_size,
+				           .ino = (uint64_t)st.st_ino,
+				           .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
+				                       st.st_mtim.tv_nsec,
+				           .ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 +
+				                       st.st_ctim.tv_nsec };
+		else
+			l.there = 0;
+		still = same_look(&l, &look[i]);
+	}
+	if (root >= 0)
+		close(root);
+	mine[0] = code;
+	mine[1] = still;
+	if (k->m.allgather(mine, sizeof mine, codes) < 0)
 		k->m.abort(RD_EXIT_PROTO);
 	int bad = 0;
-	while (bad < N && codes[bad] == 0)
+	while (bad < N && codes[2 * bad] == 0 && codes[2 * bad + 1])
 		bad++;
 	nf = 0;
 	for (size_t i = 0; i < n; i++)
@@ -295,10 +322,14 @@ int rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_resu
 		snprintf(arg, sizeof arg, "--ranked=join:%016" PRIx64, k->job);
 		code = rk_worse(code, rk_run_files(k, o, files, nf, arg, -1, &jr, &jf, as_read));
 		rk_merge_run(res, fails, &jr, jf);
-	} else if (bad < N && me == 0) {
+	} else if (bad < N && me == 0 && codes[2 * bad]) {
 		log_warn("split files: rank %d's parts ended with code %d; each goes whole in "
-		         "its directory's window", bad, codes[bad]);
+		         "its directory's window", bad, codes[2 * bad]);
+	} else if (bad < N && me == 0) {
+		log_warn("split files: one changed while rank %d sent its part; each goes whole "
+		         "in its directory's window", bad);
 	}
+	free(look);
 	free(codes);
 	free(files);
 	free(ok);

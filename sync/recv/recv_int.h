@@ -323,11 +323,12 @@ void recv_partial_sweep(struct rstate *s);
 void recv_partial_end(struct rstate *s);
 
 /* split.c: a ranked run's split files (--ranked=part:K/N:JOB, join:JOB).
- * temp: the shared temp's name of path in job. plan: for sm entry i (a
+ * temp: the shared temp's name of e (its path and hash) in job. plan:
+ * for sm entry i (a
  * file of two chunks or more), every chunk outside this part's range
  * (chunk_part(); the join: every chunk) is in the temp already; f->split
  * set; 0 or -ENOMEM. Written by recv_write_split. */
-void recv_split_temp(uint64_t job, const char *path, char out[IDX_TEMP_NAME_LEN + 1]);
+void recv_split_temp(uint64_t job, const struct idx_entry *e, char out[IDX_TEMP_NAME_LEN + 1]);
 int  recv_split_plan(struct rstate *s, size_t i, struct rfile *f);
 
 /* take.c: receive the planned files' data over the transport. */

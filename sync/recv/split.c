@@ -2,10 +2,12 @@
  * A ranked run's split files (sync/ranks.c): a file too large for one
  * rank's share is cut into N ranges of whole chunks, and N ranks send one
  * each, through their own receivers, into one temp file in the file's
- * directory. Its name comes from the job's token and the file's path
- * (idx_temp_name_of()), so every receiver opens the same one, and it is a
- * temp name: scans pass it over, and a window of its directory removes it
- * when a run left it.
+ * directory. Its name comes from the job's token, the file's hash in the
+ * manifest and its path (idx_temp_name_of()), so every receiver of the
+ * same version opens the same one (a part or join whose scan saw the file
+ * otherwise, written meanwhile, opens another: the join then finds none
+ * and fails, rather than land a mix), and it is a temp name: scans pass
+ * it over, and a window of its directory removes it when a run left it.
  *
  * A part run (--ranked=part:K/N:JOB) plans range K of each file as a
  * single run plans the file (the chunks DST's old version has are copied
@@ -28,9 +30,10 @@
 
 #include "sync/recv/recv_int.h"
 
-void recv_split_temp(uint64_t job, const char *path, char out[IDX_TEMP_NAME_LEN + 1])
+void recv_split_temp(uint64_t job, const struct idx_entry *e, char out[IDX_TEMP_NAME_LEN + 1])
 {
-	idx_temp_name_of(out, XXH3_64bits_withSeed(path, strlen(path), job));
+	uint64_t seed = XXH3_64bits_withSeed(e->hash, IDX_HASH_LEN, job);
+	idx_temp_name_of(out, XXH3_64bits_withSeed(e->path, strlen(e->path), seed));
 }
 
 int recv_split_plan(struct rstate *s, size_t i, struct rfile *f)
@@ -69,7 +72,7 @@ static int split_open(struct rstate *s, const struct idx_entry *e, struct rfile 
 {
 	int join = s->r->o->ranked_split < 0;
 	struct stat st;
-	recv_split_temp(s->r->o->ranked_job, e->path, f->tmp);
+	recv_split_temp(s->r->o->ranked_job, e, f->tmp);
 	f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (join ? 0 : O_CREAT),
 	               0600);
 	int err = errno;
