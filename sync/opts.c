@@ -377,7 +377,8 @@ static int watch_arg(struct sync_opts *o, const char *arg)
 
 /* --ranked (the client adds it): "", "later", "JOB" or "later:JOB", JOB
  * the ranked job's token in 16 lowercase hex digits, not all zero; or a
- * split file's run: "part:K/N:JOB" (K < N <= 65536) or "join:JOB". */
+ * split file's run: "part:K/N:" (K < N <= 65536) or "join:", then
+ * "later:" or not, and JOB. */
 static int ranked_arg(struct sync_opts *o, const char *arg, struct sync_args *a)
 {
 	o->ranked = 1;
@@ -405,6 +406,12 @@ static int ranked_arg(struct sync_opts *o, const char *arg, struct sync_args *a)
 	} else if (!strncmp(arg, "join:", 5)) {
 		o->ranked_split = -1;
 		arg += 5;
+	}
+	if (o->ranked_split && !strncmp(arg, "later:", 6)) {   /* part:K/N:later:JOB */
+		o->ranked = 2;
+		arg += 6;
+	} else if (o->ranked_split) {
+		/* (the token below) */
 	} else if (!strncmp(arg, "later", 5) && (!arg[5] || arg[5] == ':')) {
 		o->ranked = 2;
 		if (!arg[5])

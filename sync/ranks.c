@@ -382,24 +382,25 @@ int rk_worse(int have, int code)
 }
 
 /* One run of files (n paths; --files-from: their directories made as
- * needed) to this rank's DST, its --ranked argument arg (NULL: the first
- * pass's) and, for a split file's run, its part (split as in sync_opts.
- * ranked_split). The exit code; the counts in *res. */
+ * needed) to this rank's DST, in pass 1; for a split file's run, what it
+ * is ("part:K/N" or "join", split as in sync_opts.ranked_split; NULL:
+ * none). The exit code; the counts in *res. */
 int rk_run_files(struct ranked *k, const struct sync_opts *o, char **files, size_t n,
-                     const char *arg, int split, struct sync_result *res,
-                     struct sync_fails **fails, struct sync_paths *as_read)
+                 const char *what, int split, struct sync_result *res,
+                 struct sync_fails **fails, struct sync_paths *as_read)
 {
 	struct sync_opts p;
-	char **fwd = pass_opts(k, o, &p, 0, k->dst[k->m.rank % k->ndst]);
+	char **fwd = pass_opts(k, o, &p, 0, k->dst[k->m.rank % k->ndst]), arg[80];
 	if (k->addr && k->addr[k->m.rank % k->ndst])
 		p.data_addr = k->addr[k->m.rank % k->ndst];
 	int code = RD_EXIT_FILEIO;
 	if (!fwd) {
 		log_err("out of memory");
 	} else {
-		if (arg) {   /* in place of pass_opts()' --ranked */
-			fwd[p.nfwd - 1] = (char *)arg;
-			p.ranked = 1;
+		if (what) {   /* in place of pass_opts()' --ranked, later kept */
+			snprintf(arg, sizeof arg, "--ranked=%s:%s%016" PRIx64, what,
+			         p.ranked == 2 ? "later:" : "", k->job);
+			fwd[p.nfwd - 1] = arg;
 			p.ranked_split = split;
 			p.ranked_nparts = (uint32_t)k->m.size;
 		}

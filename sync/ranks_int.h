@@ -52,13 +52,13 @@ struct ranked {
 	int hold_fd;
 };
 
-/* ranks.c: one run of files (n paths, --files-from) to this rank's DST,
- * its --ranked argument arg (NULL: the first pass's) and, for a split
- * file's run, split as sync_opts.ranked_split: the exit code, the counts
- * in *res. merge_run: b's counts and failures into a's (b's failures
+/* ranks.c: one run of files (n paths, --files-from) to this rank's DST
+ * in pass 1; a split file's run says what ("part:K/N", "join"; NULL:
+ * none), split as sync_opts.ranked_split: the exit code, the counts in
+ * *res. merge_run: b's counts and failures into a's (b's failures
  * first). worse: the worst of two codes, as windows merge theirs. */
 int  rk_run_files(struct ranked *k, const struct sync_opts *o, char **files, size_t n,
-                  const char *arg, int split, struct sync_result *res,
+                  const char *what, int split, struct sync_result *res,
                   struct sync_fails **fails, struct sync_paths *as_read);
 void rk_merge_run(struct sync_result *a, struct sync_fails **af, struct sync_result *b,
                   struct sync_fails *bf);

@@ -50,12 +50,13 @@ static int hash_range(int root, const char *path, const struct look *l, uint32_t
                       uint8_t *out, uint8_t *buf)
 {
 	struct stat st;
-	int fd = openat(root, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	int fl = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;   /* (a FIFO there: no hang) */
+	int fd = root < 0 ? -1 : openat(root, path, fl | O_NOATIME);
 	if (fd < 0 && errno == EPERM)
-		fd = openat(root, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		fd = openat(root, path, fl);
 	if (fd < 0)
 		return -1;
-	int rc = fstat(fd, &st) == 0 && (uint64_t)st.st_size == l->size &&
+	int rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == l->size &&
 	         (uint64_t)st.st_ino == l->ino ? 0 : -1;
 	posix_fadvise(fd, (off_t)a * IDX_CHUNK_SIZE, (off_t)(b - a) * IDX_CHUNK_SIZE,
 	              POSIX_FADV_SEQUENTIAL);
@@ -124,9 +125,9 @@ static int split_prepare(const struct rk_mpi *m, const struct sync_opts *o, stru
 		off[i + 1] = off[i] + 1 + (size_t)per * IDX_HASH_LEN;   /* a byte: got */
 	}
 	if (!(dig = calloc(off[n] ? off[n] : 1, 1)) || !(alld = malloc(N * (off[n] ? off[n] : 1))) ||
-	    !(buf = malloc(IDX_CHUNK_SIZE)) || (root = open(o->src, O_RDONLY | O_DIRECTORY |
-	                                                     O_CLOEXEC)) < 0)
+	    !(buf = malloc(IDX_CHUNK_SIZE)))
 		goto out;
+	root = open(o->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);   /* (-1: no range read) */
 	for (size_t i = 0; i < n; i++) {
 		int same = 1, warm = 1;
 		for (size_t r = 0; r < N; r++) {
@@ -273,7 +274,7 @@ int rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_resu
 			files[nf++] = k->split.w[i].dirs[0];
 	}
 	if (nf) {
-		snprintf(arg, sizeof arg, "--ranked=part:%d/%d:%016" PRIx64, me, N, k->job);
+		snprintf(arg, sizeof arg, "part:%d/%d", me, N);
 		code = rk_run_files(k, o, files, nf, arg, me + 1, res, fails, as_read);
 	}
 	const char *fail = getenv("RDCP_TEST_SPLIT_FAIL");   /* tests: this rank's parts fail */
@@ -319,8 +320,7 @@ int rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_resu
 	if (bad == N && nf) {
 		struct sync_result jr = { 0 };
 		struct sync_fails *jf = NULL;
-		snprintf(arg, sizeof arg, "--ranked=join:%016" PRIx64, k->job);
-		code = rk_worse(code, rk_run_files(k, o, files, nf, arg, -1, &jr, &jf, as_read));
+		code = rk_worse(code, rk_run_files(k, o, files, nf, "join", -1, &jr, &jf, as_read));
 		rk_merge_run(res, fails, &jr, jf);
 	} else if (bad < N && me == 0 && codes[2 * bad]) {
 		log_warn("split files: rank %d's parts ended with code %d; each goes whole in "

@@ -150,7 +150,7 @@ static int list_dir(struct wplan *p, const char *path, size_t *n)
 	struct stat st;
 	if (!d && dfd >= 0)
 		close(dfd);
-	if (d && p->big_min && !p->ro_dirs && fstat(dfd, &st) == 0)
+	if (d && p->big_min && !p->ro_dirs && geteuid() != 0 && fstat(dfd, &st) == 0)
 		p->ro_dirs = (st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR);
 	size_t cap = 0;
 	for (struct dirent *de; d && (de = readdir(d));) {

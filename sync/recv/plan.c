@@ -58,6 +58,10 @@ static int classify(struct rstate *s)
 		if (s->change[i] == IDX_META && s->sm.e[i].type == IDX_DIR &&
 		    !recv_dir_ours(s, s->sm.e[i].path))
 			s->change[i] = 0;
+	/* a split file's part: its metadata is the join's to set and say */
+	for (size_t i = 0; s->r->o && s->r->o->ranked_split > 0 && i < s->sm.n; i++)
+		if (s->change[i] == IDX_META && s->sm.e[i].type == IDX_REG)
+			s->change[i] = 0;
 	return 0;
 }
 
@@ -88,15 +92,22 @@ static int mkdir_in(const struct rstate *s, int pd, const char *name)
 		errno = EACCES;
 		return -1;
 	}
-	mode_t m = st.st_mode & 07777;
-	if ((m & (S_IWUSR | S_IXUSR)) == (S_IWUSR | S_IXUSR))
-		return mkdirat(pd, name, 0700);   /* another rank's tweak, still on */
-	if (fchmod(pd, m | S_IWUSR | S_IXUSR) < 0) {
-		errno = EACCES;
-		return -1;
+	int rc = -1, err = EACCES;
+	for (int tries = 0; rc < 0 && err == EACCES && tries < 3; tries++) {
+		mode_t m = st.st_mode & 07777;
+		if ((m & (S_IWUSR | S_IXUSR)) == (S_IWUSR | S_IXUSR)) {   /* another rank's tweak */
+			rc = mkdirat(pd, name, 0700);
+		} else if (fchmod(pd, m | S_IWUSR | S_IXUSR) == 0) {
+			rc = mkdirat(pd, name, 0700);
+			/* its mode back (in a pass 1 before a pass 2, u+wx stays:
+			 * pass 2 sets it); failing, its window sets it */
+			if (s->r->o->ranked != 2)
+				(void)fchmod(pd, m);
+		}
+		err = rc < 0 ? errno : 0;
+		if (rc < 0 && err == EACCES && fstat(pd, &st) < 0)
+			break;   /* (a rank's tweak ended between: again, as it is now) */
 	}
-	int rc = mkdirat(pd, name, 0700), err = errno;
-	(void)fchmod(pd, m);   /* it just took u+wx; failing, its window sets it */
 	errno = err;
 	return rc;
 }

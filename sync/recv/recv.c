@@ -378,44 +378,75 @@ int recv_root_cmp(const void *a, const void *b)
 	return strcmp(((const struct idx_root *)a)->path, ((const struct idx_root *)b)->path);
 }
 
+/* Directory path gets u+wx while the run's entries land, when this user
+ * owns it and it lacks them (recorded in s->tweaked, once). */
+static void tweak_one(struct rstate *s, const char *path)
+{
+	struct stat st;
+	for (size_t j = 0; j < s->ntweaked; j++)
+		if (!strcmp(s->tweaked[j].path, path))
+			return;
+	int fd = *path ? sync_open_beneath(s->root, path, O_RDONLY | O_DIRECTORY) : dup(s->root);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+	    (st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
+	    (s->tweaked[s->ntweaked].path = strdup(path)) &&
+	    fchmod(fd, (st.st_mode & 07777) | S_IWUSR | S_IXUSR) == 0)
+		s->tweaked[s->ntweaked++].mode = st.st_mode & 07777;
+	else if (s->tweaked[s->ntweaked].path) {
+		free(s->tweaked[s->ntweaked].path);
+		s->tweaked[s->ntweaked].path = NULL;
+	}
+	close(fd);
+}
+
 /* --windows, not as root: a directory of the window is one its parent's
  * window made and, with -p, gave its mode: read only (0555, a Go module
  * cache's) it would take none of its own entries. Each such directory
  * this user owns gets u+w while the window's entries land (as rsync
- * tweaks a directory it writes into); untweak() puts the mode back. */
+ * tweaks a directory it writes into); untweak() puts the mode back. A
+ * ranked run's files (its big files, a split file's parts and its join:
+ * no windows) are as a window's entries: their directories, read only in
+ * DST since an earlier run, are tweaked too. */
 static void tweak(struct rstate *s)
 {
-	if (!s->r->o || !s->r->o->windows || geteuid() == 0 || (s->r->flags & SYNC_F_DRYRUN) ||
+	const struct sync_opts *o = s->r->o;
+	int files = o && o->ranked && !o->windows;
+	if (!o || !(o->windows || files) || geteuid() == 0 || (s->r->flags & SYNC_F_DRYRUN) ||
 	    !(s->tweaked = calloc(s->nroots ? s->nroots : 1, sizeof *s->tweaked)))
 		return;
 	for (size_t i = 0; i < s->nroots; i++) {
-		struct stat st;
-		const char *p = s->roots[i].path;
-		int fd = *p ? sync_open_beneath(s->root, p, O_RDONLY | O_DIRECTORY) : dup(s->root);
-		if (fd < 0)
-			continue;
-		if (s->roots[i].depth == 1 && fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
-		    (st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
-		    (s->tweaked[s->ntweaked].path = strdup(p)) &&
-		    fchmod(fd, (st.st_mode & 07777) | S_IWUSR | S_IXUSR) == 0)
-			s->tweaked[s->ntweaked++].mode = st.st_mode & 07777;
-		else if (s->ntweaked < s->nroots) {
-			free(s->tweaked[s->ntweaked].path);
-			s->tweaked[s->ntweaked].path = NULL;
+		const char *p = s->roots[i].path, *sl = strrchr(p, '/');
+		char *dir;
+		if (!files) {
+			if (s->roots[i].depth == 1)
+				tweak_one(s, p);
+		} else if ((dir = strndup(p, sl ? (size_t)(sl - p) : 0))) {
+			tweak_one(s, dir);
+			free(dir);
 		}
-		close(fd);
 	}
 }
 
-/* The tweaked directories' modes: the sender's with -p, else their own. */
+/* The tweaked directories' modes: the sender's with -p, else their own.
+ * In a ranked run's pass 1 before a pass 2 (--ranked=later), with u+wx:
+ * another rank may still make entries in it, and pass 2 sets the mode
+ * (sync/ranks.c); its files (not windows) with -p leave it to their
+ * directory's window, which sets it after them. */
 static void untweak(struct rstate *s)
 {
+	const struct sync_opts *o = s->r->o;
+	int keep = o && o->ranked && !o->windows && (s->r->flags & SYNC_F_PERMS);
 	for (size_t i = 0; i < s->ntweaked; i++) {
 		const char *p = s->tweaked[i].path;
 		const struct idx_entry *e = idx_manifest_find(&s->sm, p);
 		mode_t m = (s->r->flags & SYNC_F_PERMS) && e && e->type == IDX_DIR
 		           ? (mode_t)e->mode : s->tweaked[i].mode;
-		int fd = *p ? sync_open_beneath(s->root, p, O_RDONLY | O_DIRECTORY) : dup(s->root);
+		if (o && o->ranked == 2)
+			m |= S_IWUSR | S_IXUSR;
+		int fd = keep ? -1 : *p ? sync_open_beneath(s->root, p, O_RDONLY | O_DIRECTORY)
+		                        : dup(s->root);
 		if (fd >= 0 && fchmod(fd, m) < 0)
 			recv_fail(s, p, "cannot set the mode", errno);
 		if (fd >= 0)

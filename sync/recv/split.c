@@ -73,8 +73,9 @@ static int split_open(struct rstate *s, const struct idx_entry *e, struct rfile 
 	int join = s->r->o->ranked_split < 0;
 	struct stat st;
 	recv_split_temp(s->r->o->ranked_job, e, f->tmp);
-	f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (join ? 0 : O_CREAT),
-	               0600);
+	/* (O_NONBLOCK: a FIFO planted by that name fails, not hangs the job) */
+	f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+	               (join ? 0 : O_CREAT), 0600);
 	int err = errno;
 	if (f->fd >= 0 && (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
 	                   st.st_uid != geteuid() ||
@@ -91,6 +92,8 @@ static int split_open(struct rstate *s, const struct idx_entry *e, struct rfile 
 		                           : "cannot open the temp its parts are written into", err);
 		return -1;
 	}
+	if (!join)
+		f->tmp[0] = 0;   /* a part never removes it: the other parts' too */
 	return 0;
 }
 

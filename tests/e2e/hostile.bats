@@ -375,7 +375,7 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 	for v in zz later:0000000000000000 later:0123456789ABCDEF 0123456789abcdef0 later: \
 	         later:0123456789abcde part:4/4:0123456789abcdef part:1/0:0123456789abcdef \
 	         part:-1/4:0123456789abcdef part:0/65537:0123456789abcdef part:1/4 \
-	         part:1/4: part:1/4:later:0123456789abcdef join: join:later \
+	         part:1/4: part:1/4:later: join: join:later join:later:0 \
 	         part:99999999999/4:0123456789abcdef; do
 		rc=0
 		hello 11 --recursive "--ranked=$v" | "$RDCP" --server >"$T/out" 2>"$T/err" || rc=$?
@@ -386,7 +386,8 @@ print(struct.unpack(">I", b[5:9])[0], b[9:5 + n].decode())'
 	# a good one passes the hello (the server then waits for a manifest
 	# this client never sends: it ends when stdin does, not with 12)
 	for v in later later:0123456789abcdef 0123456789abcdef part:3/4:0123456789abcdef \
-	         join:0123456789abcdef; do
+	         join:0123456789abcdef part:0/2:later:0123456789abcdef \
+	         join:later:0123456789abcdef; do
 		rc=0
 		hello 11 --recursive "--ranked=$v" | timeout 20 "$RDCP" --server >"$T/out" 2>"$T/err" ||
 			rc=$?

@@ -417,12 +417,15 @@ rank_field() {
 			echo d >"$T/src/mod/p$p/s$s/deep/x"
 		done
 	done
+	# and a big file, split among the ranks (below), in a read-only directory
+	head -c $((16 << 20)) /dev/urandom >"$T/src/mod/p7/s2/big"
 	find "$T/src/mod" -type d -exec chmod 555 {} +
 	mkdir -p "$T/u"
 	chown -R 4243:4243 "$T/src" "$T/u"
 	chmod 755 "$T"   # (mktemp -d made it 700, root's)
 	local U=(setpriv --reuid=4243 --regid=4243 --clear-groups env HOME="$T/u"
-	         XDG_CACHE_HOME="$T/u/cache" TMPDIR="$T/u")
+	         XDG_CACHE_HOME="$T/u/cache" TMPDIR="$T/u" RDCP_TEST_BIG=1048576
+	         RDCP_TEST_SPLIT=4194304)
 	local opts
 	for opts in "" "--delete"; do
 		[ ! -d "$T/u/dst" ] || chmod -R u+w "$T/u/dst"
@@ -434,14 +437,27 @@ rank_field() {
 		[ "$rc" -eq 0 ]
 		same "$T/src" "$T/u/dst"
 		[ "$(stat -c %a "$T/u/dst/mod/p7/s2")" = 555 ]
-		# made once; pass 2's mode for it not said
+		# made once (by the big file's part runs); its metadata set by its
+		# parent's window and its own (each says so), and pass 2's mode
+		# for it not said
 		[ "$(grep -c '^cd+++++++++ mod/p7/s2/$' "$T/out")" -eq 1 ]
-		[ "$(grep -c ' mod/p7/s2/$' "$T/out")" -le 2 ]
+		[ "$(grep -c ' mod/p7/s2/$' "$T/out")" -le 3 ]
 	done
 	# a re-run changes nothing
 	"${U[@]}" timeout 300 mpirun --oversubscribe -np 4 "$RDCP" --sync -a --delete --json \
 		"$T/src/" "$T/u/dst" >"$T/out"
 	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	# the big file changed, in a directory DST holds read only: its range's
+	# rank writes the temp there, the join renames it in
+	printf 'changed' | dd of="$T/src/mod/p7/s2/big" bs=1 seek=$((3 * 4194304)) conv=notrunc \
+		2>/dev/null
+	rc=0
+	"${U[@]}" timeout 300 mpirun --oversubscribe -np 4 "$RDCP" --sync -a --delete --json \
+		"$T/src/" "$T/u/dst" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 1 ]
+	same "$T/src" "$T/u/dst"
 	chmod -R u+w "$T/u/dst"
 }
 
@@ -480,6 +496,13 @@ rank_field() {
 	for k in 0 1 3; do [ "$(rank_field $k bytes_sent)" -eq 0 ]; done
 	[ "$(rank_field 2 bytes_sent)" -eq 4194304 ]
 	[ "$(json_field files_sent <"$T/out")" -eq 1 ]
+	# its mode alone changed: set and said once (the join's), no data
+	chmod 600 "$T/src/models--m/blobs/big"
+	ranked 4 --sync -a -i --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	[ "$(json_field meta_updated <"$T/out")" -eq 1 ]
+	[ "$(json_field bytes_sent <"$T/out")" -eq 0 ]
 	# no index anywhere: each rank hashes its range (SRC), and nothing goes
 	rm -rf "$XDG_CACHE_HOME"
 	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
