@@ -57,7 +57,8 @@ static int hash_range(int root, const char *path, const struct look *l, uint32_t
 	if (fd < 0)
 		return -1;
 	int rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == l->size &&
-	         (uint64_t)st.st_ino == l->ino ? 0 : -1;
+	         (uint64_t)st.st_ino == l->ino &&
+	         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? 0 : -1;
 	posix_fadvise(fd, (off_t)a * IDX_CHUNK_SIZE, (off_t)(b - a) * IDX_CHUNK_SIZE,
 	              POSIX_FADV_SEQUENTIAL);
 	for (uint32_t k = a; rc == 0 && k < b; k++) {

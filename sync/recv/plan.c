@@ -38,6 +38,18 @@ static int window_owns(const struct rstate *s, const char *path)
 	return own;
 }
 
+/* Is DST's directory d as a ranked run's pass 1 left sender entry e, not
+ * as root: its mode (-p: the sender's; else less the umask) with u+wx
+ * added (meta.c), which pass 2 sets? */
+static int pass1_mode(const struct rstate *s, const struct idx_entry *e,
+                      const struct idx_entry *d)
+{
+	mode_t m = recv_mode_of(s, e) & 07777;
+	return s->r->o && s->r->o->ranked == 1 && geteuid() != 0 && d && d->type == IDX_DIR &&
+	       (m & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
+	       (d->mode & 07777) == (m | S_IWUSR | S_IXUSR);
+}
+
 /* s->diff and s->change[]: how each sender entry differs from DST's. */
 static int classify(struct rstate *s)
 {
@@ -113,14 +125,12 @@ static int mkdir_in(const struct rstate *s, int pd, const char *name)
 }
 
 /* A directory whose metadata changes, said. Not a ranked run's pass 2
- * setting the mode pass 1 gave u+wx (meta.c): nothing changes for the
- * user (a single run makes it with its mode at once). */
+ * setting the mode pass 1 gave u+wx: nothing changes for the user (a
+ * single run makes it with its mode at once). */
 static void item_dir(struct rstate *s, const struct idx_entry *e, const struct idx_entry *d)
 {
 	unsigned bits = recv_item_bits(s, e, d, 0);
-	if (s->r->o && s->r->o->ranked == 1 && geteuid() != 0 && bits == SYNC_ITEM_PERMS &&
-	    (e->mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
-	    (d->mode & 07777) == ((e->mode | S_IWUSR | S_IXUSR) & 07777))
+	if (pass1_mode(s, e, d) && (bits & ~(unsigned)SYNC_ITEM_PERMS) == 0)
 		return;
 	recv_item(s, '.', e, bits);
 }

@@ -77,12 +77,19 @@ static int split_open(struct rstate *s, const struct idx_entry *e, struct rfile 
 	f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
 	               (join ? 0 : O_CREAT), 0600);
 	int err = errno;
-	if (f->fd >= 0 && (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-	                   st.st_uid != geteuid() ||
-	                   (join ? (uint64_t)st.st_size != e->size
-	                         : (uint64_t)st.st_size < e->size &&
-	                           ftruncate(f->fd, (off_t)e->size) < 0))) {
-		err = errno ? errno : EINVAL;
+	if (f->fd >= 0) {
+		err = 0;
+		if (fstat(f->fd, &st) < 0)
+			err = errno;
+		else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid() ||
+		         (join && (uint64_t)st.st_size != e->size))
+			err = EEXIST;   /* not the temp the parts make */
+		else if ((uint64_t)st.st_size < e->size && ftruncate(f->fd, (off_t)e->size) < 0)
+			err = errno;
+		else if (fcntl(f->fd, F_SETFL, fcntl(f->fd, F_GETFL) & ~O_NONBLOCK) < 0)
+			err = errno;   /* (its writes blocking, as any file's) */
+	}
+	if (f->fd >= 0 && err) {
 		close(f->fd);
 		f->fd = -1;
 	}

@@ -407,7 +407,8 @@ rank_field() {
 # Not as root, a read-only directory (a Go module cache's 0555) set by its
 # parent's window would keep another rank's window from making its
 # entries in it: pass 1 gives directories u+wx, a pass 2 their modes
-# (without --delete too), and -i does not say those modes twice.
+# (without --delete too, without -p too), and -i does not say those
+# modes twice.
 @test "mpi: not as root, read-only directories: every rank's entries land, the modes end as SRC's" {
 	local p s f
 	for p in $(seq 1 24); do
@@ -427,12 +428,14 @@ rank_field() {
 	         XDG_CACHE_HOME="$T/u/cache" TMPDIR="$T/u" RDCP_TEST_BIG=1048576
 	         RDCP_TEST_SPLIT=4194304)
 	local opts
-	for opts in "" "--delete"; do
+	# (-rt: no -p; each window's pass 2 still gives its directories their
+	# modes, SRC's less the umask, 022: SRC's here)
+	for opts in "-a" "-a --delete" "-rt --delete"; do
 		[ ! -d "$T/u/dst" ] || chmod -R u+w "$T/u/dst"
 		rm -rf "$T/u/dst"
 		rc=0
-		"${U[@]}" timeout 300 mpirun --oversubscribe -np 4 "$RDCP" --sync -a -i $opts \
-			"$T/src/" "$T/u/dst" >"$T/out" 2>"$T/err" || rc=$?
+		"${U[@]}" sh -c 'umask 022; exec "$@"' sh timeout 300 mpirun --oversubscribe -np 4 \
+			"$RDCP" --sync -i $opts "$T/src/" "$T/u/dst" >"$T/out" 2>"$T/err" || rc=$?
 		cat "$T/err"
 		[ "$rc" -eq 0 ]
 		same "$T/src" "$T/u/dst"
