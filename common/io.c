@@ -112,3 +112,12 @@ int io_xfer_timeout(int fd, void *buf, size_t len, int writing, int timeout_ms)
 	}
 	return 0;
 }
+
+int io_open_read(int dfd, const char *name)
+{
+	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+	int fd = openat(dfd, name, fl | O_NOATIME);
+	if (fd < 0 && errno == EPERM)   /* O_NOATIME needs ownership */
+		fd = openat(dfd, name, fl);
+	return fd;
+}

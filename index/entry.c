@@ -14,6 +14,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "index/walk_int.h"
 
@@ -163,15 +164,6 @@ int walk_reuse_hash(const struct walker *w, struct idx_entry *e, const struct id
 	return 1;
 }
 
-static int open_for_read(int dfd, const char *name)
-{
-	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
-	int fd = openat(dfd, name, fl | O_NOATIME);
-	if (fd < 0 && errno == EPERM)   /* O_NOATIME needs ownership */
-		fd = openat(dfd, name, fl);
-	return fd;
-}
-
 static void queue_big(struct walker *w, struct bigfile *b)
 {
 	pthread_mutex_lock(&w->mu);
@@ -233,7 +225,7 @@ int walk_hash_file(struct worker *wk, int dfd, const char *name, size_t ei)
 {
 	struct idx_entry *e = &wk->out.e[ei];
 	struct walker *w = wk->w;
-	int fd = open_for_read(dfd, name);
+	int fd = io_open_read(dfd, name);
 	if (fd < 0)
 		return -errno;
 	struct stat st;

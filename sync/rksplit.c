@@ -50,10 +50,7 @@ static int hash_range(int root, const char *path, const struct look *l, uint32_t
                       uint8_t *out, uint8_t *buf)
 {
 	struct stat st;
-	int fl = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;   /* (a FIFO there: no hang) */
-	int fd = root < 0 ? -1 : openat(root, path, fl | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(root, path, fl);
+	int fd = root < 0 ? -1 : io_open_read(root, path);
 	if (fd < 0)
 		return -1;
 	int rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == l->size &&
