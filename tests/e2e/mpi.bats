@@ -52,6 +52,17 @@ rank_field() {
 	tail -n 1 "$T/out" | jq -r --argjson n "$1" --arg f "$2" '.ranks[$n][$f]'
 }
 
+# each_rank_sent MIN [MAX]: every rank of the last --json run sent at
+# least MIN bytes (and at most MAX)
+each_rank_sent() {
+	local k b
+	for k in 0 1 2 3; do
+		b=$(rank_field $k bytes_sent)
+		echo "rank $k: $b bytes"
+		[ "$b" -ge "$1" ] && [ "$b" -le "${2:-$b}" ]
+	done
+}
+
 @test "mpi: a plain rdcp does not link MPI; rdcp-mpi.so does" {
 	! ldd "$RDCP" | grep -q libmpi
 	ldd "$(dirname "$RDCP")/rdcp-mpi.so" | grep -q libmpi
@@ -106,12 +117,7 @@ rank_field() {
 	[ "$rc" -eq 0 ]
 	same "$T/src" "$T/dst"
 	# 20 MiB of blobs: each rank sent two of them (5 MiB), give or take
-	local k b
-	for k in 0 1 2 3; do
-		b=$(rank_field $k bytes_sent)
-		echo "rank $k: $b bytes"
-		[ "$b" -ge $((4 << 20)) ] && [ "$b" -le $((7 << 20)) ]
-	done
+	each_rank_sent $((4 << 20)) $((7 << 20))
 	[ "$(json_field files_sent <"$T/out")" -eq 308 ]
 	[ "$(json_field files_created <"$T/out")" -eq "$(find "$T/src" -mindepth 0 | wc -l)" ]
 	# a re-run: nothing
@@ -477,12 +483,7 @@ rank_field() {
 	ranked 4 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
 	[ "$rc" -eq 0 ]
 	same "$T/src" "$T/dst"
-	local k b
-	for k in 0 1 2 3; do
-		b=$(rank_field $k bytes_sent)
-		echo "rank $k: $b bytes"
-		[ "$b" -ge $(((16 << 20) - 1000)) ]
-	done
+	each_rank_sent $(((16 << 20) - 1000))
 	[ "$(json_field files_sent <"$T/out")" -eq 201 ]
 	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
 	# a re-run sends nothing
@@ -496,6 +497,7 @@ rank_field() {
 	ranked 4 --sync -a -i --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
 	[ "$rc" -eq 0 ]
 	same "$T/src" "$T/dst"
+	local k
 	for k in 0 1 3; do [ "$(rank_field $k bytes_sent)" -eq 0 ]; done
 	[ "$(rank_field 2 bytes_sent)" -eq 4194304 ]
 	[ "$(json_field files_sent <"$T/out")" -eq 1 ]
