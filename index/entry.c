@@ -65,20 +65,26 @@ static int same_stat(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+static int same_print(const struct idx_entry *o, const struct idx_entry *e)
+{
+	return o->type == e->type && o->size == e->size && o->ino == e->ino &&
+	       o->mtime_ns == e->mtime_ns && o->ctime_ns == e->ctime_ns;
+}
+
 /* The previous index's row of e, if e provably did not change since it
  * was read: same type, size, inode, mtime and ctime (which any write,
  * xattr or ACL change moves), and not within the clock tick of that scan
  * (a row stamped then may predate a write that left the timestamps equal:
- * read again, as git does). */
+ * read again, as git does). Else the row of opts->known with that print,
+ * which its own index vouched for by the same test (idx_dirs_rows()). */
 const struct idx_entry *walk_unchanged(const struct walker *w, const struct idx_entry *e)
 {
 	const struct idx_entry *o = idx_manifest_find(w->old, e->path);
-	if (!o || o->type != e->type || o->size != e->size || o->ino != e->ino ||
-	    o->mtime_ns != e->mtime_ns || o->ctime_ns != e->ctime_ns)
-		return NULL;
-	if (o->mtime_ns >= w->trust_before || o->ctime_ns >= w->trust_before)
-		return NULL;
-	return o;
+	if (o && same_print(o, e) && o->mtime_ns < w->trust_before &&
+	    o->ctime_ns < w->trust_before)
+		return o;
+	o = w->known ? idx_manifest_find(w->known, e->path) : NULL;
+	return o && same_print(o, e) ? o : NULL;
 }
 
 /* Under trust_prefix: the previous row of a file that grew (same inode,

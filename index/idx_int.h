@@ -93,6 +93,19 @@ int  idx_db_load(struct idx_db *db, struct idx_manifest *out, int64_t *scan_ns,
 #define IDX_DB_KEPT_REST UINT64_MAX
 int  idx_db_store(struct idx_db *db, const struct idx_manifest *old,
                   const struct idx_manifest *now, uint64_t kept, int64_t scan_ns);
+/* The columns of a row, in the order idx_row_read() reads them. */
+#define IDX_ROW_COLS "path,type,mode,uid,gid,size,mtime_ns,ctime_ns,dev,ino,nlink," \
+                     "rdev,link,hash,chunks,chk,extra,assumed"
+/* The current row of s (IDX_ROW_COLS) into e, its path and link into the
+ * buffers (IDX_PATH_MAX + 1, IDX_LINK_MAX + 1 bytes), its chunks SQLite's
+ * (valid until the next step), its extras e->x malloc'd: 0, or -EBADMSG
+ * when the row is not sound. bind: e as the 18 parameters of an INSERT
+ * of IDX_ROW_COLS, stepped: 0 or -EIO (-ENOMEM). */
+int  idx_row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link);
+int  idx_row_bind(sqlite3_stmt *s, const struct idx_entry *e);
+/* Rows were written outside a scan's store: no longer known free of racy
+ * rows (a load then looks for them). */
+void idx_db_unclean(struct idx_db *db);
 /* Remove path's row (none: 0). 0 or -EIO. */
 int  idx_db_forget(struct idx_db *db, const char *path);
 /* A note of the tree kept with its index (a key of the meta table that the

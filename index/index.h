@@ -222,6 +222,12 @@ struct idx_scan_opts {
 	                             of is read, whatever its size (IDX_F_NOHASH):
 	                             a ranked run's look at the files it splits,
 	                             which its ranks hash a part each */
+	const struct idx_manifest *known;   /* sorted, optional: rows another
+	                             index vouched for (a ranked run's shards,
+	                             idx_dirs_rows()): a regular file with no
+	                             usable row of its own whose type, size,
+	                             inode, mtime and ctime match one takes its
+	                             digests from it unread */
 	int         lazy_any;     /* 1: lazy_below applies to every such file,
 	                             settled or not, on any filesystem (a sync's
 	                             receiver without -c, which compares small
@@ -321,6 +327,37 @@ int idx_cache_prune(int days, FILE *report, struct idx_prune_result *res);
  * -errno.
  */
 int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *path);
+
+/*
+ * An index's rows directory by directory: what a ranked run's ranks on
+ * other nodes give each other (index/shard.c, docs/index.md "Shards").
+ * Only regular files' rows that the index vouches for are read or
+ * written: those whose mtime and ctime are before its stamp.
+ *
+ * open: the index of root (as a sync's scan opens it; created if there is
+ * none), *out NULL when no index can be used (said). stamp: the time its
+ * rows are trusted before (0: it has none). rows: the rows of the regular
+ * files directly in dir ("" the root) into out (NULL: not wanted), and
+ * *digest, an XXH3-64 over their paths, fingerprints and hashes (0 for
+ * none). put: dir's rows made those of rows (n, each directly in dir),
+ * taken by another index before stamp: a row of dir not among them is
+ * deleted, a row of them kept when its times are before both stamps
+ * (an index with no stamp takes stamp), in one transaction. 0 or -errno.
+ */
+struct idx_dirs;
+int     idx_dirs_open(const char *root, struct idx_dirs **out);
+int64_t idx_dirs_stamp(const struct idx_dirs *d);
+int     idx_dirs_rows(struct idx_dirs *d, const char *dir, struct idx_manifest *out,
+                      uint64_t *digest);
+int     idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *rows,
+                     size_t n, int64_t stamp);
+void    idx_dirs_close(struct idx_dirs *d);
+/* Rows (regular files, each with its fingerprint, hash, digests, owner,
+ * mode, dev and nlink; no extras) as bytes between two ranks of one job,
+ * and back: decode checks them as peer input (paths, sizes, counts);
+ * -EBADMSG, -ENOMEM. */
+int     idx_rows_encode(const struct idx_entry *rows, size_t n, uint8_t **buf, size_t *len);
+int     idx_rows_decode(const uint8_t *buf, size_t len, struct idx_manifest *out);
 
 /*
  * A short note about the tree at root kept in its index (opts as for

@@ -107,7 +107,7 @@ static int extra_read(sqlite3_stmt *s, struct idx_entry *e)
 }
 
 /* Fill e from the current row; 0 if the row is sound, else -EBADMSG. */
-static int row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link)
+int idx_row_read(sqlite3_stmt *s, struct idx_entry *e, char *path, char *link)
 {
 	int plen = sqlite3_column_bytes(s, 0);
 	const void *p = sqlite3_column_blob(s, 0);
@@ -227,7 +227,7 @@ static int load_rows(sqlite3_stmt *s, struct idx_manifest *out, char *path, char
 	int step, rc;
 	while ((step = sqlite3_step(s)) == SQLITE_ROW) {
 		struct idx_entry e;
-		if (row_read(s, &e, path, link) < 0) {
+		if (idx_row_read(s, &e, path, link) < 0) {
 			(*bad)++;
 			continue;
 		}
@@ -282,6 +282,11 @@ static void clean_set(const char *path, int64_t ns)
 		clean[k].ns = ns;
 	}
 	pthread_mutex_unlock(&clean_mu);
+}
+
+void idx_db_unclean(struct idx_db *db)
+{
+	clean_set(idx_db_path(db), -1);
 }
 
 static int clean_is(const char *path, int64_t ns)
@@ -560,7 +565,7 @@ out:
 	return rc;
 }
 
-static int bind_row(sqlite3_stmt *s, const struct idx_entry *e)
+int idx_row_bind(sqlite3_stmt *s, const struct idx_entry *e)
 {
 	sqlite3_bind_blob(s, 1, e->path, (int)strlen(e->path), SQLITE_STATIC);
 	sqlite3_bind_int(s, 2, e->type);
@@ -683,7 +688,7 @@ int idx_db_store(struct idx_db *db, const struct idx_manifest *old,
 		rows++;
 		if (o && !(o->flags & NOROW) && row_chk(o) == row_chk(e))
 			continue;
-		if (bind_row(ins, e) < 0)
+		if (idx_row_bind(ins, e) < 0)
 			goto fail;
 	}
 	sqlite3_bind_int64(meta, 1, scan_ns);

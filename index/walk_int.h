@@ -81,6 +81,7 @@ struct walker {
 	int one_fs, roots_optional;
 	int trust_prefix;                   /* opts->trust_prefix (--append) */
 	const struct idx_manifest *hint;    /* opts->grown_hint */
+	const struct idx_manifest *known;   /* opts->known */
 	uint64_t lazy_below;                /* opts->lazy_below */
 	int lazy_any;                       /* opts->lazy_any */
 	int lazy_all;                       /* opts->lazy_all */

@@ -385,6 +385,7 @@ int client_retry(struct sync_opts *o, struct role *r, struct sync_result *res,
 		gone += more.gone;
 		res->code = more.code ? more.code : gone ? RD_EXIT_VANISHED : 0;
 		res->wire += more.wire;
+		res->hashed += more.hashed;
 		res->ctl_tx += more.ctl_tx;
 		res->ctl_rx += more.ctl_rx;
 	}

@@ -296,8 +296,10 @@ static int heavier(const void *a, const void *b, void *all)
 /* This rank's share of set into mine: the heaviest first (by entries;
  * a big file's: its size), each to the least loaded rank (the lowest of
  * equals), then in the listing's order, a directory's window before its
- * subdirectories' where one rank has both. 0, -ENOMEM. */
-static int pick_mine(const struct ranked *k, const struct wset *set, struct wset *mine)
+ * subdirectories' where one rank has both; each one's rank into *owners
+ * (malloc'd; NULL: not wanted). 0, -ENOMEM. */
+static int pick_mine(const struct ranked *k, const struct wset *set, struct wset *mine,
+                     int **owners)
 {
 	size_t n = set->n, *order = malloc((n ? n : 1) * sizeof *order);
 	uint64_t *load = calloc((size_t)k->m.size, sizeof *load);
@@ -321,6 +323,10 @@ static int pick_mine(const struct ranked *k, const struct wset *set, struct wset
 		if (owner[i] == k->m.rank)
 			mine->w[mine->n++] = set->w[i];   /* shared, not copied */
 	rc = 0;
+	if (owners) {
+		*owners = owner;
+		owner = NULL;
+	}
 out:
 	free(order);
 	free(load);
@@ -452,6 +458,7 @@ void rk_merge_run(struct sync_result *a, struct sync_fails **af, struct sync_res
 	a->ctl_tx += b->ctl_tx;
 	a->ctl_rx += b->ctl_rx;
 	a->wire += b->wire;
+	a->hashed += b->hashed;
 	if (!a->transport)
 		a->transport = b->transport;
 }
@@ -498,7 +505,9 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 			rk_merge_run(&big, &bigf, &r, rf);
 		}
 		rk_merge_run(&big, &bigf, &sp, spf);
-		if (!deletes && (k->big.n || k->split.n) && k->m.barrier() < 0)
+		/* the big files' rows to their directories' windows */
+		if (!deletes && (k->big.n || k->split.n) &&
+		    (rk_shards_bigs(k) < 0 || k->m.barrier() < 0))
 			k->m.abort(RD_EXIT_PROTO);
 		if (k->mine.n && client_window_goes_on((uint32_t)code))
 			code = rk_worse(code, client_run(&p, &k->mine, res, fails, as_read));
@@ -516,6 +525,8 @@ static int pass(struct ranked *k, const struct sync_opts *o, int deletes, int al
 	me.ctl_tx = res->ctl_tx;
 	me.ctl_rx = res->ctl_rx;
 	me.wire = res->wire;
+	me.rows_in = rk_shards_rows_in(k);
+	me.hashed = res->hashed;
 	me.secs = now_s() - t;
 	snprintf(me.transport, sizeof me.transport, "%s", res->transport ? res->transport : "");
 	gethostname(me.host, sizeof me.host - 1);
@@ -539,6 +550,7 @@ static void add_up(const struct rk_rec *rec, int n, struct sync_result *t, int e
 		t->ctl_tx += r->ctl_tx;
 		t->ctl_rx += r->ctl_rx;
 		t->wire += r->wire;
+		t->hashed += r->hashed;
 		for (int j = 0; entries && j < SYNC_KINDS; j++)
 			t->entries[j] += r->entries[j];
 		if (entries) {
@@ -574,9 +586,11 @@ static char *ranks_json(const struct ranked *k, const struct rk_rec *one,
 		fprintf(f, ",\"dst\":");
 		sync_json_str(f, k->dst[i % k->ndst]);
 		fprintf(f, ",\"windows\":%u,\"files\":%llu,\"bytes_sent\":%llu,\"deleted\":%llu,"
-		        "\"errors\":%llu,\"seconds\":%.3f,\"exit_code\":%d}", a->windows,
+		        "\"errors\":%llu,\"hashed_bytes\":%llu,\"index_rows_in\":%llu,"
+		        "\"seconds\":%.3f,\"exit_code\":%d}", a->windows,
 		        (unsigned long long)r.files, (unsigned long long)r.bytes,
 		        (unsigned long long)r.deleted, (unsigned long long)(r.errors + r.vanished),
+		        (unsigned long long)r.hashed, (unsigned long long)a->rows_in,
 		        a->secs + (b ? b->secs : 0), rk_worse(a->code, b ? b->code : 0));
 	}
 	fputc(']', f);
@@ -776,9 +790,14 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	if (!why && !code)
 		code = share_windows(&k, o);
 	if (!why && !code &&
-	    (rk_pick_split(&k, o) < 0 || pick_mine(&k, &k.all, &k.mine) < 0 ||
-	     pick_mine(&k, &k.big, &k.mine_big) < 0))
+	    (rk_pick_split(&k, o) < 0 || pick_mine(&k, &k.all, &k.mine, &k.owner) < 0 ||
+	     pick_mine(&k, &k.big, &k.mine_big, NULL) < 0))
 		k.m.abort(RD_EXIT_FILEIO);
+	/* the rows of this rank's directories that their homes have */
+	if (!why && !code) {
+		rk_shards_pull(&k, o->src);
+		o->known = rk_shards_known(&k);
+	}
 	struct sync_result res = { 0 }, total = { 0 };
 	struct sync_fails *fails = NULL, *fails2 = NULL;
 	struct sync_paths as_read = { 0 };
@@ -803,6 +822,11 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 				        first[bad].code);
 			}
 		}
+		/* the directories whose rows their homes lack, to them */
+		if (!why) {
+			int c = first[k.m.rank].code;
+			rk_shards_push(&k, !c || c == RD_EXIT_PARTIAL || c == RD_EXIT_VANISHED);
+		}
 		add_up(first, k.m.size, &total, 1);
 		if (two)
 			add_up(k.rec, k.m.size, &total, 0);
@@ -825,6 +849,8 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	sync_fails_free(fails2);
 	sync_paths_free(&as_read);
 	rk_hold_end(&k);
+	rk_shards_free(&k);
+	free(k.owner);
 	free(k.mine.w);
 	free(k.mine_big.w);
 	client_wset_free(&k.all);

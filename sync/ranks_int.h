@@ -22,7 +22,8 @@ struct rk_rec {
 	uint32_t windows;
 	uint8_t done[RESULT_LEN];   /* the receivers' counts, as in DONE */
 	uint64_t vanished, total_size, entries[SYNC_KINDS];
-	uint64_t flist_bytes, ctl_tx, ctl_rx, wire;
+	uint64_t flist_bytes, ctl_tx, ctl_rx, wire, hashed;
+	uint64_t rows_in;           /* index rows taken from other nodes (rkindex.c) */
 	double secs;
 	char transport[8];
 	char host[HOST_LEN];
@@ -38,6 +39,8 @@ struct ranked {
 	struct wset big, mine_big;   /* the big files; this rank's */
 	struct wset split;           /* the big files too large for a rank's share:
 	                                each rank sends a range of each */
+	int *owner;           /* the rank of each window of all */
+	struct rk_shards *sh; /* the index's shards (rkindex.c) */
 	struct rk_rec *rec;   /* size of them, the last pass's */
 	uint64_t job;         /* the job's token, rank 0's: DST's lock keeps other jobs out */
 	char ranked[2][48];   /* --ranked=JOB, --ranked=later:JOB */
@@ -80,5 +83,19 @@ void rk_hold_end(struct ranked *k);
 int  rk_pick_split(struct ranked *k, const struct sync_opts *o);
 int  rk_split_files(struct ranked *k, const struct sync_opts *o, struct sync_result *res,
                     struct sync_fails **fails, struct sync_paths *as_read);
+
+/* rkindex.c: one logical index of SRC over the nodes' own, each
+ * directory homed on a node by its path. pull, before pass 1: the rows
+ * of this rank's windows' directories that their homes have and it has
+ * not (known: them, for the scans); bigs, after the big files: each
+ * one's rows to its directory's window; push, after the passes: the
+ * directories whose rows now differ from their homes' (ran: only if this
+ * rank's windows all ran). Each collective; MPI failing aborts. */
+int  rk_shards_pull(struct ranked *k, const char *src);
+int  rk_shards_bigs(struct ranked *k);
+int  rk_shards_push(struct ranked *k, int ran);
+const struct idx_manifest *rk_shards_known(const struct ranked *k);
+uint64_t rk_shards_rows_in(const struct ranked *k);
+void rk_shards_free(struct ranked *k);
 
 #endif

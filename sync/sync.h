@@ -158,6 +158,8 @@ struct sync_opts {
 	                               scans made that the index could not keep
 	                               (files written as they were read), for the
 	                               next round (idx_scan_opts.grown_hint) */
+	const struct idx_manifest *known;   /* a ranked run's sender: rows from
+	                               other nodes' indexes (idx_scan_opts.known) */
 	char **fwd;                 /* the far side's options, --name[=value] */
 	int nfwd;
 };

@@ -227,7 +227,7 @@ struct sync_result {
 	double lag_s;              /* --watch: its oldest change's age when it
 	                              landed, seconds (-1: none) */
 	int we_sent;               /* this side was the sender */
-	uint64_t wire;             /* the sender: data bytes it sent */
+	uint64_t wire, hashed;     /* the sender: data bytes sent; bytes its scan read */
 	int hosts;                 /* a fan-out's: hosts (bytes: all of theirs) */
 };
 

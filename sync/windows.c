@@ -691,6 +691,7 @@ int client_windows_rest(struct sync_opts *o, struct role *r, struct sync_result 
 		res->flist_xfer_us += more.flist_xfer_us;
 		result_add(res, &more);
 		res->wire += more.wire;
+		res->hashed += more.hashed;
 		res->ctl_tx += more.ctl_tx;
 		res->ctl_rx += more.ctl_rx;
 		gone += more.vanished;

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#define RDCP_MPI_ABI 1
+#define RDCP_MPI_ABI 2
 
 struct rk_mpi {
 	int abi;            /* RDCP_MPI_ABI: the shim's, checked on load */
@@ -19,6 +19,10 @@ struct rk_mpi {
 	int (*barrier)(void);
 	int (*bcast)(void *buf, size_t len, int root);            /* bytes */
 	int (*allgather)(const void *mine, size_t len, void *all); /* len each */
+	/* every rank's bytes to each rank (to[r], tlen[r] bytes for rank r;
+	 * its own included) for theirs: from[r] (malloc'd, NULL for none),
+	 * flen[r] bytes from rank r */
+	int (*exchange)(void *const *to, const size_t *tlen, void **from, size_t *flen);
 	void (*abort)(int code);   /* every rank ends: no return */
 	int (*finalize)(void);
 };

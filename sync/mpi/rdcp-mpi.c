@@ -5,7 +5,10 @@
  */
 #include <limits.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "sync/mpi/mpi.h"
@@ -66,6 +69,87 @@ static int allgather(const void *mine, size_t len, void *all)
 	                          MPI_COMM_WORLD), "Allgather");
 }
 
+/* Wait for n requests as barrier() does: asleep. */
+static int wait_all(int n, MPI_Request *req)
+{
+	int done = 0;
+	long ns = 100000;
+	for (;;) {
+		if (said(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), "Testall") < 0)
+			return -1;
+		if (done)
+			return 0;
+		nanosleep(&(struct timespec){ 0, ns }, NULL);
+		if (ns < 20000000)
+			ns += ns / 2;
+	}
+}
+
+/* Pieces of at most PIECE bytes of len. */
+static size_t pieces(size_t len)
+{
+	return (len + PIECE - 1) / PIECE;
+}
+
+static int exchange(void *const *to, const size_t *tlen, void **from, size_t *flen)
+{
+	int size = 0, me = 0, rc = -1;
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	uint64_t *out = calloc((size_t)size, sizeof *out), *in = calloc((size_t)size, sizeof *in);
+	MPI_Request *req = NULL;
+	for (int r = 0; r < size; r++)
+		from[r] = NULL;
+	if (!out || !in)
+		goto done;
+	for (int r = 0; r < size; r++)
+		out[r] = tlen[r];
+	if (barrier() < 0 || said(MPI_Alltoall(out, 1, MPI_UINT64_T, in, 1, MPI_UINT64_T,
+	                                       MPI_COMM_WORLD), "Alltoall") < 0)
+		goto done;
+	size_t nreq = 0;
+	for (int r = 0; r < size; r++)
+		if (r != me)
+			nreq += pieces(tlen[r]) + pieces(in[r]);
+	if (!(req = malloc((nreq ? nreq : 1) * sizeof *req)))
+		goto done;
+	for (int r = 0; r < size; r++) {
+		flen[r] = in[r];
+		if (in[r] && !(from[r] = malloc(in[r])))
+			goto done;
+	}
+	if (in[me])   /* (its own: in[me] is tlen[me]) */
+		memcpy(from[me], to[me], in[me]);
+	size_t k = 0;
+	for (int r = 0; r < size; r++) {
+		if (r == me)
+			continue;
+		for (size_t off = 0; off < in[r]; off += PIECE) {
+			size_t n = in[r] - off < PIECE ? in[r] - off : PIECE;
+			if (said(MPI_Irecv((char *)from[r] + off, (int)n, MPI_BYTE, r, 35,
+			                   MPI_COMM_WORLD, &req[k++]), "Irecv") < 0)
+				goto done;   /* (the job ends: the others wait for us) */
+		}
+		for (size_t off = 0; off < tlen[r]; off += PIECE) {
+			size_t n = tlen[r] - off < PIECE ? tlen[r] - off : PIECE;
+			if (said(MPI_Isend((const char *)to[r] + off, (int)n, MPI_BYTE, r, 35,
+			                   MPI_COMM_WORLD, &req[k++]), "Isend") < 0)
+				goto done;
+		}
+	}
+	rc = wait_all((int)k, req);
+done:
+	if (rc < 0)
+		for (int r = 0; r < size; r++) {
+			free(from[r]);
+			from[r] = NULL;
+		}
+	free(req);
+	free(out);
+	free(in);
+	return rc;
+}
+
 static void rk_abort(int code)
 {
 	MPI_Abort(MPI_COMM_WORLD, code);
@@ -94,6 +178,7 @@ int rdcp_mpi_open(struct rk_mpi *m)
 	m->barrier = barrier;
 	m->bcast = bcast;
 	m->allgather = allgather;
+	m->exchange = exchange;
 	m->abort = rk_abort;
 	m->finalize = finalize;
 	return 0;

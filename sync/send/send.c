@@ -309,6 +309,7 @@ static int scan_opts(struct sstate *s, struct idx_scan_opts *so)
 		so->grown_hint = o->grown;
 	so->lazy_below = sync_nohash_below(s->r);
 	so->no_index = o->no_index;   /* --no-index: both sides */
+	so->known = o->known;
 	if (o->nrules) {
 		int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		rc = fd < 0 ? -errno : sync_filter_open(&s->filter, o, SYNC_RM_SENDER, fd,
@@ -442,6 +443,7 @@ static int scan_and_send(struct sstate *s)
 			sync_fails_add(r->fails, so.roots[i].path, "vanished since the scan", 1);
 			st.vanished++;
 		}
+	s->res->hashed = st.hashed_bytes;
 	s->res->gone = st.vanished;   /* (with rounds: the run's 24 stays) */
 	s->stamp_ns = st.stamp_ns;
 	if (so.grown_hint)

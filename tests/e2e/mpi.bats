@@ -47,6 +47,37 @@ ranked() {
 	cat "$T/err" >&2
 }
 
+# as_nodes "A B ...": ranked_as runs rank i as if on node i of the list,
+# a machine of its own for SRC's index (its own cache directory,
+# RDCP_TEST_NODE its name), as the data movers of a cluster
+as_nodes() {
+	cat >"$T/as-node" <<-EOF
+	#!/bin/sh
+	i=0 node=
+	for n in $1; do
+		[ "\$i" -eq "\$OMPI_COMM_WORLD_RANK" ] && node=\$n
+		i=\$((i + 1))
+	done
+	export RDCP_TEST_NODE=\$node XDG_CACHE_HOME=$T/cache-\$node RDCP_MPI=1
+	exec "$RDCP" "\$@"
+	EOF
+	chmod +x "$T/as-node"
+}
+
+# ranked_as NP ARGS...: as ranked, each rank on its node (as_nodes)
+ranked_as() {
+	local np=$1; shift
+	rc=0
+	timeout 300 mpirun --oversubscribe -np "$np" "$T/as-node" -e "$RSH" --rdcp-path "$RDCP" \
+		"$@" >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/err" >&2
+}
+
+# ranks_sum FIELD: FIELD of --json's "ranks", added up
+ranks_sum() {
+	tail -n 1 "$T/out" | jq --arg f "$1" '[.ranks[][$f]] | add'
+}
+
 # rank_field N FIELD: FIELD of rank N in --json's "ranks"
 rank_field() {
 	tail -n 1 "$T/out" | jq -r --argjson n "$1" --arg f "$2" '.ranks[$n][$f]'
@@ -555,4 +586,52 @@ each_rank_sent() {
 	[ "$n" -ge $((32 << 20)) ]
 	cmp -n "$n" "$T/src/d/rec" "$T/dst/d/rec"
 	[ -z "$(find "$T/dst" -name '.rdcp-tmp-*')" ]
+}
+
+# One logical index (issue 35): each node keeps its own index of SRC,
+# each directory has a home node by its path; a window scanned on another
+# node takes its rows from the home, and gives them back after. Files of
+# 100 kB: the scan hashes them (64 KiB and more) when no index has them.
+@test "mpi: one index over the nodes: a window scanned on another node reads no file its home knows" {
+	local i j total=$((12 * 5 * 100000))
+	for i in $(seq 1 12); do
+		mkdir -p "$T/src/d$i"
+		for j in 1 2 3 4 5; do head -c 100000 /dev/urandom >"$T/src/d$i/f$j"; done
+	done
+	set -- --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	# 2 ranks on nodes A and B: every file read once
+	as_nodes "A B"
+	ranked_as 2 "$@"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	[ "$(ranks_sum hashed_bytes)" -eq "$total" ]
+	# the nodes swapped: each window is scanned on the other node
+	as_nodes "B A"
+	ranked_as 2 "$@"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 0 ]
+	echo "read: $(ranks_sum hashed_bytes), rows in: $(ranks_sum index_rows_in)"
+	[ "$(ranks_sum hashed_bytes)" -eq 0 ]
+	[ "$(ranks_sum index_rows_in)" -gt 0 ]
+	# 3 ranks, other windows: nothing read
+	as_nodes "A B A"
+	ranked_as 3 "$@"
+	[ "$rc" -eq 0 ]
+	[ "$(ranks_sum hashed_bytes)" -eq 0 ]
+	# node C joins (its index empty): the directories it is now home to
+	# come from their homes before; nothing read
+	as_nodes "C B A C"
+	ranked_as 4 "$@"
+	[ "$rc" -eq 0 ]
+	echo "read: $(ranks_sum hashed_bytes)"
+	[ "$(ranks_sum hashed_bytes)" -eq 0 ]
+	# one file changed: it alone is read, once
+	settle
+	head -c 100000 /dev/urandom >"$T/src/d7/f3"
+	as_nodes "B A C"
+	ranked_as 3 "$@"
+	[ "$rc" -eq 0 ]
+	[ "$(json_field files_sent <"$T/out")" -eq 1 ]
+	[ "$(ranks_sum hashed_bytes)" -eq 100000 ]
+	same "$T/src" "$T/dst"
 }
