@@ -346,7 +346,7 @@ int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *p
  */
 struct idx_dirs;
 int     idx_dirs_open(const char *root, struct idx_dirs **out);
-int64_t idx_dirs_stamp(const struct idx_dirs *d);
+int64_t idx_dirs_stamp(struct idx_dirs *d);
 int     idx_dirs_rows(struct idx_dirs *d, const char *dir, struct idx_manifest *out,
                       uint64_t *digest);
 int     idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *rows,

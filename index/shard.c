@@ -58,8 +58,10 @@ int idx_dirs_open(const char *root, struct idx_dirs **out)
 	return 0;
 }
 
-int64_t idx_dirs_stamp(const struct idx_dirs *d)
+int64_t idx_dirs_stamp(struct idx_dirs *d)
 {
+	idx_db_int(idx_db_handle(d->db), "SELECT value FROM meta WHERE key='scan_ns'",
+	           &d->stamp);
 	return d->stamp;
 }
 
@@ -116,6 +118,9 @@ static int each_row(struct idx_dirs *d, const char *dir,
 	hi[dl] = '0';
 	size_t lol = pre;
 	sqlite3_stmt *s = dl ? d->range : d->lo;
+	/* the stamp now: a scan may have stored since the last look */
+	idx_db_int(idx_db_handle(d->db), "SELECT value FROM meta WHERE key='scan_ns'",
+	           &d->stamp);
 	for (;;) {
 		sqlite3_reset(s);
 		sqlite3_bind_blob(s, 1, lo, (int)lol, SQLITE_STATIC);

@@ -635,3 +635,21 @@ each_rank_sent() {
 	[ "$(ranks_sum hashed_bytes)" -eq 100000 ]
 	same "$T/src" "$T/dst"
 }
+
+# A big file goes from the rank it is given to, and its directory's
+# window, on another node, looks at it after: the rows go with it.
+@test "mpi: one index over the nodes: a big file's rows go to its directory's window; each file is read once" {
+	local i
+	mkdir -p "$T/src/blobs"
+	for i in 1 2 3 4; do head -c $((2 << 20)) /dev/urandom >"$T/src/blobs/b$i"; done
+	mk_files "$T/src/blobs" 20
+	as_nodes "A B"
+	RDCP_TEST_BIG=1048576 ranked_as 2 --sync -a --json "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	same "$T/src" "$T/dst"
+	# two blobs a rank; one rank's window scans their directory after
+	echo "sent: $(rank_field 0 bytes_sent) and $(rank_field 1 bytes_sent);" \
+		"read: $(ranks_sum hashed_bytes), rows in: $(ranks_sum index_rows_in)"
+	[ "$(ranks_sum hashed_bytes)" -eq $((8 << 20)) ]
+	[ "$(ranks_sum index_rows_in)" -eq 2 ]
+}
