@@ -137,6 +137,7 @@ bench: deps-test
 	@./benchmarks/fanout.sh                 # one tree onto 1..8 hosts
 	@python3 benchmarks/live.py             # --watch vs lsyncd and loops
 	@./benchmarks/mpi.sh                    # mpirun: 1, 2, 4 ranks vs fpsync
+	@./benchmarks/mpi-nodes.sh              # mpirun: windows moved to other nodes
 
 # The units name the programs where they are installed (@BINDIR@).
 UNITS_IN := $(wildcard packaging/systemd/*.in)
