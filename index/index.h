@@ -339,10 +339,12 @@ int idx_forget(const char *root, const struct idx_scan_opts *opts, const char *p
  * rows are trusted before (0: it has none). rows: the rows of the regular
  * files directly in dir ("" the root) into out (NULL: not wanted), and
  * *digest, an XXH3-64 over their paths, fingerprints and hashes (0 for
- * none). put: dir's rows made those of rows (n, each directly in dir),
- * taken by another index before stamp: a row of dir not among them is
- * deleted, a row of them kept when its times are before both stamps
- * (an index with no stamp takes stamp), in one transaction. 0 or -errno.
+ * none). put: rows (n; those directly in dir) that another index
+ * vouched for before stamp, each kept in place of this index's row of
+ * its path when it is of a later version of the file (ctime, then mtime)
+ * or there is none, and its times are before both stamps (an index with
+ * no stamp takes stamp); a row of dir not among them is deleted only when
+ * its file is gone from the tree; one transaction. 0 or -errno.
  */
 struct idx_dirs;
 int     idx_dirs_open(const char *root, struct idx_dirs **out);

@@ -11,8 +11,11 @@
  * is merely not used.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
@@ -22,6 +25,7 @@
 
 struct idx_dirs {
 	struct idx_db *db;
+	char *root;
 	int64_t stamp;
 	sqlite3_stmt *lo, *range, *ins, *del;
 	char path[IDX_PATH_MAX + 1], link[IDX_LINK_MAX + 1];
@@ -35,7 +39,10 @@ int idx_dirs_open(const char *root, struct idx_dirs **out)
 	if (!d)
 		return -ENOMEM;
 	int rc = idx_db_open_tree(root, &o, &d->db);
+	if (rc == 0 && d->db && !(d->root = strdup(root)))
+		rc = -ENOMEM;
 	if (rc < 0 || !d->db) {
+		idx_db_close(d->db);
 		free(d);
 		return rc;
 	}
@@ -74,6 +81,7 @@ void idx_dirs_close(struct idx_dirs *d)
 	sqlite3_finalize(d->ins);
 	sqlite3_finalize(d->del);
 	idx_db_close(d->db);
+	free(d->root);
 	free(d);
 }
 
@@ -196,50 +204,10 @@ int idx_dirs_rows(struct idx_dirs *d, const char *dir, struct idx_manifest *out,
 	return rc;
 }
 
-/* put: the rows of dir the given ones do not name, noted (and deleted
- * once the scan of them is over) */
-struct put_ctx {
-	const struct idx_entry **sorted;
-	size_t n;
-	char **drop;
-	size_t ndrop, cap;
-};
-
 static int by_path(const void *a, const void *b)
 {
 	return strcmp((*(const struct idx_entry *const *)a)->path,
 	              (*(const struct idx_entry *const *)b)->path);
-}
-
-static int note_other(struct idx_dirs *d, const struct idx_entry *e, void *ctx)
-{
-	struct put_ctx *c = ctx;
-	const struct idx_entry key = { .path = (char *)e->path }, *kp = &key;
-	(void)d;
-	if (c->n && bsearch(&kp, c->sorted, c->n, sizeof *c->sorted, by_path))
-		return 0;
-	if (c->ndrop == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 16;
-		char **v = realloc(c->drop, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		c->drop = v;
-		c->cap = cap;
-	}
-	if (!(c->drop[c->ndrop] = strdup(e->path)))
-		return -ENOMEM;
-	c->ndrop++;
-	return 0;
-}
-
-/* Delete path's row; *gone counts it if there was one. 0 or -EIO. */
-static int drop_row(struct idx_dirs *d, const char *path, int64_t *gone)
-{
-	sqlite3_bind_blob(d->del, 1, path, (int)strlen(path), SQLITE_STATIC);
-	int st = sqlite3_step(d->del);
-	sqlite3_reset(d->del);
-	*gone += st == SQLITE_DONE && sqlite3_changes(idx_db_handle(d->db)) > 0;
-	return st == SQLITE_DONE ? 0 : -EIO;
 }
 
 /* Is path directly in dir? */
@@ -252,21 +220,40 @@ static int directly_in(const char *path, const char *dir)
 	return *name && !strchr(name, '/');
 }
 
+/* Is a a later version of a file than b (its ctime, then its mtime)? */
+static int later(const struct idx_entry *a, const struct idx_entry *b)
+{
+	return a->ctime_ns != b->ctime_ns ? a->ctime_ns > b->ctime_ns : a->mtime_ns > b->mtime_ns;
+}
+
+/* Delete path's row; *gone counts it if there was one. 0 or -EIO. */
+static int drop_row(struct idx_dirs *d, const char *path, int64_t *gone)
+{
+	sqlite3_bind_blob(d->del, 1, path, (int)strlen(path), SQLITE_STATIC);
+	int st = sqlite3_step(d->del);
+	sqlite3_reset(d->del);
+	*gone += st == SQLITE_DONE && sqlite3_changes(idx_db_handle(d->db)) > 0;
+	return st == SQLITE_DONE ? 0 : -EIO;
+}
+
 int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *rows,
                  size_t n, int64_t stamp)
 {
 	sqlite3 *h = idx_db_handle(d->db);
-	struct put_ctx c = { .sorted = malloc((n ? n : 1) * sizeof *c.sorted) };
-	int rc = -ENOMEM;
-	if (!c.sorted)
+	const struct idx_entry **given = malloc((n ? n : 1) * sizeof *given);
+	struct idx_manifest have = { 0 };
+	size_t ng = 0;
+	int rc = -ENOMEM, began = 0;
+	if (!given)
 		return rc;
 	for (size_t i = 0; i < n; i++)
 		if (directly_in(rows[i].path, dir))
-			c.sorted[c.n++] = &rows[i];
-	qsort(c.sorted, c.n, sizeof *c.sorted, by_path);
+			given[ng++] = &rows[i];
+	qsort(given, ng, sizeof *given, by_path);
 	rc = -EIO;
 	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
+	began = 1;
 	/* the stamp again, in the transaction: another process may have
 	 * stored since; an index with none takes the giver's */
 	int64_t mine = 0;
@@ -277,30 +264,44 @@ int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *ro
 		         (long long)stamp);
 		if (sqlite3_exec(h, sql, NULL, NULL, NULL) != SQLITE_OK)
 			goto fail;
-		mine = stamp;
 	}
-	d->stamp = mine;
-	int64_t added = 0, gone = 0, before = stamp < mine ? stamp : mine;
-	if ((rc = each_row(d, dir, note_other, &c)) < 0)
+	uint64_t dg;
+	if ((rc = idx_dirs_rows(d, dir, &have, &dg)) < 0)
 		goto fail;
+	idx_manifest_sort(&have);
+	int64_t added = 0, gone = 0, before = stamp < d->stamp ? stamp : d->stamp;
 	rc = -EIO;
-	for (size_t i = 0; i < c.ndrop; i++)
-		if (drop_row(d, c.drop[i], &gone) < 0)
-			goto fail;
-	for (size_t i = 0; i < c.n; i++) {
-		const struct idx_entry *e = c.sorted[i];
-		if (i && !strcmp(e->path, c.sorted[i - 1]->path))
+	/* a given row takes the place of this index's when it is of a later
+	 * version of the file (or this index has none) */
+	for (size_t i = 0; i < ng; i++) {
+		const struct idx_entry *e = given[i], *o = idx_manifest_find(&have, e->path);
+		if ((i && !strcmp(e->path, given[i - 1]->path)) || !vouched(e, before) ||
+		    (o && !later(e, o)))
 			continue;
-		/* (a row there is replaced: dropped, then added) */
 		if (drop_row(d, e->path, &gone) < 0)
 			goto fail;
-		if (!vouched(e, before))   /* not ours to vouch for: no row */
-			continue;
-		added++;
-		if (idx_row_bind(d->ins, e) < 0)
+		if ((rc = idx_row_bind(d->ins, e)) < 0)
 			goto fail;
+		added++;
 	}
-	/* the count: what was added less what was there */
+	/* a row of dir the giver did not name goes only with its file: the
+	 * giver may not have stored all it saw */
+	int root = open(d->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; root >= 0 && i < have.n; i++) {
+		const struct idx_entry key = { .path = have.e[i].path }, *kp = &key;
+		struct stat st;
+		if (ng && bsearch(&kp, given, ng, sizeof *given, by_path))
+			continue;
+		if (fstatat(root, have.e[i].path, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+		    errno != ENOENT)
+			continue;
+		if (drop_row(d, have.e[i].path, &gone) < 0) {
+			close(root);
+			goto fail;
+		}
+	}
+	if (root >= 0)
+		close(root);
 	int64_t count = 0;
 	idx_db_int(h, "SELECT value FROM meta WHERE key='count'", &count);
 	count += added - gone;
@@ -313,15 +314,18 @@ int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *ro
 	rc = 0;
 	goto out;
 fail:
-	log_err("index %s: cannot update: %s", idx_db_path(d->db), sqlite3_errmsg(h));
-	sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+	if (rc == -ENOMEM)
+		log_err("index %s: cannot update: out of memory", idx_db_path(d->db));
+	else
+		log_warn("index %s: rows of another node's not kept: %s", idx_db_path(d->db),
+		         sqlite3_errmsg(h));
+	if (began)
+		sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
 	rc = rc < 0 ? rc : -EIO;
 out:
 	idx_db_unclean(d->db);
-	for (size_t i = 0; i < c.ndrop; i++)
-		free(c.drop[i]);
-	free(c.drop);
-	free(c.sorted);
+	idx_manifest_free(&have);
+	free(given);
 	return rc;
 }
 

@@ -645,7 +645,7 @@ int idx_walk(int root_fd, struct idx_prev *prev, int threads,
 	w.roots_optional = opts->roots_optional;
 	w.trust_prefix = opts->trust_prefix;
 	w.hint = opts->grown_hint;
-	w.known = opts->known;
+	w.known = opts->no_index ? NULL : opts->known;   /* --no-index: nothing trusted */
 	w.lazy_any = opts->lazy_any;
 	w.lazy_all = opts->lazy_all;
 	w.lazy_below = w.lazy_any || walk_stamps_locally(root_fd) ? opts->lazy_below : 0;

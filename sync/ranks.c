@@ -793,8 +793,9 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	    (rk_pick_split(&k, o) < 0 || pick_mine(&k, &k.all, &k.mine, &k.owner) < 0 ||
 	     pick_mine(&k, &k.big, &k.mine_big, NULL) < 0))
 		k.m.abort(RD_EXIT_FILEIO);
-	/* the rows of this rank's directories that their homes have */
-	if (!why && !code) {
+	/* the rows of this rank's directories that their homes have (with
+	 * --no-index: none, on every rank) */
+	if (!why && !code && !o->no_index) {
 		rk_shards_pull(&k, o->src);
 		o->known = rk_shards_known(&k);
 	}
@@ -849,6 +850,7 @@ int sync_ranks(struct sync_opts *o, int first_dst)
 	sync_fails_free(fails2);
 	sync_paths_free(&as_read);
 	rk_hold_end(&k);
+	o->known = NULL;
 	rk_shards_free(&k);
 	free(k.owner);
 	free(k.mine.w);

@@ -19,8 +19,12 @@
  *   home's goes there whole, and the home's index takes them as its rows
  *   of that directory (idx_dirs_put()).
  *
- * Every rank calls each step (each is one exchange or two, collective),
- * whatever it has to say; a rank without an index says nothing. Rows are
+ * Every rank calls each step (the pull: two rounds of two exchanges;
+ * bigs and push: one), whatever it has to say; a rank without an index
+ * says nothing, and with --no-index no step runs. Each step opens this
+ * node's index and closes it before it returns: a connection kept open
+ * while the same process's scans open and close the file would lose its
+ * locks to their close() (POSIX), and SQLite's WAL with them. Rows are
  * trusted only as their own index trusted them (index/shard.c).
  */
 #include <errno.h>
@@ -50,10 +54,16 @@ struct unit {
 
 struct rk_shards {
 	char (*node)[HOST_LEN];   /* each rank's node */
+	int *first;               /* the nodes: each one's first rank */
+	uint64_t *seed;           /* and its name's XXH3-64 */
+	int *count;               /* and its ranks */
+	int nnodes;
 	struct unit *u;
 	size_t nu;
 	struct idx_manifest known;
-	struct idx_dirs *db;      /* this node's index of SRC, or NULL */
+	const char *src;
+	struct idx_dirs *db;      /* this node's index of SRC while a step
+	                             runs, or NULL */
 	uint64_t pulled, pushed;  /* rows */
 };
 
@@ -68,46 +78,62 @@ static const char *node_name(char *buf, size_t len)
 	return buf;
 }
 
-/* The rank that answers for node (its first rank's number) about dir:
- * of that node's ranks, one picked by dir. */
-static int answerer(const struct ranked *k, int node, uint64_t h)
+/* The rank that answers for node i about dir: of its ranks, one picked
+ * by dir's hash h. */
+static int answerer(const struct ranked *k, int i, uint64_t h)
 {
-	int n = 0;
-	for (int r = 0; r < k->m.size; r++)
-		n += !strncmp(k->sh->node[r], k->sh->node[node], HOST_LEN);
-	for (int r = 0, i = (int)(h % (uint64_t)n); r < k->m.size; r++)
-		if (!strncmp(k->sh->node[r], k->sh->node[node], HOST_LEN) && i-- == 0)
+	const struct rk_shards *sh = k->sh;
+	int at = (int)(h % (uint64_t)sh->count[i]);
+	for (int r = sh->first[i]; r < k->m.size; r++)
+		if (!strncmp(sh->node[r], sh->node[sh->first[i]], HOST_LEN) && at-- == 0)
 			return r;
-	return node;
+	return sh->first[i];
 }
 
 /* The homes of dir: the node whose name scores highest with it, then the
  * next (-1 when there is one node); each as the rank that answers. */
 static void homes_of(const struct ranked *k, const char *dir, int home[2])
 {
+	const struct rk_shards *sh = k->sh;
 	size_t dl = strlen(dir);
 	uint64_t best[2] = { 0, 0 }, h = XXH3_64bits(dir, dl);
 	int at[2] = { -1, -1 };
-	for (int r = 0; r < k->m.size; r++) {
-		int first = 1;
-		for (int q = 0; q < r && first; q++)
-			first = strncmp(k->sh->node[q], k->sh->node[r], HOST_LEN) != 0;
-		if (!first)
-			continue;   /* (a node counted once: by its first rank) */
-		uint64_t seed = XXH3_64bits(k->sh->node[r], strnlen(k->sh->node[r], HOST_LEN));
-		uint64_t s = XXH3_64bits_withSeed(dir, dl, seed);
+	for (int i = 0; i < sh->nnodes; i++) {
+		uint64_t s = XXH3_64bits_withSeed(dir, dl, sh->seed[i]);
 		if (at[0] < 0 || s > best[0]) {
 			best[1] = best[0];
 			at[1] = at[0];
 			best[0] = s;
-			at[0] = r;
+			at[0] = i;
 		} else if (at[1] < 0 || s > best[1]) {
 			best[1] = s;
-			at[1] = r;
+			at[1] = i;
 		}
 	}
 	for (int i = 0; i < 2; i++)
 		home[i] = at[i] < 0 ? -1 : answerer(k, at[i], h);
+}
+
+/* The nodes, from every rank's name. 0 or -ENOMEM. */
+static int nodes(struct rk_shards *sh, int size)
+{
+	sh->first = calloc((size_t)size, sizeof *sh->first);
+	sh->seed = calloc((size_t)size, sizeof *sh->seed);
+	sh->count = calloc((size_t)size, sizeof *sh->count);
+	if (!sh->first || !sh->seed || !sh->count)
+		return -ENOMEM;
+	for (int r = 0; r < size; r++) {
+		int i = 0;
+		while (i < sh->nnodes && strncmp(sh->node[sh->first[i]], sh->node[r], HOST_LEN))
+			i++;
+		if (i == sh->nnodes) {
+			sh->first[i] = r;
+			sh->seed[i] = XXH3_64bits(sh->node[r], strnlen(sh->node[r], HOST_LEN));
+			sh->nnodes++;
+		}
+		sh->count[i]++;
+	}
+	return 0;
 }
 
 static int same_node(const struct ranked *k, int a, int b)
@@ -182,11 +208,44 @@ static void take_rows(struct rk_shards *sh, const uint8_t *b, size_t len, int fr
 		idx_manifest_free(&m);
 		return;
 	}
-	for (size_t i = 0; i < m.n; i++)
-		if (idx_manifest_add(&sh->known, &m.e[i]) < 0)
+	/* known is kept sorted: one row a path, the later version's (a big
+	 * file's row, handed over after the pull, takes the place of the
+	 * one its directory's home gave) */
+	uint8_t *add = calloc(m.n ? m.n : 1, 1);
+	for (size_t i = 0; add && i < m.n; i++) {
+		struct idx_entry *e = (struct idx_entry *)idx_manifest_find(&sh->known, m.e[i].path);
+		if (!e) {
+			add[i] = 1;
+		} else if (e->ctime_ns != m.e[i].ctime_ns ? e->ctime_ns < m.e[i].ctime_ns :
+		           e->mtime_ns < m.e[i].mtime_ns) {
+			uint8_t *c = e->chunks;   /* its place: the digests swapped in */
+			char *path = e->path;
+			*e = m.e[i];
+			e->path = path;
+			e->chunks = m.e[i].chunks;
+			m.e[i].chunks = c;
+		}
+	}
+	for (size_t i = 0; add && i < m.n; i++)
+		if (add[i] && idx_manifest_add(&sh->known, &m.e[i]) < 0)
 			break;
+	free(add);
+	idx_manifest_sort(&sh->known);
 	sh->pulled += m.n;
 	idx_manifest_free(&m);
+}
+
+/* This node's index of SRC, for one step (NULL: none, said). */
+static void db_open(struct rk_shards *sh)
+{
+	if (idx_dirs_open(sh->src, &sh->db) < 0)
+		sh->db = NULL;
+}
+
+static void db_close(struct rk_shards *sh)
+{
+	idx_dirs_close(sh->db);
+	sh->db = NULL;
 }
 
 /* This rank's units: the directories of its windows that another node
@@ -257,15 +316,23 @@ static void ask(struct ranked *k, int round)
 		struct wire_rd rd = { from[r], (const uint8_t *)from[r] + flen[r], 0 };
 		struct idx_manifest rows = { 0 };
 		while (rd.p < rd.end && !rd.bad) {
+			struct idx_manifest these = { 0 };
 			uint64_t theirs = 0, ours = 0;
 			if (rd_str(&rd, dir) < 0)
 				break;
 			theirs = rd_u64(&rd);
-			if (sh->db && idx_dirs_rows(sh->db, dir, NULL, &ours) == 0 && ours &&
-			    ours != theirs && idx_dirs_rows(sh->db, dir, &rows, &ours) < 0)
+			if (!sh->db || idx_dirs_rows(sh->db, dir, NULL, &ours) < 0)
 				ours = 0;
+			if (ours && ours != theirs && idx_dirs_rows(sh->db, dir, &these, &ours) < 0)
+				ours = 0;
+			for (size_t i = 0; ours && ours != theirs && i < these.n; i++)
+				if (idx_manifest_add(&rows, &these.e[i]) < 0)
+					o.w[r].bad = 1;
+			idx_manifest_free(&these);
 			wr_u64(&o.w[r], ours);
 		}
+		if (rd.bad)   /* (an ask we cannot read: no answer at all) */
+			o.w[r].bad = 1;
 		uint8_t *b = NULL;
 		size_t bl = 0;
 		if (flen[r] && idx_rows_encode(rows.e, rows.n, &b, &bl) == 0)
@@ -305,19 +372,19 @@ int rk_shards_pull(struct ranked *k, const char *src)
 	struct rk_shards *sh = k->sh = calloc(1, sizeof *k->sh);
 	if (!sh || !(sh->node = calloc((size_t)k->m.size, sizeof *sh->node)))
 		k->m.abort(RD_EXIT_FILEIO);
+	sh->src = src;
 	char me[HOST_LEN];
 	if (k->m.allgather(node_name(me, sizeof me), HOST_LEN, sh->node) < 0)
 		k->m.abort(RD_EXIT_PROTO);
-	if (units(k) < 0)
+	if (nodes(sh, k->m.size) < 0 || units(k) < 0)
 		k->m.abort(RD_EXIT_FILEIO);
-	if (idx_dirs_open(src, &sh->db) < 0)
-		sh->db = NULL;   /* (said) no index: nothing to give or take */
+	db_open(sh);   /* (none: nothing to give or take) */
 	for (size_t i = 0; sh->db && i < sh->nu; i++)
 		if (idx_dirs_rows(sh->db, sh->u[i].dir, NULL, &sh->u[i].mine) < 0)
 			sh->u[i].mine = 0;
 	ask(k, 0);
 	ask(k, 1);
-	idx_manifest_sort(&sh->known);
+	db_close(sh);
 	return 0;
 }
 
@@ -367,6 +434,9 @@ int rk_shards_bigs(struct ranked *k)
 {
 	struct rk_shards *sh = k->sh;
 	int size = k->m.size;
+	if (!sh)
+		return 0;   /* --no-index: on every rank */
+	db_open(sh);
 	struct outbox o;
 	void **from = calloc((size_t)size, sizeof *from);
 	size_t *flen = calloc((size_t)size, sizeof *flen);
@@ -391,6 +461,7 @@ int rk_shards_bigs(struct ranked *k)
 		free(dir);
 	}
 	free(v);
+	db_close(sh);
 	for (int r = 0; r < size; r++) {
 		uint8_t *b = NULL;
 		size_t bl = 0;
@@ -401,18 +472,13 @@ int rk_shards_bigs(struct ranked *k)
 	}
 	free(rows);
 	post(k, &o, from, flen);
-	int got = 0;
 	for (int r = 0; r < size; r++) {
-		if (flen[r]) {
+		if (flen[r])
 			take_rows(sh, from[r], flen[r], r);
-			got = 1;
-		}
 		free(from[r]);
 	}
 	free(from);
 	free(flen);
-	if (got)
-		idx_manifest_sort(&sh->known);
 	return 0;
 }
 
@@ -420,6 +486,8 @@ int rk_shards_push(struct ranked *k, int ran)
 {
 	struct rk_shards *sh = k->sh;
 	int size = k->m.size;
+	if (!sh)
+		return 0;   /* --no-index: on every rank */
 	struct outbox o;
 	void **from = calloc((size_t)size, sizeof *from);
 	size_t *flen = calloc((size_t)size, sizeof *flen);
@@ -427,20 +495,24 @@ int rk_shards_push(struct ranked *k, int ran)
 		k->m.abort(RD_EXIT_FILEIO);
 	/* per home: this rank's stamp, then each directory whose rows differ
 	 * from the home's, with them (only when this rank's windows all ran:
-	 * else its rows may be older than the home's) */
-	for (int r = 0; r < size; r++)
-		wr_u64(&o.w[r], sh->db ? (uint64_t)idx_dirs_stamp(sh->db) : 0);
-	for (size_t i = 0; ran && sh->db && i < sh->nu; i++) {
+	 * else its rows may be older than the home's; a home keeps a row of
+	 * its own of a later version, and any of a file still there) */
+	if (ran)
+		db_open(sh);
+	int64_t stamp = sh->db ? idx_dirs_stamp(sh->db) : 0;
+	for (size_t i = 0; sh->db && stamp > 0 && i < sh->nu; i++) {
 		struct unit *u = &sh->u[i];
+		struct wire_wr *w = &o.w[u->home[0]];
 		struct idx_manifest m = { 0 };
 		uint64_t now = 0;
 		uint8_t *b = NULL;
 		size_t bl = 0;
-		struct wire_wr *w = &o.w[u->home[0]];
 		if (same_node(k, u->home[0], k->m.rank))
 			continue;   /* (its home's index is this node's) */
-		if (idx_dirs_rows(sh->db, u->dir, &m, &now) == 0 && now != u->theirs &&
+		if (idx_dirs_rows(sh->db, u->dir, &m, &now) == 0 && now && now != u->theirs &&
 		    idx_rows_encode(m.e, m.n, &b, &bl) == 0) {
+			if (!w->len)
+				wr_u64(w, (uint64_t)stamp);
 			wr_str(w, u->dir);
 			wr_u32(w, (uint32_t)bl);
 			wr_bytes(w, b, bl);
@@ -449,11 +521,17 @@ int rk_shards_push(struct ranked *k, int ran)
 		free(b);
 		idx_manifest_free(&m);
 	}
+	db_close(sh);
 	post(k, &o, from, flen);
 	char *dir = malloc(IDX_PATH_MAX + 1);
+	int got = 0;
+	for (int r = 0; r < size; r++)
+		got |= flen[r] != 0;
+	if (got)
+		db_open(sh);
 	for (int r = 0; r < size; r++) {
 		struct wire_rd rd = { from[r], (const uint8_t *)from[r] + flen[r], 0 };
-		int64_t stamp = (int64_t)rd_u64(&rd);
+		int64_t theirs = flen[r] ? (int64_t)rd_u64(&rd) : 0;
 		while (dir && sh->db && rd.p < rd.end && !rd.bad) {
 			struct idx_manifest m = { 0 };
 			if (rd_str(&rd, dir) < 0)
@@ -465,11 +543,12 @@ int rk_shards_push(struct ranked *k, int ran)
 				idx_manifest_free(&m);
 				break;
 			}
-			idx_dirs_put(sh->db, dir, m.e, m.n, stamp);   /* (said) */
+			idx_dirs_put(sh->db, dir, m.e, m.n, theirs);   /* (said) */
 			idx_manifest_free(&m);
 		}
 		free(from[r]);
 	}
+	db_close(sh);
 	free(dir);
 	free(from);
 	free(flen);
@@ -485,6 +564,9 @@ void rk_shards_free(struct ranked *k)
 		free(sh->u[i].dir);
 	free(sh->u);
 	free(sh->node);
+	free(sh->first);
+	free(sh->seed);
+	free(sh->count);
 	idx_manifest_free(&sh->known);
 	idx_dirs_close(sh->db);
 	free(sh);

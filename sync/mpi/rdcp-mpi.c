@@ -126,18 +126,22 @@ static int exchange(void *const *to, const size_t *tlen, void **from, size_t *fl
 			continue;
 		for (size_t off = 0; off < in[r]; off += PIECE) {
 			size_t n = in[r] - off < PIECE ? in[r] - off : PIECE;
+			/* a request that cannot be posted ends the job here: those
+			 * posted would write into buffers freed on the way out */
 			if (said(MPI_Irecv((char *)from[r] + off, (int)n, MPI_BYTE, r, 35,
 			                   MPI_COMM_WORLD, &req[k++]), "Irecv") < 0)
-				goto done;   /* (the job ends: the others wait for us) */
+				MPI_Abort(MPI_COMM_WORLD, 12);
 		}
 		for (size_t off = 0; off < tlen[r]; off += PIECE) {
 			size_t n = tlen[r] - off < PIECE ? tlen[r] - off : PIECE;
 			if (said(MPI_Isend((const char *)to[r] + off, (int)n, MPI_BYTE, r, 35,
 			                   MPI_COMM_WORLD, &req[k++]), "Isend") < 0)
-				goto done;
+				MPI_Abort(MPI_COMM_WORLD, 12);
 		}
 	}
-	rc = wait_all((int)k, req);
+	if (wait_all((int)k, req) < 0)
+		MPI_Abort(MPI_COMM_WORLD, 12);   /* (as above) */
+	rc = 0;
 done:
 	if (rc < 0)
 		for (int r = 0; r < size; r++) {

@@ -634,6 +634,12 @@ each_rank_sent() {
 	[ "$(json_field files_sent <"$T/out")" -eq 1 ]
 	[ "$(ranks_sum hashed_bytes)" -eq 100000 ]
 	same "$T/src" "$T/dst"
+	# --no-index: no index, and no rows from another node's: all read
+	as_nodes "A B"
+	ranked_as 2 --sync -a --json --no-index "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
+	[ "$rc" -eq 0 ]
+	[ "$(ranks_sum hashed_bytes)" -eq "$total" ]
+	[ "$(ranks_sum index_rows_in)" -eq 0 ]
 }
 
 # A big file goes from the rank it is given to, and its directory's

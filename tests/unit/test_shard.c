@@ -34,10 +34,18 @@ static int group_setup(void **state)
 	int t = open(tree, O_RDONLY | O_DIRECTORY);
 	mkdirat(t, "a", 0755);
 	mkdirat(t, "a/sub", 0755);
+	mkdirat(t, "a/sub/deeper", 0755);
 	mkdirat(t, "a-b", 0755);   /* its rows sort next to a's */
 	put_big(t, "a/f1", 100000, 1);
 	put_big(t, "a/f2", 5 << 20, 2);   /* two chunks */
 	put_big(t, "a/sub/g", 1000, 3);
+	put_big(t, "a/sub/deeper/k", 1000, 3);
+	/* names that sort around a/sub's rows ("a/sub/" .. "a/sub0") */
+	put_big(t, "a/sub-x", 1000, 6);
+	put_big(t, "a/sub.x", 1000, 7);
+	put_big(t, "a/sub0", 1000, 8);
+	put_big(t, "a/z", 1000, 9);
+	put_big(t, "a/gone", 1000, 10);
 	put_big(t, "a-b/h", 1000, 4);
 	put_big(t, "top", 1000, 5);
 	symlinkat("f1", t, "a/link");
@@ -69,10 +77,12 @@ static void test_rows_of_one_directory(void **state)
 	uint64_t dg = 0, dg2 = 1;
 	assert_int_equal(idx_dirs_rows(d, "a", &m, &dg), 0);
 	/* the regular files directly in a: not a/sub/g, not a-b/h, no link */
-	assert_int_equal(m.n, 2);
+	assert_int_equal(m.n, 7);
 	idx_manifest_sort(&m);
-	assert_string_equal(m.e[0].path, "a/f1");
-	assert_string_equal(m.e[1].path, "a/f2");
+	static const char *const in_a[] = { "a/f1", "a/f2", "a/gone", "a/sub-x", "a/sub.x",
+	                                    "a/sub0", "a/z" };
+	for (size_t i = 0; i < 7; i++)
+		assert_string_equal(m.e[i].path, in_a[i]);
 	assert_int_equal(m.e[1].nchunks, 2);
 	assert_true(dg != 0);
 	assert_int_equal(idx_dirs_rows(d, "a", NULL, &dg2), 0);
@@ -84,6 +94,7 @@ static void test_rows_of_one_directory(void **state)
 	idx_manifest_free(&m);
 	assert_int_equal(idx_dirs_rows(d, "a/sub", &m, &dg2), 0);
 	assert_int_equal(m.n, 1);
+	assert_string_equal(m.e[0].path, "a/sub/g");
 	assert_true(dg2 != dg);
 	idx_manifest_free(&m);
 	assert_int_equal(idx_dirs_rows(d, "nowhere", &m, &dg), 0);
@@ -143,40 +154,82 @@ static void test_rows_as_bytes(void **state)
 	idx_manifest_free(&m);
 }
 
-static void test_put_replaces_a_directory(void **state)
+/* The index's row count, and what its meta says it is. */
+static void counts(int64_t *rows, int64_t *meta)
+{
+	struct idx_scan_opts o = { 0 };
+	struct idx_db *db;
+	assert_int_equal(idx_db_open_tree(tree, &o, &db), 0);
+	assert_int_equal(idx_db_int(idx_db_handle(db), "SELECT count(*) FROM entries", rows),
+	                 SQLITE_OK);
+	assert_int_equal(idx_db_int(idx_db_handle(db), "SELECT value FROM meta WHERE "
+	                            "key='count'", meta), SQLITE_OK);
+	idx_db_close(db);
+}
+
+static const struct idx_entry *row_of(struct idx_dirs *d, const char *in, const char *path,
+                                      struct idx_manifest *m)
+{
+	uint64_t dg;
+	idx_manifest_free(m);
+	assert_int_equal(idx_dirs_rows(d, in, m, &dg), 0);
+	idx_manifest_sort(m);
+	return idx_manifest_find(m, path);
+}
+
+static void test_put_keeps_the_later_version(void **state)
 {
 	(void)state;
 	struct idx_dirs *d;
 	assert_int_equal(idx_dirs_open(tree, &d), 0);
 	struct idx_manifest m = { 0 }, now = { 0 };
 	uint64_t dg, dg2;
+	int64_t rows, meta;
+	counts(&rows, &meta);
+	assert_true(rows == meta);
 	assert_int_equal(idx_dirs_rows(d, "a", &m, &dg), 0);
 	idx_manifest_sort(&m);
 	int64_t stamp = idx_dirs_stamp(d);
-	/* f1 alone: f2's row goes; a row of another directory is not taken */
-	struct idx_entry two[2] = { m.e[0], m.e[0] };
+	const struct idx_entry *f2 = idx_manifest_find(&m, "a/f2");
+	/* an older version of f2 does not take the place of the one here; a
+	 * row of another directory is not taken */
+	struct idx_entry two[2] = { *f2, *f2 };
+	two[0].ctime_ns--;
+	two[0].hash[0] ^= 1;
 	two[1].path = "top2";
 	assert_int_equal(idx_dirs_put(d, "a", two, 2, stamp), 0);
+	assert_memory_equal(row_of(d, "a", "a/f2", &now)->hash, f2->hash, IDX_HASH_LEN);
+	assert_null(row_of(d, "", "top2", &now));
+	/* rows the giver did not name stay while their files are there; the
+	 * row of a file gone from the tree goes */
+	char gone[400];
+	snprintf(gone, sizeof gone, "%s/a/gone", tree);
+	assert_int_equal(unlink(gone), 0);
+	assert_int_equal(idx_dirs_put(d, "a", NULL, 0, stamp), 0);
+	idx_manifest_free(&now);
 	assert_int_equal(idx_dirs_rows(d, "a", &now, &dg2), 0);
-	assert_int_equal(now.n, 1);
-	assert_string_equal(now.e[0].path, "a/f1");
-	idx_manifest_free(&now);
-	assert_int_equal(idx_dirs_rows(d, "", &now, &dg2), 0);
-	assert_int_equal(now.n, 1);   /* top only */
-	idx_manifest_free(&now);
-	/* a row its giver could not vouch for is not kept */
-	struct idx_entry late = m.e[1];
+	assert_int_equal(now.n, 6);
+	assert_null(row_of(d, "a", "a/gone", &now));
+	/* a later version takes its place, unless its giver could not vouch
+	 * for it (changed in or after its stamp's tick) */
+	struct idx_entry late = *f2;
 	late.ctime_ns = stamp;
+	late.hash[0] ^= 1;
 	assert_int_equal(idx_dirs_put(d, "a", &late, 1, stamp), 0);
-	assert_int_equal(idx_dirs_rows(d, "a", &now, &dg2), 0);
-	assert_int_equal(now.n, 0);
+	assert_memory_equal(row_of(d, "a", "a/f2", &now)->hash, f2->hash, IDX_HASH_LEN);
+	late.ctime_ns = f2->ctime_ns + 1;
+	assert_int_equal(idx_dirs_put(d, "a", &late, 1, stamp), 0);
+	assert_memory_equal(row_of(d, "a", "a/f2", &now)->hash, late.hash, IDX_HASH_LEN);
+	/* f2 back as it is */
+	assert_int_equal(idx_forget(tree, &(struct idx_scan_opts){ 0 }, "a/f2"), 0);
+	assert_int_equal(idx_dirs_put(d, "a", f2, 1, stamp), 0);
+	assert_memory_equal(row_of(d, "a", "a/f2", &now)->hash, f2->hash, IDX_HASH_LEN);
 	idx_manifest_free(&now);
-	/* both back: the same digest as before */
-	assert_int_equal(idx_dirs_put(d, "a", m.e, m.n, stamp), 0);
-	assert_int_equal(idx_dirs_rows(d, "a", NULL, &dg2), 0);
-	assert_true(dg == dg2);
 	idx_dirs_close(d);
 	idx_manifest_free(&m);
+	/* (idx_forget leaves the count as it was: one more row than there is) */
+	counts(&rows, &meta);
+	assert_true(rows == meta - 1);
 }
 
 static void test_scan_takes_known_rows(void **state)
@@ -187,10 +240,12 @@ static void test_scan_takes_known_rows(void **state)
 	struct idx_manifest known = { 0 }, m = { 0 };
 	uint64_t dg;
 	assert_int_equal(idx_dirs_rows(d, "a", &known, &dg), 0);
-	/* a's rows gone from the index: a scan would read both files */
-	assert_int_equal(idx_dirs_put(d, "a", NULL, 0, idx_dirs_stamp(d)), 0);
 	idx_dirs_close(d);
 	idx_manifest_sort(&known);
+	/* f1's and f2's rows gone from the index: a scan would read both */
+	struct idx_scan_opts none = { 0 };
+	assert_int_equal(idx_forget(tree, &none, "a/f1"), 0);
+	assert_int_equal(idx_forget(tree, &none, "a/f2"), 0);
 	/* one known row that is of another version: read */
 	known.e[0].mtime_ns--;
 	struct idx_scan_opts o = { .threads = 1, .known = &known };
@@ -215,7 +270,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rows_of_one_directory),
 		cmocka_unit_test(test_rows_as_bytes),
-		cmocka_unit_test(test_put_replaces_a_directory),
+		cmocka_unit_test(test_put_keeps_the_later_version),
 		cmocka_unit_test(test_scan_takes_known_rows),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
