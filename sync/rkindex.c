@@ -378,7 +378,8 @@ int rk_shards_pull(struct ranked *k, const char *src)
 		k->m.abort(RD_EXIT_PROTO);
 	if (nodes(sh, k->m.size) < 0 || units(k) < 0)
 		k->m.abort(RD_EXIT_FILEIO);
-	db_open(sh);   /* (none: nothing to give or take) */
+	if (sh->nnodes > 1)   /* (one node: nothing to ask or answer) */
+		db_open(sh);   /* (none: nothing to give or take) */
 	for (size_t i = 0; sh->db && i < sh->nu; i++)
 		if (idx_dirs_rows(sh->db, sh->u[i].dir, NULL, &sh->u[i].mine) < 0)
 			sh->u[i].mine = 0;
@@ -436,7 +437,8 @@ int rk_shards_bigs(struct ranked *k)
 	int size = k->m.size;
 	if (!sh)
 		return 0;   /* --no-index: on every rank */
-	db_open(sh);
+	if (sh->nnodes > 1 && k->mine_big.n)
+		db_open(sh);
 	struct outbox o;
 	void **from = calloc((size_t)size, sizeof *from);
 	size_t *flen = calloc((size_t)size, sizeof *flen);
@@ -497,7 +499,7 @@ int rk_shards_push(struct ranked *k, int ran)
 	 * from the home's, with them (only when this rank's windows all ran:
 	 * else its rows may be older than the home's; a home keeps a row of
 	 * its own of a later version, and any of a file still there) */
-	if (ran)
+	if (ran && sh->nu)
 		db_open(sh);
 	int64_t stamp = sh->db ? idx_dirs_stamp(sh->db) : 0;
 	for (size_t i = 0; sh->db && stamp > 0 && i < sh->nu; i++) {
