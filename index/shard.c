@@ -236,6 +236,38 @@ static int drop_row(struct idx_dirs *d, const char *path, int64_t *gone)
 	return st == SQLITE_DONE ? 0 : -EIO;
 }
 
+/* The rows of have that given (ng, sorted) does not name whose files are
+ * gone from the tree, into *out (*nout; malloc'd). 0 or -ENOMEM. */
+static int gone_from_tree(struct idx_dirs *d, const struct idx_manifest *have,
+                          const struct idx_entry **given, size_t ng, char ***out, size_t *nout)
+{
+	int root = open(d->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*out = NULL;
+	*nout = 0;
+	if (root < 0)
+		return 0;   /* (then nothing is known gone) */
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < have->n; i++) {
+		const struct idx_entry key = { .path = have->e[i].path }, *kp = &key;
+		struct stat st;
+		if (ng && bsearch(&kp, given, ng, sizeof *given, by_path))
+			continue;
+		if (fstatat(root, have->e[i].path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+			continue;
+		char **v = realloc(*out, (*nout + 1) * sizeof *v);
+		if (!v || !(v[*nout] = strdup(have->e[i].path))) {
+			if (v)
+				*out = v;
+			rc = -ENOMEM;
+			break;
+		}
+		*out = v;
+		(*nout)++;
+	}
+	close(root);
+	return rc;
+}
+
 int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *rows,
                  size_t n, int64_t stamp)
 {
@@ -250,6 +282,16 @@ int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *ro
 		if (directly_in(rows[i].path, dir))
 			given[ng++] = &rows[i];
 	qsort(given, ng, sizeof *given, by_path);
+	/* the rows of dir the giver did not name whose files are gone, found
+	 * before the transaction (a stat may be slow: a network filesystem;
+	 * the others wait for our write lock) */
+	uint64_t dg;
+	char **gone_paths = NULL;
+	size_t ngone = 0;
+	if ((rc = idx_dirs_rows(d, dir, &have, &dg)) < 0 ||
+	    (rc = gone_from_tree(d, &have, given, ng, &gone_paths, &ngone)) < 0)
+		goto fail;
+	idx_manifest_free(&have);
 	rc = -EIO;
 	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
@@ -257,7 +299,8 @@ int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *ro
 	/* the stamp again, in the transaction: another process may have
 	 * stored since; an index with none takes the giver's */
 	int64_t mine = 0;
-	idx_db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", &mine);
+	if (idx_db_int(h, "SELECT value FROM meta WHERE key='scan_ns'", &mine) != SQLITE_OK)
+		goto fail;
 	if (mine <= 0) {
 		char sql[96];
 		snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta VALUES('scan_ns', %lld)",
@@ -265,14 +308,15 @@ int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *ro
 		if (sqlite3_exec(h, sql, NULL, NULL, NULL) != SQLITE_OK)
 			goto fail;
 	}
-	uint64_t dg;
 	if ((rc = idx_dirs_rows(d, dir, &have, &dg)) < 0)
 		goto fail;
 	idx_manifest_sort(&have);
 	int64_t added = 0, gone = 0, before = stamp < d->stamp ? stamp : d->stamp;
 	rc = -EIO;
 	/* a given row takes the place of this index's when it is of a later
-	 * version of the file (or this index has none) */
+	 * version of the file, or this index vouches for none (a row it has
+	 * but does not vouch for, racy or of digests assumed, is worth no
+	 * more than none) */
 	for (size_t i = 0; i < ng; i++) {
 		const struct idx_entry *e = given[i], *o = idx_manifest_find(&have, e->path);
 		if ((i && !strcmp(e->path, given[i - 1]->path)) || !vouched(e, before) ||
@@ -286,22 +330,10 @@ int idx_dirs_put(struct idx_dirs *d, const char *dir, const struct idx_entry *ro
 	}
 	/* a row of dir the giver did not name goes only with its file: the
 	 * giver may not have stored all it saw */
-	int root = open(d->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	for (size_t i = 0; root >= 0 && i < have.n; i++) {
-		const struct idx_entry key = { .path = have.e[i].path }, *kp = &key;
-		struct stat st;
-		if (ng && bsearch(&kp, given, ng, sizeof *given, by_path))
-			continue;
-		if (fstatat(root, have.e[i].path, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-		    errno != ENOENT)
-			continue;
-		if (drop_row(d, have.e[i].path, &gone) < 0) {
-			close(root);
+	rc = -EIO;
+	for (size_t i = 0; i < ngone; i++)
+		if (drop_row(d, gone_paths[i], &gone) < 0)
 			goto fail;
-		}
-	}
-	if (root >= 0)
-		close(root);
 	int64_t count = 0;
 	idx_db_int(h, "SELECT value FROM meta WHERE key='count'", &count);
 	count += added - gone;
@@ -325,6 +357,9 @@ fail:
 out:
 	idx_db_unclean(d->db);
 	idx_manifest_free(&have);
+	for (size_t i = 0; i < ngone; i++)
+		free(gone_paths[i]);
+	free(gone_paths);
 	free(given);
 	return rc;
 }

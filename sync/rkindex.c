@@ -16,8 +16,9 @@
  *   sent it to the rank whose window scans its directory, when that is on
  *   another node, so that no file is read twice in one job.
  * - After the passes (push): a directory whose rows now differ from its
- *   home's goes there whole, and the home's index takes them as its rows
- *   of that directory (idx_dirs_put()).
+ *   home's goes there whole; the home's index takes each row of a later
+ *   version than its own, and drops a row of that directory only when its
+ *   file is gone (idx_dirs_put()).
  *
  * Every rank calls each step (the pull: two rounds of two exchanges;
  * bigs and push: one), whatever it has to say; a rank without an index
@@ -216,6 +217,7 @@ static void take_rows(struct rk_shards *sh, const uint8_t *b, size_t len, int fr
 		struct idx_entry *e = (struct idx_entry *)idx_manifest_find(&sh->known, m.e[i].path);
 		if (!e) {
 			add[i] = 1;
+			sh->pulled++;
 		} else if (e->ctime_ns != m.e[i].ctime_ns ? e->ctime_ns < m.e[i].ctime_ns :
 		           e->mtime_ns < m.e[i].mtime_ns) {
 			uint8_t *c = e->chunks;   /* its place: the digests swapped in */
@@ -224,6 +226,7 @@ static void take_rows(struct rk_shards *sh, const uint8_t *b, size_t len, int fr
 			e->path = path;
 			e->chunks = m.e[i].chunks;
 			m.e[i].chunks = c;
+			sh->pulled++;
 		}
 	}
 	for (size_t i = 0; add && i < m.n; i++)
@@ -231,7 +234,6 @@ static void take_rows(struct rk_shards *sh, const uint8_t *b, size_t len, int fr
 			break;
 	free(add);
 	idx_manifest_sort(&sh->known);
-	sh->pulled += m.n;
 	idx_manifest_free(&m);
 }
 

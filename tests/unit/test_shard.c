@@ -1,7 +1,10 @@
 /* Unit tests for index/shard.c: the rows of one directory and no more,
- * rows carried as bytes and refused when they are not sound, a
- * directory's rows replaced as another index gives them, and a scan that
- * takes a known row's digests instead of reading the file. */
+ * rows carried as bytes and refused when they are not sound, another
+ * index's rows kept where they are of a later version (and a row dropped
+ * only with its file), and a scan that takes a known row's digests
+ * instead of reading the file. counts() and idx_forget() open the index
+ * a second time while d holds it: harmless here, one process, one
+ * thread, no scan between (the product opens it once a step). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
