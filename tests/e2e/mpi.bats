@@ -391,11 +391,16 @@ each_rank_sent() {
 	for i in 0 1 2 3 4 5 6 7; do
 		[ ! -e "$T/dst/b$i/blob" ] || cmp "$T/src/b$i/blob" "$T/dst/b$i/blob"
 	done
-	[ -z "$(find "$T/dst" -name '.rdcp*' -o -name '*.tmp*')" ]
-	# no rdcp of that run is left on any host
-	sleep 1
+	# no rdcp of that run is left on any host (the killed rank's receiver
+	# sees its control channel end, removes its temps, and exits: wait
+	# for that, up to 10 s), and no part-file
+	for i in $(seq 1 100); do
+		pgrep -f -- "--server.*$T/dst" >/dev/null || break
+		sleep 0.1
+	done
 	! pgrep -f -- "--bwlimit=1M $T/src/"
 	! pgrep -f -- "--server.*$T/dst"
+	[ -z "$(find "$T/dst" -name '.rdcp*' -o -name '*.tmp*')" ]
 	ranked 4 --sync -a --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
 	[ "$rc" -eq 0 ]
 	same "$T/src" "$T/dst"
