@@ -381,7 +381,15 @@ each_rank_sent() {
 		[ -z "$pid" ] || break
 	done
 	[ -n "$pid" ] || { cat "$T/err"; false; }
-	sleep 1
+	# killed as it sends, not before: once it has read 1 MiB (its checks
+	# before that leave a mark in DST, named as a temp, that the next run
+	# removes; a slow start under load would find it there)
+	for ((i = 0; i < 150; i++)); do
+		[ "$(awk '/^rchar/ { print $2 }' "/proc/$pid/io" 2>/dev/null || echo 0)" -lt 1048576 ] ||
+			break
+		sleep 0.1
+	done
+	sleep 0.5
 	kill -9 "$pid"
 	wait "$job" || rc=$?
 	cat "$T/err"
@@ -391,16 +399,26 @@ each_rank_sent() {
 	for i in 0 1 2 3 4 5 6 7; do
 		[ ! -e "$T/dst/b$i/blob" ] || cmp "$T/src/b$i/blob" "$T/dst/b$i/blob"
 	done
-	# no rdcp of that run is left on any host (the killed rank's receiver
-	# sees its control channel end, removes its temps, and exits: wait
-	# for that, up to 10 s), and no part-file
-	for i in $(seq 1 100); do
-		pgrep -f -- "--server.*$T/dst" >/dev/null || break
+	# no rdcp of that run is left on any host: each receiver sees its
+	# control channel end, removes its temps and exits (after mpirun
+	# does: wait for them, up to 10 s; the hosts' namespaces hold only
+	# this test's processes), and no part-file (looked for again for up
+	# to 5 s: a remote shell a dying rank had started may still be on
+	# its way into a host)
+	for ((i = 0; i < 100; i++)); do
+		[ -z "$(ip netns pids "$NETNS_PREFIX-1"; ip netns pids "$NETNS_PREFIX-2")" ] && break
 		sleep 0.1
 	done
+	[ -z "$(ip netns pids "$NETNS_PREFIX-1"; ip netns pids "$NETNS_PREFIX-2")" ]
 	! pgrep -f -- "--bwlimit=1M $T/src/"
-	! pgrep -f -- "--server.*$T/dst"
-	[ -z "$(find "$T/dst" -name '.rdcp*' -o -name '*.tmp*')" ]
+	local left
+	for ((i = 0; i < 50; i++)); do
+		left=$(find "$T/dst" -name '.rdcp*' -o -name '*.tmp*')
+		[ -z "$left" ] && break
+		sleep 0.1
+	done
+	echo "left in DST: ${left:-nothing}"
+	[ -z "$left" ]
 	ranked 4 --sync -a --delete "$T/src/" "$H1:$T/dst" "$H2:$T/dst"
 	[ "$rc" -eq 0 ]
 	same "$T/src" "$T/dst"
