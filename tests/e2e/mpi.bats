@@ -381,12 +381,11 @@ each_rank_sent() {
 		[ -z "$pid" ] || break
 	done
 	[ -n "$pid" ] || { cat "$T/err"; false; }
-	# killed as it sends, not before: once it has read 1 MiB (its checks
-	# before that leave a mark in DST, named as a temp, that the next run
-	# removes; a slow start under load would find it there)
+	# killed as it sends, not before: once the windows make their
+	# directories in DST (the checks before them leave a mark in DST,
+	# named as a temp, that the next run removes)
 	for ((i = 0; i < 150; i++)); do
-		[ "$(awk '/^rchar/ { print $2 }' "/proc/$pid/io" 2>/dev/null || echo 0)" -lt 1048576 ] ||
-			break
+		compgen -G "$T/dst/b[1-7]" >/dev/null && break
 		sleep 0.1
 	done
 	sleep 0.5
