@@ -180,20 +180,23 @@ rewritten_files() {
 	rewritten_files pull
 }
 
-# A large file rewritten in place all the time, for 30 s or until $T/stop.
+# A large file rewritten in place all the time, for 120 s or until $T/stop.
 busy_writer() {
 	rm -f "$T/stop.writing"
 	python3 - "$1" "$T/stop" "${2:-4096}" <<-'PY' &
 	import os, sys, time
-	end = time.monotonic() + 30
+	end = time.monotonic() + 120   # (a test's tries all run within it)
 	n = 0
 	with open(sys.argv[1], "r+b", buffering=0) as f:
 	    while time.monotonic() < end and not os.path.exists(sys.argv[2]):
 	        f.seek(0)
 	        f.write(os.urandom(int(sys.argv[3])))
 	        n += 1
-	        with open(sys.argv[2] + ".writing", "w") as c:   # the writes so far
+	        # the writes so far, replaced whole: a reader never meets the
+	        # file empty, as it would between a truncate and its write
+	        with open(sys.argv[2] + ".writing.new", "w") as c:
 	            c.write(str(n))
+	        os.replace(sys.argv[2] + ".writing.new", sys.argv[2] + ".writing")
 	        time.sleep(0.002)
 	PY
 	WR=$!
