@@ -217,6 +217,12 @@ int ctl_poll(struct ctl *c, uint8_t *type, size_t *len)
 	return 0;
 }
 
+int ctl_gone(void *c)
+{
+	struct pollfd p = { ((struct ctl *)c)->in, 0, 0 };   /* hang-ups are always said */
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
 void ctl_error(struct ctl *c, int code, const char *msg)
 {
 	size_t n = strlen(msg);

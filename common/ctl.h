@@ -112,6 +112,10 @@ char *ctl_junk_text(const uint8_t *junk, size_t n, char *out, size_t cap);
  * byte that is not (where rdcp's own protocol begins), newlines, tabs and
  * escapes written \n, \t, \e, and "..." when more followed. Returns out. */
 char *ctl_shell_text(const uint8_t *junk, size_t n, char *out, size_t cap);
+/* 1 when the peer has hung up (its end closed: the far process ended),
+ * without reading what it may have sent before; else 0. Takes a struct
+ * ctl * as void *, to serve as tp_opts.gone. */
+int ctl_gone(void *c);
 /* Send CTL_ERROR with an exit code and a message. */
 void ctl_error(struct ctl *c, int code, const char *msg);
 /* Stop the keep-alive thread, free the buffer (not the fds). */

@@ -341,6 +341,10 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 		tp_rdma_session_free(s);
 		if (rc != -ECONNREFUSED || clock_ms() >= deadline)
 			break;
+		if (o->gone && o->gone(o->gone_arg)) {
+			rc = -ECONNABORTED;
+			break;
+		}
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
@@ -352,7 +356,8 @@ int tp_rdma_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	} else if (rc == -EACCES) {
 		log_err("%s port %u: authentication failed: the two sides do not have the "
 		        "same key", host, port);
-	} else if (rc != -ENOMEM) {   /* registration failures said why already */
+	} else if (rc != -ENOMEM && rc != -ECONNABORTED) {
+		/* (registration failures said why already; o->gone: the caller) */
 		log_err("cannot connect to %s port %u over RDMA: %s", host, port,
 		        rc == -EPROTO ? "the peer does not speak the rdcp protocol"
 		                      : strerror(-rc));

@@ -44,8 +44,10 @@ static int connect_by(int fd, const struct sockaddr *sa, socklen_t len, int64_t 
 	return rc;
 }
 
-/* Connect one stream, retrying while nobody listens (until deadline). */
-static int connect_one(const char *host, uint16_t port, int64_t deadline, int *out)
+/* Connect one stream, retrying while nobody listens (until deadline, or
+ * until o->gone says nobody will). */
+static int connect_one(const char *host, uint16_t port, const struct tp_opts *o,
+                       int64_t deadline, int *out)
 {
 	char ps[8];
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res;
@@ -74,6 +76,10 @@ static int connect_one(const char *host, uint16_t port, int64_t deadline, int *o
 		}
 		if ((rc != -ECONNREFUSED && rc != -ENETUNREACH) || clock_ms() >= deadline)
 			break;
+		if (o->gone && o->gone(o->gone_arg)) {
+			rc = -ECONNABORTED;
+			break;
+		}
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
@@ -126,9 +132,11 @@ int tp_tcp_connect(const char *host, uint16_t port, const struct tp_opts *o,
 	int64_t deadline = clock_ms() + (o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
 	tp_random(&session, sizeof session);
 	for (i = 0; i < n; i++) {
-		rc = connect_one(host, port, deadline, &fds[i]);
+		rc = connect_one(host, port, o, deadline, &fds[i]);
 		if (rc < 0) {
-			log_err("cannot connect to %s port %u: %s", host, port, strerror(-rc));
+			if (rc != -ECONNABORTED)   /* (o->gone: the caller says why) */
+				log_err("cannot connect to %s port %u: %s", host, port,
+				        strerror(-rc));
 			break;
 		}
 		rc = client_handshake(fds[i], o, session, n, i, &msg_size, &hs[i]);

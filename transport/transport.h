@@ -94,6 +94,13 @@ struct tp_opts {
 	 * (a pacer in tp_msg_send(), which sleeps before a message until the
 	 * bytes so far, this one included, fit the rate); 0: no limit. */
 	uint64_t rate;
+	/* Sender: asked between connect attempts while nobody listens; nonzero
+	 * means the far side is gone (the receiver's control channel hung up,
+	 * say) and nobody will: tp_connect() then stops at once with
+	 * -ECONNABORTED and says nothing (the caller knows why). NULL: retry
+	 * until connect_timeout_ms. */
+	int (*gone)(void *arg);
+	void *gone_arg;
 };
 
 struct tp_msg {

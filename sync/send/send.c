@@ -600,6 +600,8 @@ static int connect_data(struct sstate *s)
 	if (r->o && r->o->contimeout > 0)   /* else the transport's 10 s */
 		o.connect_timeout_ms = r->o->contimeout * 1000;
 	o.rate = r->o ? r->o->bwlimit : 0;   /* --bwlimit: paced over all streams */
+	o.gone = ctl_gone;   /* a receiver that ended will not listen: no retrying */
+	o.gone_arg = r->ctl;
 	rc = tp_connect(addr, cd.port, &o, &s->ts);
 	if (rc == -ETIMEDOUT && r->timeout > 0)
 		rc = -ETIME;   /* it listened, then went silent: --timeout's case */
@@ -615,8 +617,9 @@ static int connect_data(struct sstate *s)
 		snprintf(why, sizeof why, "cannot open the data connection to %s port %u", addr,
 		         cd.port);
 		/* the one we can fix: the address (a receiver that answered and
-		 * then closed was reached: the transport said why, in one line) */
-		if (r->is_client && rc != -ETIME && rc != -ECONNRESET)
+		 * then closed was reached: the transport said why, in one line;
+		 * one that ended first is said by the client, with its status) */
+		if (r->is_client && rc != -ETIME && rc != -ECONNRESET && rc != -ECONNABORTED)
 			log_err("%s: %s (if the far side is reached at another address, such as "
 			        "its IPoIB or RoCE address, give it with --data-addr)", why,
 			        strerror(-rc));

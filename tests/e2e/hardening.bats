@@ -759,6 +759,27 @@ kill_far_at() {
 	[ "$late" -le 10 ]
 }
 
+# The narrowest moment of the test above, made certain: the receiver gives
+# the sender its data port and is killed -9 before the sender connects (a
+# fake receiver, tests/lib/fakepeer.py). The sender stops trying to connect
+# once the control channel hangs up (not after the 10 s a refused connect
+# is tried for), and one line says the receiver ended, not the transport's
+# refusal and a hint about --data-addr.
+@test "accident: the receiver killed -9 between its answer and the data connection: one line, exit 10, no 10 s of refused connects" {
+	mkdir -p "$T/src"
+	head -c 100000 /dev/urandom >"$T/src/f"
+	local rc=0 t0=$SECONDS
+	"$RDCP" -e "$BATS_TEST_DIRNAME/../lib/fakepeer-rsh data-then-die" \
+		--sync "$T/src/" host:dst >"$T/out" 2>"$T/err" || rc=$?
+	local took=$((SECONDS - t0))
+	cat "$T/out" "$T/err"
+	echo "exit $rc after $took s"
+	[ "$rc" -eq 10 ]
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+	grep -qx 'rdcp: the receiver on host ended before it finished (killed by signal 9)' "$T/err"
+	[ "$took" -lt 8 ]
+}
+
 # Issue 36, 6a (one host): a login that never answers is given up after
 # --contimeout, with a line naming the host, exit 5 (rdcp could not start).
 @test "accident: a login that hangs: --contimeout 2 gives up in 2 s, names the host, exit 5" {

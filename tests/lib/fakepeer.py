@@ -659,6 +659,15 @@ def play_receiver(scenario):
             send_frame(CTL_DATA, struct.pack(">H", 9) + secret + b"h" * 300)
         elif scenario == "data-port-zero":
             send_frame(CTL_DATA, struct.pack(">H", 0) + secret)
+        elif scenario == "data-then-die":
+            # a port nobody listens on, then the end a receiver killed -9
+            # just after it answered has: the sender's connects are refused
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+            send_frame(CTL_DATA, struct.pack(">H", port) + secret + b"127.0.0.1")
+            os.kill(os.getpid(), 9)
     drain()
 
 
