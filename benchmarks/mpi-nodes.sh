@@ -61,20 +61,10 @@ for d in $(seq 1 "$dirs"); do
 	done
 done
 bytes=$((dirs * per * kb * 1024))
-cat >"$W/as-node" <<EOF
-#!/bin/sh
-i=0 node=
-for n in \$NODES; do
-	[ "\$i" -eq "\$OMPI_COMM_WORLD_RANK" ] && node=\$n
-	i=\$((i + 1))
-done
-export RDCP_TEST_NODE=\$node XDG_CACHE_HOME=$W/cache-\$node RDCP_MPI=1
-exec "$B/rdcp" "\$@"
-EOF
-chmod +x "$W/as-node"
 # run NODES: mpirun -np 4 as those nodes; the JSON in $W/out
 run() {
-	NODES=$1 timeout 1800 mpirun --oversubscribe -np 4 -x NODES "$W/as-node" --sync -a \
+	RDCP_NODES=$1 RDCP_NODE_CACHES=$W RDCP_NODE_PROG=$B/rdcp timeout 1800 \
+		mpirun --oversubscribe -np 4 "$top/tests/lib/mpi-node" --sync -a \
 		--json "$src/" "$dst" >"$W/out" 2>"$W/err" ||
 		{ echo "mpi-nodes.sh: the run as '$1' failed:" >&2; cat "$W/err" >&2; exit 1; }
 }

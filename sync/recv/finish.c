@@ -92,6 +92,9 @@ void recv_fix_meta(struct rstate *s)
 			continue;
 		if (e->type == IDX_DIR && !recv_dir_ours(s, e->path))
 			continue;   /* a ranked run: its window's to set */
+		if (e->type == IDX_DIR && d && !touched[k] && !s->written[k] &&
+		    recv_window_top(s, e->path))
+			continue;   /* set, or said why not, in its parent's window */
 		if (e->type == IDX_REG && (s->r->flags & SYNC_F_HARDLINKS) && e->hlink &&
 		    e->hlink != k + 1)
 			continue;

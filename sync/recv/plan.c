@@ -77,6 +77,17 @@ static int classify(struct rstate *s)
 	return 0;
 }
 
+int recv_window_top(const struct rstate *s, const char *path)
+{
+	const struct sync_opts *o = s->r->o;
+	const struct idx_root *r;
+	if (!o || !o->windows || !*path)
+		return 0;
+	r = bsearch(&(struct idx_root){ .path = path }, s->roots, s->nroots, sizeof *s->roots,
+	            recv_root_cmp);
+	return r && r->depth == 1;
+}
+
 int recv_dir_ours(const struct rstate *s, const char *path)
 {
 	const struct sync_opts *o = s->r->o;
@@ -333,7 +344,8 @@ int recv_plan(struct rstate *s, uint32_t **want, uint32_t *nwant)
 				recv_item(s, 'c', e, SYNC_ITEM_NEW);
 			} else if (!d)
 				make_dir(s, i);
-			else if (d && s->change[i] == IDX_META)   /* set at the end (finish.c) */
+			else if (d && s->change[i] == IDX_META &&   /* set at the end (finish.c) */
+			         !recv_window_top(s, e->path))
 				item_dir(s, e, d);
 			if (s->res->code)
 				return -EIO;   /* DST itself could not be made */

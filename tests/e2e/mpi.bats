@@ -45,35 +45,23 @@ setup() {
 ranked() {
 	local np=$1; shift
 	rc=0
-	timeout 300 mpirun --oversubscribe -np "$np" "$RDCP" -e "$RSH" --rdcp-path "$RDCP" \
-		"$@" >"$T/out" 2>"$T/err" || rc=$?
+	RDCP_NODE_CACHES=$T RDCP_NODE_PROG=$RDCP \
+		timeout 300 mpirun --oversubscribe -np "$np" "${RANKED_PROG:-$RDCP}" -e "$RSH" \
+		--rdcp-path "$RDCP" "$@" >"$T/out" 2>"$T/err" || rc=$?
 	cat "$T/err" >&2
 }
 
 # as_nodes "A B ...": ranked_as runs rank i as if on node i of the list,
-# a machine of its own for SRC's index (its own cache directory,
-# RDCP_TEST_NODE its name), as the data movers of a cluster
+# a machine of its own for SRC's index (its own cache directory
+# $T/cache-NAME, RDCP_TEST_NODE its name: tests/lib/mpi-node), as the
+# data movers of a cluster
 as_nodes() {
-	cat >"$T/as-node" <<-EOF
-	#!/bin/sh
-	i=0 node=
-	for n in $1; do
-		[ "\$i" -eq "\$OMPI_COMM_WORLD_RANK" ] && node=\$n
-		i=\$((i + 1))
-	done
-	export RDCP_TEST_NODE=\$node XDG_CACHE_HOME=$T/cache-\$node RDCP_MPI=1
-	exec "$RDCP" "\$@"
-	EOF
-	chmod +x "$T/as-node"
+	export RDCP_NODES=$1
 }
 
 # ranked_as NP ARGS...: as ranked, each rank on its node (as_nodes)
 ranked_as() {
-	local np=$1; shift
-	rc=0
-	timeout 300 mpirun --oversubscribe -np "$np" "$T/as-node" -e "$RSH" --rdcp-path "$RDCP" \
-		"$@" >"$T/out" 2>"$T/err" || rc=$?
-	cat "$T/err" >&2
+	RANKED_PROG=$BATS_TEST_DIRNAME/../lib/mpi-node ranked "$@"
 }
 
 # ranks_sum FIELD: FIELD of --json's "ranks", added up

@@ -250,3 +250,31 @@ windows_delete() {
 	[ "$(stat -c %a "$T/u/dst/ro")" = 555 ]
 	same "$T/src" "$T/u/dst"
 }
+
+# A directory is an entry of its parent's window and the top of its own:
+# the parent's window makes it, sets its metadata and says so (or says why
+# it could not); its own window sets them again only when it wrote in it,
+# silently. A failure is said once, and -i names the directory once.
+@test "windows: a directory whose metadata cannot be set is said once, not once a window (local, push)" {
+	[ "$(id -u)" -eq 0 ] || { echo "needs root (chattr +i)"; false; }
+	local mode
+	for mode in local push; do
+		rm -rf "$T/src" "$T/dst"
+		tree "$T/src"
+		RDCP_TEST_WINDOW=25 sync_in "$mode" -a "$T/src/" "$T/dst"
+		touch -d 2019-01-01 "$T/src/a1/b1" "$T/src/a2"
+		chattr +i "$T/dst/a1/b1" || { echo "chattr +i does not work here: this test cannot run"; false; }
+		local rc=0
+		RDCP_TEST_WINDOW=25 sync_in "$mode" -a -i "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
+		chattr -i "$T/dst/a1/b1"
+		echo "$mode: exit $rc"; cat "$T/out" "$T/err"
+		[ "$rc" -eq 23 ]
+		[ "$(wc -l <"$T/err")" -eq 1 ]
+		grep -Eqx 'rdcp( \(remote\))?: a1/b1: cannot set times: Operation not permitted' "$T/err"
+		[ "$(grep -c '^\.d\.\.t\.\.\.\.\.\. a1/b1/$' "$T/out")" -eq 1 ]
+		[ "$(grep -c '^\.d\.\.t\.\.\.\.\.\. a2/$' "$T/out")" -eq 1 ]
+		[ "$(wc -l <"$T/out")" -eq 2 ]
+		# the one that could be set is
+		[ "$(stat -c %Y "$T/dst/a2")" = "$(stat -c %Y "$T/src/a2")" ]
+	done
+}
