@@ -81,8 +81,9 @@ int recv_window_top(const struct rstate *s, const char *path)
 {
 	const struct sync_opts *o = s->r->o;
 	const struct idx_root *r;
-	if (!o || !o->windows || !*path)
-		return 0;
+	if (!o || !o->windows || o->ranked || !*path)
+		return 0;   /* (a ranked run's windows run in any order, and its
+		               pass 2 sets the modes of read-only directories) */
 	r = bsearch(&(struct idx_root){ .path = path }, s->roots, s->nroots, sizeof *s->roots,
 	            recv_root_cmp);
 	return r && r->depth == 1;
