@@ -86,7 +86,19 @@ int recv_window_top(const struct rstate *s, const char *path)
 		               pass 2 sets the modes of read-only directories) */
 	r = bsearch(&(struct idx_root){ .path = path }, s->roots, s->nroots, sizeof *s->roots,
 	            recv_root_cmp);
-	return r && r->depth == 1;
+	if (!r || r->depth != 1)
+		return 0;
+	/* and its parent's window is another (a window of several directories
+	 * may hold a parent and its child: the child, an entry of its parent,
+	 * is set here) */
+	const char *sl = strrchr(path, '/');
+	char *parent = strndup(path, sl ? (size_t)(sl - path) : 0);
+	if (!parent)
+		return 0;   /* (out of memory: set, and said, here too) */
+	r = bsearch(&(struct idx_root){ .path = parent }, s->roots, s->nroots, sizeof *s->roots,
+	            recv_root_cmp);
+	free(parent);
+	return !(r && r->depth == 1);
 }
 
 int recv_dir_ours(const struct rstate *s, const char *path)

@@ -455,8 +455,8 @@ int  recv_root_cmp(const void *a, const void *b);
  * entries); in a run of big files, none. Else all. */
 int  recv_dir_ours(const struct rstate *s, const char *path);
 /* plan.c: is directory path one of a window's own directories (--windows,
- * not a ranked run) other than SRC's top? Its parent's window made it, set
- * its metadata and
+ * not a ranked run) other than SRC's top, whose parent is not one of them?
+ * Its parent's window made it, set its metadata and
  * said so, or said why not: its own window sets them again only when it
  * wrote or removed entries in it (the mtime that moves), and says nothing
  * of them (a failure said once, not once a window). */

@@ -618,8 +618,11 @@ static int connect_data(struct sstate *s)
 		         cd.port);
 		/* the one we can fix: the address (a receiver that answered and
 		 * then closed was reached: the transport said why, in one line;
-		 * one that ended first is said by the client, with its status) */
-		if (r->is_client && rc != -ETIME && rc != -ECONNRESET && rc != -ECONNABORTED)
+		 * one that ended before we reached it, killed or tired of
+		 * waiting, is said here, once, in a watch's round too) */
+		if (r->is_client && rc == -ECONNABORTED)   /* (o.gone: said by nobody yet) */
+			log_err("the receiver at %s ended before the data connection was made", addr);
+		else if (r->is_client && rc != -ETIME && rc != -ECONNRESET)
 			log_err("%s: %s (if the far side is reached at another address, such as "
 			        "its IPoIB or RoCE address, give it with --data-addr)", why,
 			        strerror(-rc));

@@ -745,7 +745,7 @@ kill_far_at() {
 			fi
 			[ "$got" -eq 10 ]
 			[ "$(wc -l <"$T/err")" -eq 1 ]
-			grep -Eq "^rdcp: (the receiver on localhost ended before it finished \(killed by signal 9(: remote shell exit 137)?\)|lost the connection to the receiver after .*: it went away|localhost port [0-9]+: the receiver closed the connection during the handshake \(it ended, .*\))$" "$T/err"
+			grep -Eq "^rdcp: (the receiver on localhost ended before it finished \(killed by signal 9(: remote shell exit 137)?\)|lost the connection to the receiver after .*: it went away|localhost port [0-9]+: the receiver closed the connection during the handshake \(it ended, .*\)|the receiver at [0-9.]+ ended before the data connection was made)$" "$T/err"
 			[ ! -s "$T/out" ]
 			# every file there is SRC's, whole
 			[ -z "$(find "$T/dst" -name '.rdcp-tmp-*' 2>/dev/null)" ]
@@ -764,7 +764,7 @@ kill_far_at() {
 # fake receiver, tests/lib/fakepeer.py). The sender stops trying to connect
 # once the control channel hangs up (not after the 10 s a refused connect
 # is tried for), and one line says the receiver ended, not the transport's
-# refusal and a hint about --data-addr.
+# refusal and a hint about --data-addr; so does a watch's first round.
 @test "accident: the receiver killed -9 between its answer and the data connection: one line, exit 10, no 10 s of refused connects" {
 	mkdir -p "$T/src"
 	head -c 100000 /dev/urandom >"$T/src/f"
@@ -776,8 +776,16 @@ kill_far_at() {
 	echo "exit $rc after $took s"
 	[ "$rc" -eq 10 ]
 	[ "$(wc -l <"$T/err")" -eq 1 ]
-	grep -qx 'rdcp: the receiver on host ended before it finished (killed by signal 9)' "$T/err"
+	grep -qx 'rdcp: the receiver at 127.0.0.1 ended before the data connection was made' "$T/err"
 	[ "$took" -lt 8 ]
+	# a watch's first round: the same line, and the watch ends (exit 10)
+	rc=0
+	timeout 60 "$RDCP" -e "$BATS_TEST_DIRNAME/../lib/fakepeer-rsh data-then-die" \
+		--sync -a --watch "$T/src/" host:dst >"$T/out" 2>"$T/err" || rc=$?
+	cat "$T/out" "$T/err"
+	[ "$rc" -eq 10 ]
+	[ "$(wc -l <"$T/err")" -eq 1 ]
+	grep -qx 'rdcp: the receiver at 127.0.0.1 ended before the data connection was made' "$T/err"
 }
 
 # Issue 36, 6a (one host): a login that never answers is given up after

@@ -25,8 +25,32 @@ watching() {
 	done
 	echo "the watch's first round did not land:"; cat "$T/out" "$T/err"; return 1
 }
-# stop_watch [SIG]: end the watch (SIGTERM); its exit status in $RC
+# tree_io PID: the bytes PID and the processes below it (the far side
+# through its remote shell) have read and written so far
+tree_io() {
+	local p s=0 n
+	for p in $1 $(ps -o pid= --ppid "$1"); do
+		if [ "$p" = "$1" ]; then
+			n=$(awk '/^(rchar|wchar):/ { s += $2 } END { print s + 0 }' "/proc/$p/io" 2>/dev/null)
+		else
+			n=$(tree_io "$p")
+		fi
+		s=$((s + ${n:-0}))
+	done
+	echo "$s"
+}
+# stop_watch [SIG [now]]: end the watch (SIGTERM); its exit status in $RC.
+# It is ended between rounds: once it and its far side have done no I/O
+# for half a second (20 s at most), unless "now" (the caller knows a round
+# just ended). A signal amid a round stops the round (exit 20, which
+# tests/e2e/package.bats accepts); here it would hide what the rounds did.
 stop_watch() {
+	local a b i
+	for ((i = 0; i < 40; i++)); do
+		[ "${2:-}" = now ] && break
+		a=$(tree_io "$WPID"); sleep 0.5; b=$(tree_io "$WPID")
+		[ "$a" = "$b" ] && break
+	done
 	kill -"${1:-TERM}" "$WPID"
 	RC=0
 	wait "$WPID" || RC=$?
@@ -630,7 +654,7 @@ full_disk_watch() {
 	local r
 	r=$(rounds)
 	until_rounds $((r + 1))
-	stop_watch
+	stop_watch TERM now
 	[ "$RC" -eq 0 ]
 }
 

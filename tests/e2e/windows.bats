@@ -262,7 +262,10 @@ windows_delete() {
 		rm -rf "$T/src" "$T/dst"
 		tree "$T/src"
 		RDCP_TEST_WINDOW=25 sync_in "$mode" -a "$T/src/" "$T/dst"
-		touch -d 2019-01-01 "$T/src/a1/b1" "$T/src/a2"
+		# a2 and a1/b1 are their windows' tops, their parents' windows
+		# others; a0 and a0/b0 share the first window with their parents
+		touch -d 2019-01-01 "$T/src/a1/b1" "$T/src/a2" "$T/src/a0"
+		chmod 700 "$T/src/a0/b0"
 		chattr +i "$T/dst/a1/b1" || { echo "chattr +i does not work here: this test cannot run"; false; }
 		local rc=0
 		RDCP_TEST_WINDOW=25 sync_in "$mode" -a -i "$T/src/" "$T/dst" >"$T/out" 2>"$T/err" || rc=$?
@@ -273,8 +276,12 @@ windows_delete() {
 		grep -Eqx 'rdcp( \(remote\))?: a1/b1: cannot set times: Operation not permitted' "$T/err"
 		[ "$(grep -c '^\.d\.\.t\.\.\.\.\.\. a1/b1/$' "$T/out")" -eq 1 ]
 		[ "$(grep -c '^\.d\.\.t\.\.\.\.\.\. a2/$' "$T/out")" -eq 1 ]
-		[ "$(wc -l <"$T/out")" -eq 2 ]
-		# the one that could be set is
+		[ "$(grep -c '^\.d\.\.t\.\.\.\.\.\. a0/$' "$T/out")" -eq 1 ]
+		[ "$(grep -c '^\.d\.\.\.p\.\.\.\.\. a0/b0/$' "$T/out")" -eq 1 ]
+		[ "$(wc -l <"$T/out")" -eq 4 ]
+		# those that could be set are
 		[ "$(stat -c %Y "$T/dst/a2")" = "$(stat -c %Y "$T/src/a2")" ]
+		[ "$(stat -c %Y "$T/dst/a0")" = "$(stat -c %Y "$T/src/a0")" ]
+		[ "$(stat -c %a "$T/dst/a0/b0")" = 700 ]
 	done
 }
