@@ -347,8 +347,7 @@ void recv_delete_extra(struct rstate *s)
 		        (unsigned long long)s->del_skipped);
 }
 
-/* Is dir one of the window's own directories (a depth-1 root)? */
-static int window_root(const struct rstate *s, const char *dir)
+int recv_window_dir(const struct rstate *s, const char *dir)
 {
 	const struct idx_root *r = bsearch(&(struct idx_root){ .path = dir }, s->roots,
 	                                   s->nroots, sizeof *s->roots, recv_root_cmp);
@@ -360,10 +359,10 @@ int recv_temp_ours(const struct rstate *s, const char *path, int is_dir)
 	const struct sync_opts *o = s->r->o;
 	if (o && o->windows) {   /* a window: in its own directories only */
 		if (is_dir)
-			return window_root(s, path);
+			return recv_window_dir(s, path);
 		const char *sl = strrchr(path, '/');
 		char *parent = strndup(path, sl ? (size_t)(sl - path) : 0);
-		int in = parent && window_root(s, parent);
+		int in = parent && recv_window_dir(s, parent);
 		free(parent);
 		return in;
 	}

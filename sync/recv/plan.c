@@ -80,14 +80,9 @@ static int classify(struct rstate *s)
 int recv_window_top(const struct rstate *s, const char *path)
 {
 	const struct sync_opts *o = s->r->o;
-	const struct idx_root *r;
-	if (!o || !o->windows || o->ranked || !*path)
+	if (!o || !o->windows || o->ranked || !*path || !recv_window_dir(s, path))
 		return 0;   /* (a ranked run's windows run in any order, and its
 		               pass 2 sets the modes of read-only directories) */
-	r = bsearch(&(struct idx_root){ .path = path }, s->roots, s->nroots, sizeof *s->roots,
-	            recv_root_cmp);
-	if (!r || r->depth != 1)
-		return 0;
 	/* and its parent's window is another (a window of several directories
 	 * may hold a parent and its child: the child, an entry of its parent,
 	 * is set here) */
@@ -95,10 +90,9 @@ int recv_window_top(const struct rstate *s, const char *path)
 	char *parent = strndup(path, sl ? (size_t)(sl - path) : 0);
 	if (!parent)
 		return 0;   /* (out of memory: set, and said, here too) */
-	r = bsearch(&(struct idx_root){ .path = parent }, s->roots, s->nroots, sizeof *s->roots,
-	            recv_root_cmp);
+	int other = !recv_window_dir(s, parent);
 	free(parent);
-	return !(r && r->depth == 1);
+	return other;
 }
 
 int recv_dir_ours(const struct rstate *s, const char *path)

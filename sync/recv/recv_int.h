@@ -454,12 +454,14 @@ int  recv_root_cmp(const void *a, const void *b);
  * ranked run (--ranked) but its window's own (its roots and their
  * entries); in a run of big files, none. Else all. */
 int  recv_dir_ours(const struct rstate *s, const char *path);
+/* finish.c: is dir one of the window's own directories (a depth-1 root)? */
+int  recv_window_dir(const struct rstate *s, const char *dir);
 /* plan.c: is directory path one of a window's own directories (--windows,
  * not a ranked run) other than SRC's top, whose parent is not one of them?
- * Its parent's window made it, set its metadata and
- * said so, or said why not: its own window sets them again only when it
- * wrote or removed entries in it (the mtime that moves), and says nothing
- * of them (a failure said once, not once a window). */
+ * Its parent's window made it, set its metadata and said so, or said why
+ * not: its own window sets them again only when it wrote or removed
+ * entries in it (the mtime that moves), and says nothing of them (a
+ * failure said once, not once a window). */
 int  recv_window_top(const struct rstate *s, const char *path);
 /* finish.c: may this receiver clean path's temps (a directory's) or sweep
  * its --partial record (a file's)? Under --windows only in the window's
